@@ -5,7 +5,11 @@ use clap::{Parser, Subcommand};
 use hogwild::optim::{AdamAsync, AdamAsyncState};
 
 #[derive(Parser)]
-#[command(name = "hogwild", version, about = "Lock-free asynchronous training on CPU")]
+#[command(
+    name = "hogwild",
+    version,
+    about = "Lock-free asynchronous training on CPU"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -12,7 +12,11 @@ pub enum Error {
     },
     /// A sparse index names a row outside the variable.
     #[error("Index {index} at offset {offset} in indices is out of range")]
-    IndexOutOfRange { index: i64, offset: usize, rows: usize },
+    IndexOutOfRange {
+        index: i64,
+        offset: usize,
+        rows: usize,
+    },
     /// A hyper-parameter or optimizer state value is not usable.
     #[error("invalid {name} = {value}: {reason}")]
     InvalidHyperParameter {

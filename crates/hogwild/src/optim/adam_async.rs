@@ -191,7 +191,11 @@ impl<T: Real> AdamCoeffs<T> {
             let start = index.to_row().unwrap_or(0) * row_len;
             let range = start..start + row_len;
             let g = &grad[k * row_len..(k + 1) * row_len];
-            let (w, mr, vr) = (&mut var[range.clone()], &mut m[range.clone()], &mut v[range]);
+            let (w, mr, vr) = (
+                &mut var[range.clone()],
+                &mut m[range.clone()],
+                &mut v[range],
+            );
             if rmsprop {
                 for i in 0..row_len {
                     rmsprop_element(&mut w[i], &mut mr[i], &mut vr[i], g[i], self);

@@ -6,11 +6,13 @@
 
 mod adam_async;
 mod real;
+mod rule;
 
 pub use adam_async::{
     adam_async_element, advance_powers, rmsprop_element, AdamAsync, AdamAsyncState, AdamCoeffs,
 };
 pub use real::{Real, SparseIndex};
+pub use rule::{apply_dense, apply_sparse, Adagrad, Optimizer, Sgd, SlotState};
 
 use crate::{Error, Result};
 
@@ -25,7 +27,7 @@ pub fn check_sparse<T, I: SparseIndex>(
     if row_len == 0 || var_len == 0 {
         return Err(Error::Empty { what: "var" });
     }
-    if var_len % row_len != 0 {
+    if !var_len.is_multiple_of(row_len) {
         return Err(Error::ShapeMismatch {
             what: "var length vs row length".into(),
             expected: format!("a multiple of {row_len}"),

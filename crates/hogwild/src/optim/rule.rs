@@ -1,0 +1,246 @@
+//! The optimizer trait: an update rule applied element by element, with per-element state slots
+//! stored beside each parameter and a few per-variable scalars.
+//!
+//! The same rule drives plain slices (`apply_dense`, `apply_sparse` here) and the Hogwild store's
+//! shared rows, where a row's weights and their slots sit together in memory.
+
+use super::{check_sparse, Real, SparseIndex};
+use crate::{Error, Result};
+
+/// An update rule. `SLOTS` state values per parameter element (SGD 0, Adagrad 1, AdamAsync 2) and
+/// `SCALARS` per-variable values (AdamAsync's two beta powers).
+pub trait Optimizer<T: Real>: Send + Sync {
+    /// State values stored beside each parameter element.
+    const SLOTS: usize;
+    /// Per-variable scalar state values.
+    const SCALARS: usize;
+    /// What a call computes once, before touching elements.
+    type Step: Copy + Send + Sync;
+
+    /// Initial value of state slot `slot` (e.g. Adagrad's initial accumulator).
+    fn slot_init(&self, slot: usize) -> T;
+    /// Initial per-variable scalars, `SCALARS` of them.
+    fn init_scalars(&self, scalars: &mut [T]);
+    /// Validates the hyper-parameters and scalars and computes the per-call step.
+    fn begin(&self, scalars: &[T], sparse: bool) -> Result<Self::Step>;
+    /// Updates the scalars after a call that touched `touched` rows or elements.
+    fn finish(&self, scalars: &mut [T], sparse: bool, touched: usize);
+    /// The rule for one element; `slots` holds `SLOTS` values.
+    fn element(&self, step: &Self::Step, w: &mut T, slots: &mut [T], g: T);
+}
+
+/// One variable's optimizer state for slice updates: `SLOTS` state vectors, element-major
+/// (`slots[i * SLOTS + s]` is slot `s` of element `i`), and the per-variable scalars.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlotState<T> {
+    pub slots: Vec<T>,
+    pub scalars: Vec<T>,
+}
+
+impl<T: Real> SlotState<T> {
+    /// Fresh state for a variable of `len` elements.
+    pub fn new<O: Optimizer<T>>(opt: &O, len: usize) -> Self {
+        let mut slots = Vec::with_capacity(len * O::SLOTS);
+        for _ in 0..len {
+            slots.extend((0..O::SLOTS).map(|s| opt.slot_init(s)));
+        }
+        let mut scalars = vec![T::zero(); O::SCALARS];
+        opt.init_scalars(&mut scalars);
+        Self { slots, scalars }
+    }
+}
+
+/// A dense step of `opt` on `var` with `state` from [`SlotState::new`].
+pub fn apply_dense<T: Real, O: Optimizer<T>>(
+    opt: &O,
+    var: &mut [T],
+    state: &mut SlotState<T>,
+    grad: &[T],
+) -> Result<()> {
+    if var.is_empty() {
+        return Err(Error::Empty { what: "var" });
+    }
+    check_state::<T, O>(var.len(), state)?;
+    if grad.len() != var.len() {
+        return Err(Error::ShapeMismatch {
+            what: "grad vs var".into(),
+            expected: var.len().to_string(),
+            got: grad.len().to_string(),
+        });
+    }
+    let step = opt.begin(&state.scalars, false)?;
+    let slots = O::SLOTS;
+    for (i, (w, &g)) in var.iter_mut().zip(grad).enumerate() {
+        opt.element(&step, w, &mut state.slots[i * slots..(i + 1) * slots], g);
+    }
+    opt.finish(&mut state.scalars, false, var.len());
+    Ok(())
+}
+
+/// A sparse step of `opt`: `grad` holds one `row_len` row per entry of `indices`; rows apply in
+/// order (duplicates sequentially). Every index is validated before anything is written.
+pub fn apply_sparse<T: Real, O: Optimizer<T>, I: SparseIndex>(
+    opt: &O,
+    var: &mut [T],
+    state: &mut SlotState<T>,
+    grad: &[T],
+    indices: &[I],
+    row_len: usize,
+) -> Result<()> {
+    check_state::<T, O>(var.len(), state)?;
+    check_sparse(var.len(), row_len, grad, indices)?;
+    let step = opt.begin(&state.scalars, true)?;
+    let slots = O::SLOTS;
+    for (k, &index) in indices.iter().enumerate() {
+        let start = index.to_row().unwrap_or(0) * row_len;
+        let g = &grad[k * row_len..(k + 1) * row_len];
+        let w = &mut var[start..start + row_len];
+        let s = &mut state.slots[start * slots..(start + row_len) * slots];
+        for (i, (w, &g)) in w.iter_mut().zip(g).enumerate() {
+            opt.element(&step, w, &mut s[i * slots..(i + 1) * slots], g);
+        }
+    }
+    opt.finish(&mut state.scalars, true, indices.len());
+    Ok(())
+}
+
+fn check_state<T: Real, O: Optimizer<T>>(len: usize, state: &SlotState<T>) -> Result<()> {
+    if state.slots.len() != len * O::SLOTS || state.scalars.len() != O::SCALARS {
+        return Err(Error::ShapeMismatch {
+            what: "optimizer state vs var".into(),
+            expected: format!("{} slots and {} scalars", len * O::SLOTS, O::SCALARS),
+            got: format!(
+                "{} slots and {} scalars",
+                state.slots.len(),
+                state.scalars.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Plain SGD: `w -= lr * g`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sgd<T> {
+    pub lr: T,
+}
+
+impl<T: Real> Optimizer<T> for Sgd<T> {
+    const SLOTS: usize = 0;
+    const SCALARS: usize = 0;
+    type Step = T;
+
+    fn slot_init(&self, _slot: usize) -> T {
+        T::zero()
+    }
+    fn init_scalars(&self, _scalars: &mut [T]) {}
+    fn begin(&self, _scalars: &[T], _sparse: bool) -> Result<T> {
+        finite("lr", self.lr)?;
+        Ok(self.lr)
+    }
+    fn finish(&self, _scalars: &mut [T], _sparse: bool, _touched: usize) {}
+    #[inline(always)]
+    fn element(&self, lr: &T, w: &mut T, _slots: &mut [T], g: T) {
+        *w = *w - *lr * g;
+    }
+}
+
+/// Adagrad (TensorFlow's form): `acc += g*g; w -= lr * g / sqrt(acc)`, the accumulator starting at
+/// `initial_accumulator` (TensorFlow's default 0.1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Adagrad<T> {
+    pub lr: T,
+    pub initial_accumulator: T,
+}
+
+impl<T: Real> Optimizer<T> for Adagrad<T> {
+    const SLOTS: usize = 1;
+    const SCALARS: usize = 0;
+    type Step = T;
+
+    fn slot_init(&self, _slot: usize) -> T {
+        self.initial_accumulator
+    }
+    fn init_scalars(&self, _scalars: &mut [T]) {}
+    fn begin(&self, _scalars: &[T], _sparse: bool) -> Result<T> {
+        finite("lr", self.lr)?;
+        finite("initial_accumulator", self.initial_accumulator)?;
+        if self.initial_accumulator <= T::zero() {
+            return Err(Error::InvalidHyperParameter {
+                name: "initial_accumulator",
+                value: self.initial_accumulator.to_f64_lossy(),
+                reason: "must be positive",
+            });
+        }
+        Ok(self.lr)
+    }
+    fn finish(&self, _scalars: &mut [T], _sparse: bool, _touched: usize) {}
+    #[inline(always)]
+    fn element(&self, lr: &T, w: &mut T, slots: &mut [T], g: T) {
+        let acc = slots[0] + g * g;
+        slots[0] = acc;
+        *w = *w - *lr * g / acc.sqrt();
+    }
+}
+
+/// AdamAsync as a rule: slots m, v; scalars beta1_power, beta2_power.
+impl<T: Real> Optimizer<T> for super::AdamAsync<T> {
+    const SLOTS: usize = 2;
+    const SCALARS: usize = 2;
+    type Step = (super::AdamCoeffs<T>, bool);
+
+    fn slot_init(&self, _slot: usize) -> T {
+        T::zero()
+    }
+    fn init_scalars(&self, scalars: &mut [T]) {
+        scalars[0] = self.beta1;
+        scalars[1] = self.beta2;
+    }
+    fn begin(&self, scalars: &[T], sparse: bool) -> Result<Self::Step> {
+        let rmsprop = sparse && self.apply_sparse_rmsprop;
+        let c = if rmsprop {
+            super::AdamCoeffs::new_rmsprop(self.lr, self.beta1, self.beta2, self.epsilon)?
+        } else {
+            super::AdamCoeffs::new(
+                self.lr,
+                self.beta1,
+                self.beta2,
+                self.epsilon,
+                scalars[0],
+                scalars[1],
+            )?
+        };
+        Ok((c, rmsprop))
+    }
+    fn finish(&self, scalars: &mut [T], sparse: bool, touched: usize) {
+        if (sparse && self.apply_sparse_rmsprop) || touched == 0 {
+            return;
+        }
+        let (b1p, b2p) = scalars.split_at_mut(1);
+        super::advance_powers(&mut b1p[0], &mut b2p[0], self.beta1, self.beta2);
+    }
+    #[inline(always)]
+    fn element(&self, step: &Self::Step, w: &mut T, slots: &mut [T], g: T) {
+        let (c, rmsprop) = step;
+        let (m, v) = slots.split_at_mut(1);
+        if *rmsprop {
+            super::rmsprop_element(w, &mut m[0], &mut v[0], g, c);
+        } else if self.use_nesterov {
+            super::adam_async_element::<T, true>(w, &mut m[0], &mut v[0], g, c);
+        } else {
+            super::adam_async_element::<T, false>(w, &mut m[0], &mut v[0], g, c);
+        }
+    }
+}
+
+fn finite<T: Real>(name: &'static str, x: T) -> Result<()> {
+    if x.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::InvalidHyperParameter {
+            name,
+            value: x.to_f64_lossy(),
+            reason: "must be finite",
+        })
+    }
+}
