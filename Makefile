@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 export PKG_CONFIG_PATH := $(CURDIR)/build/tf:$(PKG_CONFIG_PATH)
 export LD_LIBRARY_PATH := $(CURDIR)/build/tf/lib:$(LD_LIBRARY_PATH)
+# TensorFlow's informational log lines (oneDNN notices) drown test output.
+export TF_CPP_MIN_LOG_LEVEL ?= 1
 
 .PHONY: demo test setup lint rust-test py-test bench
 
@@ -11,13 +13,14 @@ demo:
 setup:
 	@bash scripts/setup.sh
 
-lint:
+# Default members build without TensorFlow; the workspace (runner, plugin bridge) needs setup first.
+lint: setup
 	cargo fmt --all -- --check
-	cargo clippy --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets -- -D warnings
 
-rust-test:
-	cargo test --all-targets
-	cargo test --doc
+rust-test: setup
+	cargo test --workspace --all-targets
+	cargo test --workspace --doc
 
 py-test: setup
 	.venv/bin/python -m pytest -q tests

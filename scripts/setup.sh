@@ -35,10 +35,13 @@ ln -sfn "$tf_lib/libtensorflow_cc.so.2" "$tf_dir/lib/libtensorflow.so"
 ln -sfn "$tf_lib/libtensorflow_cc.so.2" "$tf_dir/lib/libtensorflow.so.2"
 ln -sfn "$tf_lib/libtensorflow_framework.so.2" "$tf_dir/lib/libtensorflow_framework.so"
 ln -sfn "$tf_lib/libtensorflow_framework.so.2" "$tf_dir/lib/libtensorflow_framework.so.2"
+ln -sfn "$tf_lib/libtensorflow_cc.so.2" "$tf_dir/lib/libtensorflow_cc.so.2"
 pc=$tf_dir/tensorflow.pc
 cat > "$pc.tmp" <<PC
 prefix=$tf_dir
 libdir=\${prefix}/lib
+# The wheel's own folder: binaries linked against this library get it as their rpath.
+rpath=$tf_lib
 includedir=$tf_lib/include
 
 Name: tensorflow
