@@ -506,3 +506,148 @@ impl<T: Real> AdamAsync<T> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Every compiled path (build target, AVX2, AVX-512F) gives the bits of the element rule
+    //! applied one element at a time, for every rule and for lengths that exercise the vector
+    //! tails.
+
+    use super::*;
+
+    /// splitmix64, seeded: the inputs are reproducible.
+    fn values<T: Real>(seed: u64, n: usize, scale: f64, positive: bool) -> Vec<T> {
+        let mut state = seed;
+        (0..n)
+            .map(|_| {
+                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                let u = ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64;
+                let x = if positive {
+                    u * scale
+                } else {
+                    (u - 0.5) * scale
+                };
+                T::from(x).unwrap_or(T::zero())
+            })
+            .collect()
+    }
+
+    type Loop<T> = fn(&AdamCoeffs<T>, &mut [T], &mut [T], &mut [T], &[T]);
+
+    fn scalar<T: Real, const RULE: u8>(
+        c: &AdamCoeffs<T>,
+        var: &mut [T],
+        m: &mut [T],
+        v: &mut [T],
+        g: &[T],
+    ) {
+        for i in 0..var.len() {
+            match RULE {
+                RULE_RMSPROP => rmsprop_element(&mut var[i], &mut m[i], &mut v[i], g[i], c),
+                RULE_NESTEROV => {
+                    adam_async_element::<T, true>(&mut var[i], &mut m[i], &mut v[i], g[i], c)
+                }
+                _ => adam_async_element::<T, false>(&mut var[i], &mut m[i], &mut v[i], g[i], c),
+            }
+        }
+    }
+
+    fn paths<T: Real, const RULE: u8>() -> Vec<(&'static str, Loop<T>)> {
+        let mut paths: Vec<(&'static str, Loop<T>)> = vec![
+            ("dispatched", dispatch_dense::by_cpu::<T, RULE>),
+            ("portable", dispatch_dense::portable::<T, RULE>),
+        ];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                paths.push(("avx2", |c, w, m, v, g| {
+                    // SAFETY: AVX2 support was detected before this path was listed.
+                    unsafe { dispatch_dense::avx2::<T, RULE>(c, w, m, v, g) }
+                }));
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                paths.push(("avx512", |c, w, m, v, g| {
+                    // SAFETY: AVX-512F support was detected before this path was listed.
+                    unsafe { dispatch_dense::avx512::<T, RULE>(c, w, m, v, g) }
+                }));
+            }
+        }
+        paths
+    }
+
+    fn bits<T: Real>(xs: &[T]) -> Vec<u64> {
+        xs.iter().map(|x| x.to_f64_lossy().to_bits()).collect()
+    }
+
+    fn same_bits_on_every_path<T: Real, const RULE: u8>() {
+        let c = AdamCoeffs::new(
+            T::from(0.01).unwrap(),
+            T::from(0.9).unwrap(),
+            T::from(0.99).unwrap(),
+            T::from(1e-3).unwrap(),
+            T::from(0.729).unwrap(),
+            T::from(0.970299).unwrap(),
+        )
+        .unwrap();
+        for n in [1, 3, 7, 8, 15, 16, 17, 31, 33, 64, 65, 100, 257] {
+            let seed = n as u64;
+            let var0 = values::<T>(seed, n, 4.0, false);
+            let m0 = values::<T>(seed + 1, n, 0.2, false);
+            let v0 = values::<T>(seed + 2, n, 0.05, true);
+            let g = values::<T>(seed + 3, n, 1.0, false);
+            let (mut w, mut m, mut v) = (var0.clone(), m0.clone(), v0.clone());
+            scalar::<T, RULE>(&c, &mut w, &mut m, &mut v, &g);
+            for (name, path) in paths::<T, RULE>() {
+                let (mut pw, mut pm, mut pv) = (var0.clone(), m0.clone(), v0.clone());
+                path(&c, &mut pw, &mut pm, &mut pv, &g);
+                assert_eq!(bits(&pw), bits(&w), "{name}, rule {RULE}, n {n}: var");
+                assert_eq!(bits(&pm), bits(&m), "{name}, rule {RULE}, n {n}: m");
+                assert_eq!(bits(&pv), bits(&v), "{name}, rule {RULE}, n {n}: v");
+            }
+        }
+    }
+
+    #[test]
+    fn every_cpu_path_gives_the_element_rule_bits() {
+        same_bits_on_every_path::<f32, RULE_ADAM>();
+        same_bits_on_every_path::<f32, RULE_NESTEROV>();
+        same_bits_on_every_path::<f32, RULE_RMSPROP>();
+        same_bits_on_every_path::<f64, RULE_ADAM>();
+        same_bits_on_every_path::<f64, RULE_NESTEROV>();
+        same_bits_on_every_path::<f64, RULE_RMSPROP>();
+        same_bits_on_every_path::<half::f16, RULE_ADAM>();
+        same_bits_on_every_path::<half::bf16, RULE_RMSPROP>();
+    }
+
+    #[test]
+    fn sparse_paths_agree() {
+        let c = AdamCoeffs::new(0.01f32, 0.9, 0.99, 1e-3, 0.9, 0.99).unwrap();
+        let (rows, row_len) = (6, 19);
+        let var0 = values::<f32>(1, rows * row_len, 4.0, false);
+        let g = values::<f32>(2, 4 * row_len, 1.0, false);
+        let indices = [4u64, 0, 4, 5];
+        let run = |path: &str| {
+            let (mut w, mut m, mut v) =
+                (var0.clone(), vec![0.0; var0.len()], vec![0.1; var0.len()]);
+            let s = SparseRows {
+                var: &mut w,
+                m: &mut m,
+                v: &mut v,
+                grad: &g,
+                indices: &indices,
+                row_len,
+                rows,
+            };
+            match path {
+                "portable" => dispatch_sparse::portable::<f32, u64, RULE_ADAM>(&c, s),
+                _ => dispatch_sparse::by_cpu::<f32, u64, RULE_ADAM>(&c, s),
+            }
+            .unwrap();
+            (bits(&w), bits(&m), bits(&v))
+        };
+        assert_eq!(run("portable"), run("dispatched"));
+    }
+}
