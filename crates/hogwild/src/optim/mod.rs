@@ -1,8 +1,44 @@
 //! Optimizers: AdamAsync (DeepRec's asynchronous Adam), Adagrad and SGD.
 //!
-//! Each optimizer's arithmetic is written once, as a per-element rule (`*_element` functions), and
-//! every kernel (dense slices, sparse rows, the TF plugin's kernels through the cxx bridge, the Hogwild
-//! store's shared rows) calls that rule, so all of them produce the same bits for the same inputs.
+//! ```
+//! use hogwild::optim::{AdamAsync, AdamAsyncState};
+//!
+//! // A [3, 2] embedding table; one sparse step on rows 2 and 0 (rows of grad in that order).
+//! let opt = AdamAsync::new(0.001f32, 0.9, 0.999, 1e-8);
+//! let mut table = vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+//! let mut state = AdamAsyncState::new(table.len(), &opt);
+//! opt.apply_sparse(&mut table, &mut state, &[0.1, 0.1, 0.2, 0.2], &[2i64, 0], 2)?;
+//! assert_eq!(&table[2..4], &[3.0, 4.0]); // lazy: row 1 is untouched
+//! assert_eq!(state.beta1_power, 0.9f32 * 0.9); // the powers advance once per call
+//!
+//! let err = opt.apply_sparse(&mut table, &mut state, &[0.1, 0.1], &[3i64], 2).unwrap_err();
+//! assert_eq!(err.to_string(), "Index 3 at offset 0 in indices is out of range");
+//! # Ok::<(), hogwild::Error>(())
+//! ```
+//!
+//! # What is guaranteed
+//!
+//! - **One arithmetic, identical bits.** Each rule is written once, per element
+//!   ([`adam_async_element`], [`rmsprop_element`], the [`Optimizer`] impls). The slice kernels
+//!   ([`AdamAsync::apply_dense`], [`AdamAsync::apply_sparse`], [`AdamCoeffs::apply_dense_chunk`],
+//!   [`AdamCoeffs::apply_sparse_rows`]: what the TF plugin calls), the generic [`apply_dense`] /
+//!   [`apply_sparse`] and the Hogwild store's shared rows all run it in the same operation order,
+//!   so they give the same bits for the same inputs. The AdamAsync loops are compiled for AVX2 and
+//!   AVX-512F as well and picked at run time; Rust never fuses a multiply and an add, and +, -, *, /
+//!   and sqrt are correctly rounded everywhere, so the result does not depend on the CPU either.
+//!   A sparse update that names every row once equals the dense update bit for bit, and a dense
+//!   update split into shards equals the whole.
+//! - **Duplicate indices apply sequentially**, in order, each seeing the state the previous one
+//!   left, with the call's coefficients computed once (DeepRec races instead). For the summed
+//!   (aggregated-gradient) semantics of DeepRec's Python optimizer call
+//!   [`sum_duplicate_indices`] first.
+//! - **Lazy sparse updates**: rows not named are left bit-identical (weights and slots); AdamAsync's
+//!   powers advance once per call, never for a call with no indices, never on the RMSProp path.
+//! - **Validated before written**: hyper-parameters, powers, shapes and every index are checked
+//!   before any element changes; a bad input returns a [`crate::Error`] naming it, never a
+//!   panic. Gradients are not checked (a NaN gradient gives NaN weights, as in TensorFlow).
+//! - Generic over f32, f64 and the `half` crate's f16 and bf16 (every operation rounds to the half
+//!   type, as TensorFlow's Eigen half does); indices i32, i64, u32, u64, usize.
 
 mod adam_async;
 mod real;
