@@ -1,8 +1,44 @@
 //! Optimizers: AdamAsync (DeepRec's asynchronous Adam), Adagrad and SGD.
 //!
-//! Each optimizer's arithmetic is written once, as a per-element rule (`*_element` functions), and
-//! every kernel (dense slices, sparse rows, the TF plugin's kernels through the cxx bridge, the Hogwild
-//! store's shared rows) calls that rule, so all of them produce the same bits for the same inputs.
+//! ```
+//! use hogwild::optim::{AdamAsync, AdamAsyncState};
+//!
+//! // A [3, 2] embedding table; one sparse step on rows 2 and 0 (rows of grad in that order).
+//! let opt = AdamAsync::new(0.001f32, 0.9, 0.999, 1e-8);
+//! let mut table = vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+//! let mut state = AdamAsyncState::new(table.len(), &opt);
+//! opt.apply_sparse(&mut table, &mut state, &[0.1, 0.1, 0.2, 0.2], &[2i64, 0], 2)?;
+//! assert_eq!(&table[2..4], &[3.0, 4.0]); // lazy: row 1 is untouched
+//! assert_eq!(state.beta1_power, 0.9f32 * 0.9); // the powers advance once per call
+//!
+//! let err = opt.apply_sparse(&mut table, &mut state, &[0.1, 0.1], &[3i64], 2).unwrap_err();
+//! assert_eq!(err.to_string(), "Index 3 at offset 0 in indices is out of range");
+//! # Ok::<(), hogwild::Error>(())
+//! ```
+//!
+//! # What is guaranteed
+//!
+//! - **One arithmetic, identical bits.** Each rule is written once, per element
+//!   ([`adam_async_element`], [`rmsprop_element`], the [`Optimizer`] impls). The slice kernels
+//!   ([`AdamAsync::apply_dense`], [`AdamAsync::apply_sparse`], [`AdamCoeffs::apply_dense_chunk`],
+//!   [`AdamCoeffs::apply_sparse_rows`]: what the TF plugin calls), the generic [`apply_dense`] /
+//!   [`apply_sparse`] and the Hogwild store's shared rows all run it in the same operation order,
+//!   so they give the same bits for the same inputs. The AdamAsync loops are compiled for AVX2 and
+//!   AVX-512F as well and picked at run time; Rust never fuses a multiply and an add, and +, -, *, /
+//!   and sqrt are correctly rounded everywhere, so the result does not depend on the CPU either.
+//!   A sparse update that names every row once equals the dense update bit for bit, and a dense
+//!   update split into shards equals the whole.
+//! - **Duplicate indices apply sequentially**, in order, each seeing the state the previous one
+//!   left, with the call's coefficients computed once (DeepRec races instead). For the summed
+//!   (aggregated-gradient) semantics of DeepRec's Python optimizer call
+//!   [`sum_duplicate_indices`] first.
+//! - **Lazy sparse updates**: rows not named are left bit-identical (weights and slots); AdamAsync's
+//!   powers advance once per call, never for a call with no indices, never on the RMSProp path.
+//! - **Validated before written**: hyper-parameters, powers, shapes and every index are checked
+//!   before any element changes; a bad input returns a [`crate::Error`] naming it, never a
+//!   panic. Gradients are not checked (a NaN gradient gives NaN weights, as in TensorFlow).
+//! - Generic over f32, f64 and the `half` crate's f16 and bf16 (every operation rounds to the half
+//!   type, as TensorFlow's Eigen half does); indices i32, i64, u32, u64, usize.
 
 mod adam_async;
 mod real;
@@ -10,28 +46,35 @@ mod rule;
 
 pub use adam_async::{
     adam_async_element, advance_powers, rmsprop_element, AdamAsync, AdamAsyncState, AdamCoeffs,
+    AdamRule,
 };
 pub use real::{Real, SparseIndex};
 pub use rule::{apply_dense, apply_sparse, Adagrad, Optimizer, Sgd, SlotState};
 
+use std::collections::hash_map::{Entry, HashMap};
+use std::hash::Hash;
+use std::ops::Range;
+
 use crate::{Error, Result};
 
-/// Checks that `indices` address rows of `rows` rows and that `grad` holds one `row_len` row per
-/// index. Validates every index before anything is written.
+/// Checks a sparse update against a `[rows, row_len]` variable of `var_len` elements stored
+/// row-major: `row_len` is positive and divides `var_len`, `grad` holds one `row_len` row per entry of
+/// `indices`, and every index names a row. Validates every index before anything is written and
+/// returns the number of rows.
 pub fn check_sparse<T, I: SparseIndex>(
     var_len: usize,
     row_len: usize,
     grad: &[T],
     indices: &[I],
 ) -> Result<usize> {
-    if row_len == 0 || var_len == 0 {
+    if var_len == 0 {
         return Err(Error::Empty { what: "var" });
     }
-    if !var_len.is_multiple_of(row_len) {
+    if row_len == 0 || !var_len.is_multiple_of(row_len) {
         return Err(Error::ShapeMismatch {
-            what: "var length vs row length".into(),
-            expected: format!("a multiple of {row_len}"),
-            got: var_len.to_string(),
+            what: "row length vs var length".into(),
+            expected: format!("a positive divisor of {var_len}"),
+            got: row_len.to_string(),
         });
     }
     let expected = indices.len().checked_mul(row_len);
@@ -44,34 +87,91 @@ pub fn check_sparse<T, I: SparseIndex>(
     }
     let rows = var_len / row_len;
     for (offset, &index) in indices.iter().enumerate() {
-        match index.to_row() {
-            Some(r) if r < rows => {}
-            _ => {
-                return Err(Error::IndexOutOfRange {
-                    index: index.as_i64(),
-                    offset,
-                    rows,
-                })
-            }
-        }
+        row_range(index, offset, rows, row_len)?;
     }
     Ok(rows)
 }
 
-/// Checks that every slice has the length of the first.
-pub(crate) fn check_same_len(what: &'static [&'static str], lens: &[usize]) -> Result<()> {
-    let first = lens[0];
+/// The element range of the row that `index` (at `offset` in the indices) names in a variable of
+/// `rows` rows of `row_len` elements, or the out-of-range error. Cannot overflow: a row below `rows`
+/// ends at most at `rows * row_len`, the variable's length.
+#[inline]
+pub(crate) fn row_range<I: SparseIndex>(
+    index: I,
+    offset: usize,
+    rows: usize,
+    row_len: usize,
+) -> Result<Range<usize>> {
+    match index.to_row() {
+        Some(row) if row < rows => Ok(row * row_len..(row + 1) * row_len),
+        _ => Err(Error::IndexOutOfRange {
+            index: index.as_i64(),
+            offset,
+            rows,
+        }),
+    }
+}
+
+/// Checks that every slice has the length of the first, and that the first is not empty.
+pub(crate) fn check_same_len(what: &[&'static str], lens: &[usize]) -> Result<()> {
+    let (Some(&first_name), Some(&first)) = (what.first(), lens.first()) else {
+        return Ok(());
+    };
     if first == 0 {
-        return Err(Error::Empty { what: what[0] });
+        return Err(Error::Empty { what: first_name });
     }
     for (name, &len) in what.iter().zip(lens).skip(1) {
         if len != first {
             return Err(Error::ShapeMismatch {
-                what: format!("{name} vs {}", what[0]),
+                what: format!("{name} vs {first_name}"),
                 expected: first.to_string(),
                 got: len.to_string(),
             });
         }
     }
     Ok(())
+}
+
+/// Sums the gradient rows of repeated indices, the form DeepRec's Python optimizer gives the sparse
+/// op: returns the distinct indices in order of first appearance and one row per distinct index,
+/// the sum of its rows added in order of appearance. Index ranges are checked by the apply call.
+pub fn sum_duplicate_indices<T: Real, I: SparseIndex + Eq + Hash>(
+    grad: &[T],
+    indices: &[I],
+    row_len: usize,
+) -> Result<(Vec<T>, Vec<I>)> {
+    if row_len == 0 {
+        return Err(Error::ShapeMismatch {
+            what: "row length".into(),
+            expected: "a positive length".into(),
+            got: "0".into(),
+        });
+    }
+    if indices.len().checked_mul(row_len) != Some(grad.len()) {
+        return Err(Error::ShapeMismatch {
+            what: "grad must be one row per index".into(),
+            expected: format!("{} x {row_len}", indices.len()),
+            got: grad.len().to_string(),
+        });
+    }
+    let mut position = HashMap::with_capacity(indices.len());
+    let mut unique = Vec::with_capacity(indices.len());
+    let mut summed: Vec<T> = Vec::with_capacity(grad.len());
+    for (&index, g) in indices.iter().zip(grad.chunks_exact(row_len)) {
+        match position.entry(index) {
+            Entry::Occupied(slot) => {
+                let start = *slot.get() * row_len;
+                // In bounds: every stored position has a row in `summed`.
+                for (s, &g) in summed[start..start + row_len].iter_mut().zip(g) {
+                    *s = *s + g;
+                }
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(unique.len());
+                unique.push(index);
+                summed.extend_from_slice(g);
+            }
+        }
+    }
+    Ok((summed, unique))
 }

@@ -4,7 +4,7 @@
 //! The same rule drives plain slices (`apply_dense`, `apply_sparse` here) and the Hogwild store's
 //! shared rows, where a row's weights and their slots sit together in memory.
 
-use super::{check_sparse, Real, SparseIndex};
+use super::{check_sparse, row_range, AdamCoeffs, AdamRule, Real, SparseIndex};
 use crate::{Error, Result};
 
 /// An update rule. `SLOTS` state values per parameter element (SGD 0, Adagrad 1, AdamAsync 2) and
@@ -70,6 +70,7 @@ pub fn apply_dense<T: Real, O: Optimizer<T>>(
     }
     let step = opt.begin(&state.scalars, false)?;
     let slots = O::SLOTS;
+    // In bounds: `check_state` proved `state.slots.len() == var.len() * SLOTS`.
     for (i, (w, &g)) in var.iter_mut().zip(grad).enumerate() {
         opt.element(&step, w, &mut state.slots[i * slots..(i + 1) * slots], g);
     }
@@ -88,14 +89,17 @@ pub fn apply_sparse<T: Real, O: Optimizer<T>, I: SparseIndex>(
     row_len: usize,
 ) -> Result<()> {
     check_state::<T, O>(var.len(), state)?;
-    check_sparse(var.len(), row_len, grad, indices)?;
+    let rows = check_sparse(var.len(), row_len, grad, indices)?;
     let step = opt.begin(&state.scalars, true)?;
     let slots = O::SLOTS;
-    for (k, &index) in indices.iter().enumerate() {
-        let start = index.to_row().unwrap_or(0) * row_len;
-        let g = &grad[k * row_len..(k + 1) * row_len];
-        let w = &mut var[start..start + row_len];
-        let s = &mut state.slots[start * slots..(start + row_len) * slots];
+    let grad_rows = grad.chunks_exact(row_len);
+    for (offset, (&index, g)) in indices.iter().zip(grad_rows).enumerate() {
+        // Already validated by `check_sparse`; an error here is impossible, not a fallback.
+        let range = row_range(index, offset, rows, row_len)?;
+        // In bounds: the row ends at most at `var.len()`, and `check_state` proved
+        // `state.slots.len() == var.len() * SLOTS`.
+        let s = &mut state.slots[range.start * slots..range.end * slots];
+        let w = &mut var[range];
         for (i, (w, &g)) in w.iter_mut().zip(g).enumerate() {
             opt.element(&step, w, &mut s[i * slots..(i + 1) * slots], g);
         }
@@ -105,10 +109,10 @@ pub fn apply_sparse<T: Real, O: Optimizer<T>, I: SparseIndex>(
 }
 
 fn check_state<T: Real, O: Optimizer<T>>(len: usize, state: &SlotState<T>) -> Result<()> {
-    if state.slots.len() != len * O::SLOTS || state.scalars.len() != O::SCALARS {
+    if len.checked_mul(O::SLOTS) != Some(state.slots.len()) || state.scalars.len() != O::SCALARS {
         return Err(Error::ShapeMismatch {
             what: "optimizer state vs var".into(),
-            expected: format!("{} slots and {} scalars", len * O::SLOTS, O::SCALARS),
+            expected: format!("{len} x {} slots and {} scalars", O::SLOTS, O::SCALARS),
             got: format!(
                 "{} slots and {} scalars",
                 state.slots.len(),
@@ -183,52 +187,64 @@ impl<T: Real> Optimizer<T> for Adagrad<T> {
     }
 }
 
-/// AdamAsync as a rule: slots m, v; scalars beta1_power, beta2_power.
+/// AdamAsync as a rule: slots m, v; scalars beta1_power, beta2_power. Dense steps follow
+/// `use_nesterov`, sparse steps are lazy Adam or, with `apply_sparse_rmsprop`, RMSProp, exactly as
+/// [`AdamAsync::apply_dense`](super::AdamAsync::apply_dense) and
+/// [`AdamAsync::apply_sparse`](super::AdamAsync::apply_sparse), with the same bits.
 impl<T: Real> Optimizer<T> for super::AdamAsync<T> {
     const SLOTS: usize = 2;
     const SCALARS: usize = 2;
-    type Step = (super::AdamCoeffs<T>, bool);
+    type Step = (AdamCoeffs<T>, AdamRule);
 
     fn slot_init(&self, _slot: usize) -> T {
         T::zero()
     }
     fn init_scalars(&self, scalars: &mut [T]) {
-        scalars[0] = self.beta1;
-        scalars[1] = self.beta2;
+        if let [b1p, b2p, ..] = scalars {
+            *b1p = self.beta1;
+            *b2p = self.beta2;
+        }
     }
     fn begin(&self, scalars: &[T], sparse: bool) -> Result<Self::Step> {
-        let rmsprop = sparse && self.apply_sparse_rmsprop;
-        let c = if rmsprop {
-            super::AdamCoeffs::new_rmsprop(self.lr, self.beta1, self.beta2, self.epsilon)?
-        } else {
-            super::AdamCoeffs::new(
-                self.lr,
-                self.beta1,
-                self.beta2,
-                self.epsilon,
-                scalars[0],
-                scalars[1],
-            )?
+        if sparse && self.apply_sparse_rmsprop {
+            let c = AdamCoeffs::new_rmsprop(self.lr, self.beta1, self.beta2, self.epsilon)?;
+            return Ok((c, AdamRule::RmsProp));
+        }
+        let &[b1p, b2p] = scalars else {
+            return Err(Error::ShapeMismatch {
+                what: "AdamAsync scalars (beta1_power, beta2_power)".into(),
+                expected: "2".into(),
+                got: scalars.len().to_string(),
+            });
         };
-        Ok((c, rmsprop))
+        let c = AdamCoeffs::new(self.lr, self.beta1, self.beta2, self.epsilon, b1p, b2p)?;
+        let rule = if !sparse && self.use_nesterov {
+            AdamRule::Nesterov
+        } else {
+            AdamRule::Adam
+        };
+        Ok((c, rule))
     }
     fn finish(&self, scalars: &mut [T], sparse: bool, touched: usize) {
         if (sparse && self.apply_sparse_rmsprop) || touched == 0 {
             return;
         }
-        let (b1p, b2p) = scalars.split_at_mut(1);
-        super::advance_powers(&mut b1p[0], &mut b2p[0], self.beta1, self.beta2);
+        if let [b1p, b2p, ..] = scalars {
+            super::advance_powers(b1p, b2p, self.beta1, self.beta2);
+        }
     }
+    /// # Panics
+    /// When `slots` holds fewer than 2 values (the trait's contract is `SLOTS` values).
     #[inline(always)]
     fn element(&self, step: &Self::Step, w: &mut T, slots: &mut [T], g: T) {
-        let (c, rmsprop) = step;
+        let (c, rule) = step;
         let (m, v) = slots.split_at_mut(1);
-        if *rmsprop {
-            super::rmsprop_element(w, &mut m[0], &mut v[0], g, c);
-        } else if self.use_nesterov {
-            super::adam_async_element::<T, true>(w, &mut m[0], &mut v[0], g, c);
-        } else {
-            super::adam_async_element::<T, false>(w, &mut m[0], &mut v[0], g, c);
+        match rule {
+            AdamRule::Adam => super::adam_async_element::<T, false>(w, &mut m[0], &mut v[0], g, c),
+            AdamRule::Nesterov => {
+                super::adam_async_element::<T, true>(w, &mut m[0], &mut v[0], g, c)
+            }
+            AdamRule::RmsProp => super::rmsprop_element(w, &mut m[0], &mut v[0], g, c),
         }
     }
 }
