@@ -13,7 +13,7 @@ pub enum Error {
     /// A sparse index names a row outside the variable.
     #[error("Index {index} at offset {offset} in indices is out of range")]
     IndexOutOfRange {
-        index: i64,
+        index: i128,
         offset: usize,
         rows: usize,
     },

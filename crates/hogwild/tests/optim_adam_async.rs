@@ -706,10 +706,15 @@ fn index_errors() {
     assert_eq!(
         e,
         Error::IndexOutOfRange {
-            index: (usize::MAX / 2) as i64,
+            index: (usize::MAX / 2) as i128,
             offset: 0,
             rows: 2
         }
+    );
+    // u64 ids above i64::MAX are reported as written.
+    assert_eq!(
+        err_sparse(&opt, &mut var, &mut s, &[0.1; 2], &[u64::MAX], 2),
+        "Index 18446744073709551615 at offset 0 in indices is out of range"
     );
     // The same checks guard the RMSProp path.
     let rms = AdamAsync {

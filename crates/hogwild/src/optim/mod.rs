@@ -105,7 +105,7 @@ pub(crate) fn row_range<I: SparseIndex>(
     match index.to_row() {
         Some(row) if row < rows => Ok(row * row_len..(row + 1) * row_len),
         _ => Err(Error::IndexOutOfRange {
-            index: index.as_i64(),
+            index: index.as_i128(),
             offset,
             rows,
         }),

@@ -35,7 +35,7 @@ pub trait SparseIndex: Copy + Send + Sync {
     /// The row this index names, or `None` when it is negative or does not fit in `usize`.
     fn to_row(self) -> Option<usize>;
     /// The index as written, for error messages.
-    fn as_i64(self) -> i64;
+    fn as_i128(self) -> i128;
 }
 
 macro_rules! sparse_index {
@@ -45,8 +45,9 @@ macro_rules! sparse_index {
             fn to_row(self) -> Option<usize> {
                 usize::try_from(self).ok()
             }
-            fn as_i64(self) -> i64 {
-                i64::try_from(self).unwrap_or(i64::MAX)
+            fn as_i128(self) -> i128 {
+                // Every index type fits in i128 (usize is at most 64 bits here).
+                i128::try_from(self).unwrap_or(i128::MAX)
             }
         }
     )*};
