@@ -3,6 +3,7 @@
 import ctypes
 import functools
 import os
+import threading
 from pathlib import Path
 
 import tensorflow as tf
@@ -47,9 +48,17 @@ def _check_version(path: Path, built_for: str) -> None:
         )
 
 
-@functools.cache
+_LOCK = threading.Lock()
+
+
 def load_library():
-    """Loads the ops into TensorFlow (once per process) and returns the generated op module."""
+    """Loads the ops into TensorFlow (once per process, thread-safe) and returns the op module."""
+    with _LOCK:
+        return _load()
+
+
+@functools.cache
+def _load():
     path = library_path()
     side_file = path.with_name(path.name + ".tf_version")
     if side_file.is_file():

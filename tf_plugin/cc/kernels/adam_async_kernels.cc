@@ -117,6 +117,22 @@ class AdamAsyncOpBase : public OpKernel {
   }
 
  protected:
+  // Resource inputs must hold variables of type T (TensorFlow's helpers would CHECK-fail, i.e.
+  // abort, on a mismatch). Called before any lock is taken.
+  absl::Status CheckResourceDTypes(OpKernelContext* ctx) {
+    for (int i = 0; i < 5; ++i) {
+      if (ctx->input_dtype(i) != DT_RESOURCE) continue;
+      core::RefCountPtr<Var> var;
+      TF_RETURN_IF_ERROR(LookupResource(ctx, HandleFromInput(ctx, i), &var));
+      const DataType held = var->tensor()->dtype();
+      if (held != DataTypeToEnum<T>::v()) {
+        return InvalidArg(kInputNames[i], " holds ", DataTypeString(held), " but the op's T is ",
+                          DataTypeString(DataTypeToEnum<T>::v()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // Reads the five variable inputs under the locks `lock` holds; checks initialisation and shapes.
   absl::Status GetVariables(OpKernelContext* ctx, bool sparse, Tensor vars[5]) {
     for (int i = 0; i < 5; ++i) {
@@ -170,6 +186,7 @@ class AdamAsyncDenseOp : public AdamAsyncOpBase<T> {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    OP_REQUIRES_OK(ctx, this->CheckResourceDTypes(ctx));
     auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(
         ctx, this->use_exclusive_lock_, /*sparse=*/false, {0, 1, 2, 3, 4});
     Tensor t[5];
@@ -231,6 +248,7 @@ class AdamAsyncSparseOp : public AdamAsyncOpBase<T> {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    OP_REQUIRES_OK(ctx, this->CheckResourceDTypes(ctx));
     auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(
         ctx, this->use_exclusive_lock_, /*sparse=*/true, {0, 1, 2, 3, 4});
     Tensor t[5];
