@@ -5,6 +5,8 @@
 ``ResourceSparseApplyAdamAsync`` after summing duplicate indices, so only the touched rows move.
 """
 
+import re
+
 import keras
 import tensorflow as tf
 
@@ -40,8 +42,9 @@ class AdamAsync(keras.optimizers.Optimizer):
         super().build(variables)
         self._slots = []
         for var in variables:
+            prefix = re.sub(r"[^A-Za-z0-9_.>-]", "_", var.name)
             powers = [
-                self.add_variable(shape=(), dtype=var.dtype, name=f"{var.name}_{name}",
+                self.add_variable(shape=(), dtype=var.dtype, name=f"{prefix}_{name}",
                                   initializer=keras.initializers.Constant(value))
                 for name, value in (("beta1_power", self.beta1), ("beta2_power", self.beta2))
             ]
