@@ -1,7 +1,9 @@
 """The AdamAsync ops against numpy, stock TensorFlow kernels and the native Rust library."""
 
+import os
 import pathlib
 import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -319,3 +321,34 @@ def test_shape_functions_reject_static_mismatches():
         with pytest.raises(ValueError, match="Dimension"):
             ops.sparse_apply_adam_async(var, m, vv, p1, p2, *scalars(np.float32),
                                         np.ones((2, 2), np.float32), np.zeros(3, np.int32))
+
+
+# --- the loader ---
+
+def load_in_subprocess(library):
+    code = ("import adam_async\n"
+            "try:\n    adam_async.load_library()\n"
+            "except ImportError as e:\n    print(type(e).__name__, e)\n")
+    env = dict(os.environ, ADAM_ASYNC_LIBRARY=str(library), TF_CPP_MIN_LOG_LEVEL="3")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
+def test_loader_reports_a_missing_library(tmp_path):
+    missing = tmp_path / "nope.so"
+    want = f"PluginNotFoundError ADAM_ASYNC_LIBRARY={missing}: no such file"
+    assert load_in_subprocess(missing) == want
+
+
+def test_loader_refuses_a_library_built_for_another_tensorflow(tmp_path):
+    lib = tmp_path / "libadam_async_ops.so"
+    lib.write_bytes(adam_async.library_path().read_bytes())
+    (tmp_path / "libadam_async_ops.so.tf_version").write_text("2.0.0\n")
+    assert load_in_subprocess(lib) == (
+        f"PluginVersionError {lib} was built for TensorFlow 2.0.0, but TensorFlow "
+        f"{tf.__version__} is running: rebuild it with `make plugin` against this TensorFlow")
+    # Without the side file the version compiled into the library is checked (and matches).
+    (tmp_path / "libadam_async_ops.so.tf_version").unlink()
+    assert load_in_subprocess(lib) == ""
