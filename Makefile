@@ -23,7 +23,7 @@ rust-test: setup
 	cargo test --workspace --doc
 
 py-test: setup plugin
-	.venv/bin/python -m pytest -q tests
+	PYTHONPATH=$(CURDIR)/python .venv/bin/python -m pytest -q tests
 
 test: setup lint rust-test py-test
 

@@ -15,6 +15,14 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "setup: creating $venv"
   "$python" -m venv "$venv"
 fi
+# The editable adam_async install must point at this checkout's python/ (not another clone's).
+installed=$("$venv/bin/python" -c '
+import importlib.util as u
+s = u.find_spec("adam_async")
+print(s.origin if s else "")' 2>/dev/null || true)
+if [ -f python/pyproject.toml ] && [[ "$installed" != "$root/python/"* ]]; then
+  rm -f "$stamp"
+fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing requirements.txt into $venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r requirements.txt
