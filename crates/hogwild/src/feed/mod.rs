@@ -35,6 +35,7 @@
 //! ```
 
 mod batch;
+mod check;
 mod dataset;
 mod desc;
 mod file_queue;
@@ -43,6 +44,7 @@ mod reader;
 mod source;
 
 pub use batch::{Batch, SlotBatch, SlotValues};
+pub use check::{check_file, CheckReport};
 pub use dataset::InMemoryDataset;
 pub use desc::{proto, DataFeedDesc, MultiSlotDesc, Slot, SlotType};
 pub use file_queue::FileQueue;
