@@ -76,8 +76,17 @@ fn to_text_round_trips() {
         ],
     );
     let text = desc.to_text();
-    assert!(text.contains("batch_size: 64"), "{text}");
+    assert_eq!(
+        text,
+        "name: \"MultiSlotDataFeed\"\nbatch_size: 64\nmulti_slot_desc {\n  \
+         slots { name: \"words\" type: \"uint64\" is_dense: false is_used: true }\n  \
+         slots { name: \"x\" type: \"float\" is_dense: true is_used: true shape: -1 shape: 4 }\n}\n"
+    );
     assert_eq!(DataFeedDesc::from_text(&text).unwrap(), desc);
+    let mut odd = desc.clone();
+    odd.pipe_command = Some("tr '\"' ' ' \\\n".to_string());
+    odd.thread_num = Some(3);
+    assert_eq!(DataFeedDesc::from_text(&odd.to_text()).unwrap(), odd);
 }
 
 #[test]

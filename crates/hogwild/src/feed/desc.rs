@@ -4,8 +4,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use prost::Message;
-use prost_reflect::{text_format::FormatOptions, DescriptorPool, DynamicMessage};
+use prost_reflect::{DescriptorPool, DynamicMessage};
 
 use crate::{Error, Result};
 
@@ -141,15 +140,64 @@ impl DataFeedDesc {
         Ok(desc)
     }
 
-    /// The desc in protobuf text format, as Paddle would read it.
+    /// The desc in protobuf text format, laid out like Paddle's own `data.prototxt` files (one
+    /// `slots { ... }` line per slot). Reads back with [`DataFeedDesc::from_text`].
     pub fn to_text(&self) -> String {
-        let descriptor = pool()
-            .get_message_by_name(FULL_NAME)
-            .expect("DataFeedDesc is in the pool");
-        let dynamic = DynamicMessage::decode(descriptor, self.encode_to_vec().as_slice())
-            .expect("a prost-encoded DataFeedDesc decodes with its own descriptor");
-        let mut text = dynamic.to_text_format_with_options(&FormatOptions::new().pretty(true));
-        text.push('\n');
+        fn quoted(s: &str) -> String {
+            let mut out = String::from("\"");
+            for c in s.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            out
+        }
+        let mut text = String::new();
+        if let Some(name) = &self.name {
+            text += &format!("name: {}\n", quoted(name));
+        }
+        if let Some(batch_size) = self.batch_size {
+            text += &format!("batch_size: {batch_size}\n");
+        }
+        if let Some(multi) = &self.multi_slot_desc {
+            text += "multi_slot_desc {\n";
+            for slot in &multi.slots {
+                text += &format!(
+                    "  slots {{ name: {} type: {} is_dense: {} is_used: {}",
+                    quoted(&slot.name),
+                    quoted(&slot.r#type),
+                    slot.is_dense(),
+                    slot.is_used()
+                );
+                for dim in &slot.shape {
+                    text += &format!(" shape: {dim}");
+                }
+                text += " }\n";
+            }
+            if let Some(uid) = &multi.uid_slot {
+                text += &format!("  uid_slot: {}\n", quoted(uid));
+            }
+            text += "}\n";
+        }
+        if let Some(command) = &self.pipe_command {
+            text += &format!("pipe_command: {}\n", quoted(command));
+        }
+        if let Some(n) = self.thread_num {
+            text += &format!("thread_num: {n}\n");
+        }
+        if let Some(offset) = &self.rank_offset {
+            text += &format!("rank_offset: {}\n", quoted(offset));
+        }
+        if let Some(n) = self.pv_batch_size {
+            text += &format!("pv_batch_size: {n}\n");
+        }
+        if let Some(n) = self.input_type {
+            text += &format!("input_type: {n}\n");
+        }
         text
     }
 

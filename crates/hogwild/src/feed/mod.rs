@@ -36,6 +36,7 @@
 
 mod batch;
 mod check;
+pub mod convert;
 mod dataset;
 mod desc;
 mod file_queue;
