@@ -1,5 +1,8 @@
 //! The `hogwild` command.
 
+mod check;
+mod convert;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use hogwild::optim::{AdamAsync, AdamAsyncState};
@@ -17,6 +20,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Validate MultiSlot data files against a data.prototxt and report every bad line.
+    Check(check::Args),
+    /// Convert fastText, libsvm, libffm, VW or CSV text to MultiSlot, with its data.prototxt.
+    Convert(convert::Args),
     /// Train a small model on built-in data with AdamAsync and print its progress.
     Demo {
         /// Number of steps.
@@ -28,6 +35,8 @@ enum Command {
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Demo { steps } => demo(steps),
+        Command::Check(args) => check::run(args),
+        Command::Convert(args) => convert::run(args),
     }
 }
 
