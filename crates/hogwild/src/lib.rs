@@ -17,3 +17,5 @@ mod error;
 pub mod optim;
 
 pub use error::{Error, Result};
+pub mod checkpoint;
+pub mod store;
