@@ -18,4 +18,5 @@ pub mod optim;
 
 pub use error::{Error, Result};
 pub mod checkpoint;
+pub mod models;
 pub mod store;
