@@ -34,8 +34,8 @@ pub enum Error {
     #[error("checkpoint {path}: {reason}")]
     Checkpoint { path: String, reason: String },
     /// A file other than a checkpoint cannot be read or written.
-    #[error("{path}: {reason}")]
-    Io { path: String, reason: String },
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
     /// A model configuration value is missing or unusable.
     #[error("model config: {field}: {reason}")]
     InvalidConfig { field: String, reason: String },

@@ -7,8 +7,13 @@
 //! optimizer call: AdamAsync's beta powers advance once per batch and table, and the coefficients
 //! are computed once per batch.
 
+use std::time::Instant;
+
 use serde::{Deserialize, Serialize};
 
+use super::{ModelConfig, ModelKind, OptimizerDesc};
+use crate::feed::{Batch, DataFeedDesc, SlotType};
+use crate::model::{Model, StageTimes};
 use crate::optim::Optimizer;
 use crate::store::Table;
 use crate::{Error, Result};
@@ -348,6 +353,168 @@ impl<O: Optimizer<f32>> Bow<O> {
                     self.cfg.classes
                 ),
             },
+        }
+    }
+}
+
+const METRICS: &[&str] = &["loss", "accuracy"];
+
+fn slot_position(desc: &DataFeedDesc, name: &str, role: &str) -> Result<Option<usize>> {
+    let used = desc.used_slots();
+    let Some(at) = used.iter().position(|s| s.name == name) else {
+        return Ok(None);
+    };
+    if used[at].slot_type() != SlotType::U64 {
+        return Err(Error::InvalidConfig {
+            field: format!("{role} slot \"{name}\""),
+            reason: "must be a uint64 slot in the DataFeedDesc".into(),
+        });
+    }
+    Ok(Some(at))
+}
+
+impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
+    type Worker = BowWorker;
+
+    fn metrics(&self) -> &'static [&'static str] {
+        METRICS
+    }
+
+    fn startup(&self) {
+        self.init();
+    }
+
+    fn worker(&self, desc: &DataFeedDesc) -> Result<BowWorker> {
+        let words_at = slot_position(desc, &self.cfg.words_slot, "words")?.ok_or_else(|| {
+            Error::InvalidConfig {
+                field: "words_slot".into(),
+                reason: format!(
+                    "the DataFeedDesc has no used slot \"{}\"",
+                    self.cfg.words_slot
+                ),
+            }
+        })?;
+        let mut w = self.new_worker();
+        w.words_at = words_at;
+        w.label_at = slot_position(desc, &self.cfg.label_slot, "label")?;
+        Ok(w)
+    }
+
+    fn train_batch(
+        &self,
+        w: &mut BowWorker,
+        batch: &Batch,
+        out: &mut [f64],
+        mut stages: Option<&mut StageTimes>,
+    ) -> Result<()> {
+        let Some(label_at) = w.label_at else {
+            return Err(Error::InvalidConfig {
+                field: "label_slot".into(),
+                reason: format!(
+                    "training needs the used slot \"{}\" in the DataFeedDesc",
+                    self.cfg.label_slot
+                ),
+            });
+        };
+        let steps = self.begin()?;
+        let (mut loss, mut right, mut rows) = (0.0f64, 0usize, 0usize);
+        for i in 0..batch.len {
+            let label = self.label_of(batch, label_at, i)?;
+            let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
+            let t0 = stages.as_ref().map(|_| Instant::now());
+            self.gather_rows(w, ids)
+                .map_err(|e| self.instance_error(e, i))?;
+            self.forward(w);
+            let (l, ok) = self.score(w, label);
+            let t1 = t0.map(|_| Instant::now());
+            self.backward(w, label);
+            let t2 = t0.map(|_| Instant::now());
+            self.update(w, label, &steps);
+            if let (Some(st), Some(t0), Some(t1), Some(t2)) = (stages.as_deref_mut(), t0, t1, t2) {
+                let t3 = Instant::now();
+                st.forward += t1 - t0;
+                st.backward += t2 - t1;
+                st.update += t3 - t2;
+            }
+            loss += l as f64;
+            right += usize::from(ok);
+            rows += w.rows.len();
+        }
+        self.finish(rows, batch.len);
+        let n = batch.len.max(1) as f64;
+        out[0] = loss / n;
+        out[1] = right as f64 / n;
+        Ok(())
+    }
+
+    fn eval_batch(
+        &self,
+        w: &mut BowWorker,
+        batch: &Batch,
+        out: &mut [f64],
+        mut predictions: Option<&mut String>,
+    ) -> Result<()> {
+        let (mut loss, mut right) = (0.0f64, 0usize);
+        for i in 0..batch.len {
+            let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
+            self.gather_rows(w, ids)
+                .map_err(|e| self.instance_error(e, i))?;
+            self.forward(w);
+            if let Some(label_at) = w.label_at {
+                let label = self.label_of(batch, label_at, i)?;
+                let (l, ok) = self.score(w, label);
+                loss += l as f64;
+                right += usize::from(ok);
+            }
+            if let Some(text) = predictions.as_deref_mut() {
+                write_prediction(text, &w.probs);
+            }
+        }
+        let n = batch.len.max(1) as f64;
+        let (l, a) = match w.label_at {
+            Some(_) => (loss / n, right as f64 / n),
+            None => (f64::NAN, f64::NAN),
+        };
+        out[0] = l;
+        out[1] = a;
+        Ok(())
+    }
+
+    fn tables(&self) -> Vec<&Table> {
+        vec![&self.emb, &self.fc]
+    }
+
+    fn describe(&self) -> String {
+        ModelConfig {
+            model: ModelKind::Bow(self.cfg.clone()),
+            optimizer: self.opt.describe(),
+        }
+        .to_toml()
+    }
+}
+
+/// Appends `predicted<TAB>p0 p1 ...` and a newline.
+fn write_prediction(text: &mut String, probs: &[f32]) {
+    use std::fmt::Write;
+    let _ = write!(text, "{}\t", argmax(probs));
+    for (c, p) in probs.iter().enumerate() {
+        let sep = if c + 1 == probs.len() { '\n' } else { ' ' };
+        let _ = write!(text, "{p:.6}{sep}");
+    }
+}
+
+impl<O: Optimizer<f32>> Bow<O> {
+    fn label_of(&self, batch: &Batch, label_at: usize, i: usize) -> Result<usize> {
+        let values = batch.slots[label_at].u64s(i).unwrap_or(&[]);
+        match values {
+            [label] => self
+                .check_label(*label)
+                .map_err(|_| self.instance_error(InstanceError::LabelOutOfRange { label: *label }, i)),
+            _ => Err(Error::BadInstance {
+                slot: self.cfg.label_slot.clone(),
+                instance: i,
+                reason: format!("expected one label, got {} values", values.len()),
+            }),
         }
     }
 }

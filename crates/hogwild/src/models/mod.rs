@@ -127,6 +127,39 @@ impl OptimizerConfig {
     }
 }
 
+/// An optimizer that can write itself back as configuration (for checkpoints).
+pub trait OptimizerDesc {
+    fn describe(&self) -> OptimizerConfig;
+}
+
+impl OptimizerDesc for Sgd<f32> {
+    fn describe(&self) -> OptimizerConfig {
+        OptimizerConfig::Sgd { lr: self.lr }
+    }
+}
+
+impl OptimizerDesc for Adagrad<f32> {
+    fn describe(&self) -> OptimizerConfig {
+        OptimizerConfig::Adagrad {
+            lr: self.lr,
+            initial_accumulator: self.initial_accumulator,
+        }
+    }
+}
+
+impl OptimizerDesc for AdamAsync<f32> {
+    fn describe(&self) -> OptimizerConfig {
+        OptimizerConfig::AdamAsync {
+            lr: self.lr,
+            beta1: self.beta1,
+            beta2: self.beta2,
+            epsilon: self.epsilon,
+            rmsprop: self.apply_sparse_rmsprop,
+            nesterov: self.use_nesterov,
+        }
+    }
+}
+
 impl ModelConfig {
     /// Parses a configuration from TOML text; `origin` names the file in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Self> {
@@ -140,7 +173,7 @@ impl ModelConfig {
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
             path: path.display().to_string(),
-            reason: format!("cannot read the model config: {e}"),
+            message: format!("cannot read the model config: {e}"),
         })?;
         Self::from_toml(&text, &path.display().to_string())
     }
