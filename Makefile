@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PKG_CONFIG_PATH := $(CURDIR)/build/tf:$(PKG_CONFIG_PATH)
 export LD_LIBRARY_PATH := $(CURDIR)/build/tf/lib:$(LD_LIBRARY_PATH)
 
-.PHONY: demo test setup lint rust-test py-test bench
+.PHONY: demo test setup lint rust-test py-test bench miri
 
 demo:
 	cargo run --release -q -p hogwild-cli -- demo
@@ -22,7 +22,16 @@ rust-test:
 py-test: setup
 	.venv/bin/python -m pytest -q tests
 
-test: setup lint rust-test py-test
+test: setup lint rust-test miri py-test
 
 bench:
 	cargo bench -p hogwild
+
+# Miri on the Hogwild store's tests (the crate's shared mutable memory); skipped with a clear line
+# when the nightly toolchain's miri is not installed.
+miri:
+	@if cargo +nightly miri --version >/dev/null 2>&1; then \
+		cargo +nightly miri test -p hogwild --lib store; \
+	else \
+		echo "miri: SKIPPED (cargo +nightly miri is not installed; rustup +nightly component add miri)"; \
+	fi

@@ -9,6 +9,7 @@ use hogwild::models::{Bow, ModelConfig, ModelKind, OptimizerConfig};
 use hogwild::optim::{Adagrad, AdamAsync, Sgd};
 
 /// A model of any built-in kind with any optimizer (each combination is its own compiled type).
+#[allow(clippy::enum_variant_names)] // model and optimizer, both part of each name
 pub enum AnyModel {
     BowSgd(Bow<Sgd<f32>>),
     BowAdagrad(Bow<Adagrad<f32>>),
@@ -32,16 +33,20 @@ impl AnyModel {
     pub fn new(config: &ModelConfig) -> Result<Self> {
         let ModelKind::Bow(bow) = &config.model;
         Ok(match config.optimizer {
-            OptimizerConfig::Sgd { .. } => {
-                Self::BowSgd(Bow::new(bow.clone(), config.optimizer.sgd().unwrap_or(Sgd { lr: 0.0 }))?)
-            }
+            OptimizerConfig::Sgd { .. } => Self::BowSgd(Bow::new(
+                bow.clone(),
+                config.optimizer.sgd().unwrap_or(Sgd { lr: 0.0 }),
+            )?),
             OptimizerConfig::Adagrad { .. } => Self::BowAdagrad(Bow::new(
                 bow.clone(),
                 config.optimizer.adagrad().context("adagrad settings")?,
             )?),
             OptimizerConfig::AdamAsync { .. } => Self::BowAdam(Bow::new(
                 bow.clone(),
-                config.optimizer.adam_async().context("adam_async settings")?,
+                config
+                    .optimizer
+                    .adam_async()
+                    .context("adam_async settings")?,
             )?),
         })
     }
@@ -49,7 +54,8 @@ impl AnyModel {
     /// A model saved by [`AnyModel::save`]; its configuration comes from the checkpoint.
     pub fn load(path: &Path) -> Result<(ModelConfig, Self)> {
         let mut ck = checkpoint::load(path)?;
-        let config = ModelConfig::from_toml(&ck.meta, &format!("{} (stored config)", path.display()))?;
+        let config =
+            ModelConfig::from_toml(&ck.meta, &format!("{} (stored config)", path.display()))?;
         let ModelKind::Bow(bow) = &config.model;
         let opt = config.optimizer;
         let model = match opt {
@@ -93,7 +99,11 @@ pub fn expand_files(args: &[String]) -> Result<Vec<PathBuf>> {
             let text = std::fs::read_to_string(list)
                 .with_context(|| format!("cannot read the file list {list}"))?;
             let base = Path::new(list).parent().unwrap_or(Path::new(""));
-            for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            for line in text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            {
                 out.push(base.join(line));
             }
         } else if arg.contains(['*', '?']) {
@@ -176,12 +186,20 @@ mod tests {
         }
         let d = dir.path().display();
         let got = expand_files(&[format!("{d}/part-*")]).unwrap();
-        assert_eq!(got, vec![dir.path().join("part-0"), dir.path().join("part-1")]);
+        assert_eq!(
+            got,
+            vec![dir.path().join("part-0"), dir.path().join("part-1")]
+        );
         let list = dir.path().join("files.txt");
         std::fs::write(&list, "other\n# comment\npart-0\n").unwrap();
         let got = expand_files(&[format!("@{}", list.display())]).unwrap();
-        assert_eq!(got, vec![dir.path().join("other"), dir.path().join("part-0")]);
-        let e = expand_files(&[format!("{d}/none-*")]).unwrap_err().to_string();
+        assert_eq!(
+            got,
+            vec![dir.path().join("other"), dir.path().join("part-0")]
+        );
+        let e = expand_files(&[format!("{d}/none-*")])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no file matches"), "{e}");
         assert!(expand_files(&[]).is_err());
     }

@@ -238,8 +238,9 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
             .and_then(|n| n.checked_mul(1 + slots as u64))
             .unwrap_or(u64::MAX);
         r.fits(elements, 4, &what)?;
-        let table = Table::with_layout(&name, rows as usize, dim as usize, slots as usize, &scalars)
-            .map_err(|e| err(path, e.to_string()))?;
+        let table =
+            Table::with_layout(&name, rows as usize, dim as usize, slots as usize, &scalars)
+                .map_err(|e| err(path, e.to_string()))?;
         for chunk in table.elements().chunks(CHUNK / 4) {
             let b = &mut bytes[..chunk.len() * 4];
             r.take(b, &what)?;
@@ -331,7 +332,10 @@ mod tests {
         for cut in [0, 5, 20, 40, 80, full.len() - 30, full.len() - 2] {
             std::fs::write(&path, &full[..cut]).unwrap();
             let e = load(&path).unwrap_err().to_string();
-            assert!(e.contains("model.bin") && e.contains("truncated"), "cut {cut}: {e}");
+            assert!(
+                e.contains("model.bin") && e.contains("truncated"),
+                "cut {cut}: {e}"
+            );
         }
     }
 

@@ -346,9 +346,12 @@ fn work<M: Model>(
             totals.stages.read += t0.elapsed();
         }
         match mode {
-            Mode::Train => {
-                model.train_batch(worker, &batch, &mut out, debug.then_some(&mut totals.stages))?
-            }
+            Mode::Train => model.train_batch(
+                worker,
+                &batch,
+                &mut out,
+                debug.then_some(&mut totals.stages),
+            )?,
             Mode::Eval { .. } => {
                 lines.clear();
                 let text = predictions.is_some().then_some(&mut lines);

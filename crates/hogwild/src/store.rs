@@ -126,14 +126,18 @@ impl Table {
         if slots > MAX_SLOTS {
             return Err(Error::InvalidTable {
                 table: name.to_string(),
-                reason: format!("{slots} optimizer slots per weight, at most {MAX_SLOTS} supported"),
+                reason: format!(
+                    "{slots} optimizer slots per weight, at most {MAX_SLOTS} supported"
+                ),
             });
         }
         let stride = dim * (1 + slots);
-        let len = rows.checked_mul(stride).ok_or_else(|| Error::InvalidTable {
-            table: name.to_string(),
-            reason: format!("{rows} x {stride} elements overflow the address space"),
-        })?;
+        let len = rows
+            .checked_mul(stride)
+            .ok_or_else(|| Error::InvalidTable {
+                table: name.to_string(),
+                reason: format!("{rows} x {stride} elements overflow the address space"),
+            })?;
         Ok(Self {
             name: name.to_string(),
             rows,
@@ -328,7 +332,9 @@ mod tests {
         let table = Table::new("t", rows, dim, &opt).unwrap();
         let mut var = vec![0.0f32; rows * dim];
         for r in 0..rows {
-            let w: Vec<f32> = (0..dim).map(|i| (r * dim + i) as f32 * 0.25 - 1.0).collect();
+            let w: Vec<f32> = (0..dim)
+                .map(|i| (r * dim + i) as f32 * 0.25 - 1.0)
+                .collect();
             table.write_weights(r, &w);
             var[r * dim..(r + 1) * dim].copy_from_slice(&w);
         }
@@ -456,7 +462,10 @@ mod tests {
             assert_relative_eq!(got[1], 0.5 * steps as f32);
         }
         table.read_weights(2, &mut got);
-        assert!(got[0] < 0.0 && got[0] >= -0.25 * 2.0 * steps as f32, "{got:?}");
+        assert!(
+            got[0] < 0.0 && got[0] >= -0.25 * 2.0 * steps as f32,
+            "{got:?}"
+        );
     }
 
     #[test]

@@ -86,12 +86,12 @@ impl Reporter {
         if let Some(bar) = &self.bar {
             bar.set_message(format!("step {} {} instances", w.batches, w.instances));
         }
-        if w.batches % self.period != 0 {
+        if !w.batches.is_multiple_of(self.period) {
             return;
         }
         let now = Instant::now();
-        let rate = w.window_instances as f64
-            / now.duration_since(w.window_start).as_secs_f64().max(1e-9);
+        let rate =
+            w.window_instances as f64 / now.duration_since(w.window_start).as_secs_f64().max(1e-9);
         let mut line = format!(
             "step {:>8}  elapsed {:>8.2}s  {:>10.0} instances/s",
             w.batches,

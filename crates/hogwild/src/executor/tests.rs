@@ -94,14 +94,26 @@ fn train_and_test(threads: usize) -> (f64, f64) {
             first = r.get("loss").unwrap();
         }
     }
-    let r = eval_from_files(&model, &desc(), &test, threads, &["accuracy"], &quiet(), None).unwrap();
+    let r = eval_from_files(
+        &model,
+        &desc(),
+        &test,
+        threads,
+        &["accuracy"],
+        &quiet(),
+        None,
+    )
+    .unwrap();
     (first, r.get("accuracy").unwrap())
 }
 
 #[test]
 fn bow_converges_on_small_data() {
     let (first_loss, acc) = train_and_test(1);
-    assert!(first_loss < 1.0986, "first epoch below chance loss ln 3: {first_loss}");
+    assert!(
+        first_loss < 1.0986,
+        "first epoch below chance loss ln 3: {first_loss}"
+    );
     assert!(acc > 0.85, "test accuracy {acc}");
 }
 
@@ -214,8 +226,8 @@ impl Model for Probe {
     }
 }
 
-// 3 files of 20 lines, batch size 8, each file read by one reader: batches of 8, 8, 4 per file,
-// so the mean batch size is 60 / 9 = 6.667 whichever thread gets which batch.
+// 3 files of 20 lines, batch size 8: however readers cut the batches, the mean over batches of the
+// batch size is instances / batches, and at least ceil(60 / 8) = 8 batches are needed.
 #[test]
 fn metrics_are_averaged_over_batches_and_threads() {
     let dir = tempfile::tempdir().unwrap();
@@ -225,9 +237,14 @@ fn metrics_are_averaged_over_batches_and_threads() {
         seen: AtomicUsize::new(0),
     };
     let r = run_from_files(&probe, &desc(), &files, 3, &["one", "size"], &quiet()).unwrap();
-    assert_eq!((r.batches, r.instances), (9, 60));
+    assert_eq!(r.instances, 60);
+    assert!(r.batches >= 8, "{} batches", r.batches);
     assert_eq!(r.fetched[0], ("one".to_string(), 1.0));
-    approx::assert_relative_eq!(r.get("size").unwrap(), 60.0 / 9.0, epsilon = 1e-12);
+    approx::assert_relative_eq!(
+        r.get("size").unwrap(),
+        60.0 / r.batches as f64,
+        epsilon = 1e-12
+    );
     let e = run_from_files(&probe, &desc(), &files, 2, &["auc"], &quiet()).unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -278,7 +295,10 @@ fn predictions_are_written_one_line_per_instance() {
         Some(&dir.path().join("missing").join("p.tsv")),
     )
     .unwrap_err();
-    assert!(e.to_string().contains("cannot create the predictions file"), "{e}");
+    assert!(
+        e.to_string().contains("cannot create the predictions file"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -267,8 +267,7 @@ impl<O: Optimizer<f32>> Bow<O> {
         w.grad_hidden.fill(0.0);
         for (c, &p) in w.probs.iter().enumerate() {
             let g = p - f32::from(u8::from(c == label));
-            self.fc
-                .add_weights_to(c, g, &mut w.grad_hidden);
+            self.fc.add_weights_to(c, g, &mut w.grad_hidden);
         }
     }
 
@@ -313,7 +312,8 @@ impl<O: Optimizer<f32>> Bow<O> {
         label: u64,
     ) -> Result<(f32, bool)> {
         let label = self.check_label(label)?;
-        self.gather_rows(w, ids).map_err(|e| self.instance_error(e, 0))?;
+        self.gather_rows(w, ids)
+            .map_err(|e| self.instance_error(e, 0))?;
         self.forward(w);
         let scored = self.score(w, label);
         self.backward(w, label);
@@ -323,7 +323,8 @@ impl<O: Optimizer<f32>> Bow<O> {
 
     /// Class probabilities of one instance (in `w`'s buffer).
     pub fn predict_instance<'w>(&self, w: &'w mut BowWorker, ids: &[u64]) -> Result<&'w [f32]> {
-        self.gather_rows(w, ids).map_err(|e| self.instance_error(e, 0))?;
+        self.gather_rows(w, ids)
+            .map_err(|e| self.instance_error(e, 0))?;
         self.forward(w);
         Ok(&w.probs)
     }
@@ -507,9 +508,9 @@ impl<O: Optimizer<f32>> Bow<O> {
     fn label_of(&self, batch: &Batch, label_at: usize, i: usize) -> Result<usize> {
         let values = batch.slots[label_at].u64s(i).unwrap_or(&[]);
         match values {
-            [label] => self
-                .check_label(*label)
-                .map_err(|_| self.instance_error(InstanceError::LabelOutOfRange { label: *label }, i)),
+            [label] => self.check_label(*label).map_err(|_| {
+                self.instance_error(InstanceError::LabelOutOfRange { label: *label }, i)
+            }),
             _ => Err(Error::BadInstance {
                 slot: self.cfg.label_slot.clone(),
                 instance: i,
@@ -565,7 +566,7 @@ mod tests {
                 let ids = (0..6)
                     .map(|_| {
                         s = splitmix(s);
-                        if s % 4 == 0 {
+                        if s.is_multiple_of(4) {
                             s % 20
                         } else {
                             base + s % 10
@@ -624,7 +625,11 @@ mod tests {
         let l = train(&adam, &tr, 10);
         assert!(l < 0.3 && accuracy(&adam, &te) > 0.9, "adam loss {l}");
         // Ten batches: the powers advanced ten times from beta.
-        assert_relative_eq!(adam.embedding().scalars()[0], 0.9f32.powi(11), epsilon = 1e-6);
+        assert_relative_eq!(
+            adam.embedding().scalars()[0],
+            0.9f32.powi(11),
+            epsilon = 1e-6
+        );
     }
 
     // Reference for one SGD step (lr 0.5) on ids [1, 2], label 1, dim 2, classes 2, after init with
@@ -679,7 +684,10 @@ mod tests {
             .train_instance(&mut w, &steps, &[1, 25], 0)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("\"words\"") && e.contains("word id 25 at offset 1"), "{e}");
+        assert!(
+            e.contains("\"words\"") && e.contains("word id 25 at offset 1"),
+            "{e}"
+        );
         let e = m
             .train_instance(&mut w, &steps, &[1], 2)
             .unwrap_err()
