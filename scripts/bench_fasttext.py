@@ -26,6 +26,7 @@ multi_slot_desc {
   slots { name: "label" type: "uint64" is_dense: false is_used: true }
 }
 """
+PARTS = 4
 
 
 def prepare():
@@ -59,6 +60,10 @@ def prepare():
                 ft.write(f"__label__{c} " + " ".join(toks) + "\n")
                 ms.write(f"{len(toks)} " + " ".join(str(vocab[t]) for t in toks) + f" 1 {c}\n")
         tokens[split] = n
+    # The feed runs one reader per file: split the training file so readers keep up with workers.
+    lines = (WORK / "train.ms").read_text().splitlines(keepends=True)
+    for k in range(PARTS):
+        (WORK / f"train-{k}.ms").write_text("".join(lines[k::PARTS]))
     return len(vocab), len(classes), tokens, len(train), len(test)
 
 
@@ -79,7 +84,7 @@ def child_hogwild(args):
     cfg = WORK / "model.toml"
     t0 = time.perf_counter()
     out = subprocess.run([args.hogwild, "train", "--config", str(cfg), "--feed",
-                          str(WORK / "data.prototxt"), str(WORK / "train.ms"), "--epochs",
+                          str(WORK / "data.prototxt"), str(WORK / "train-*.ms"), "--epochs",
                           str(args.epochs), "--threads", str(args.threads), "--quiet",
                           "--test", str(WORK / "test.ms")],
                          check=True, capture_output=True, text=True).stdout
