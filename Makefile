@@ -5,7 +5,7 @@ export LD_LIBRARY_PATH := $(CURDIR)/build/tf/lib:$(LD_LIBRARY_PATH)
 # TensorFlow's informational log lines (oneDNN notices) drown test output.
 export TF_CPP_MIN_LOG_LEVEL ?= 1
 
-.PHONY: demo test setup lint rust-test py-test bench plugin
+.PHONY: demo test setup lint rust-test py-test bench plugin miri
 
 demo:
 	cargo run --release -q -p hogwild-cli -- demo
@@ -25,7 +25,7 @@ rust-test: setup
 py-test: setup plugin
 	PYTHONPATH=$(CURDIR)/python .venv/bin/python -m pytest -q tests
 
-test: setup lint rust-test py-test
+test: setup lint rust-test miri py-test
 
 bench:
 	cargo bench -p hogwild
@@ -39,3 +39,11 @@ plugin: $(PLUGIN)
 
 $(PLUGIN): $(PLUGIN_SRC) | setup
 	bash tf_plugin/build.sh
+# Miri on the Hogwild store's tests (the crate's shared mutable memory); skipped with a clear line
+# when the nightly toolchain's miri is not installed.
+miri:
+	@if cargo +nightly miri --version >/dev/null 2>&1; then \
+		cargo +nightly miri test -p hogwild --lib store; \
+	else \
+		echo "miri: SKIPPED (cargo +nightly miri is not installed; rustup +nightly component add miri)"; \
+	fi

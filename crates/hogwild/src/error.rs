@@ -65,6 +65,28 @@ pub enum Error {
         line: u64,
         message: String,
     },
+    /// A parameter table cannot be built with the requested shape.
+    #[error("table {table}: {reason}")]
+    InvalidTable { table: String, reason: String },
+    /// A checkpoint file cannot be written or read, or is corrupt.
+    #[error("checkpoint {path}: {reason}")]
+    Checkpoint { path: String, reason: String },
+    /// A model configuration value is missing or unusable.
+    #[error("model config: {field}: {reason}")]
+    InvalidConfig { field: String, reason: String },
+    /// An instance of a batch does not fit the model.
+    #[error("slot \"{slot}\", instance {instance} of the batch: {reason}")]
+    BadInstance {
+        slot: String,
+        instance: usize,
+        reason: String,
+    },
+    /// A fetch name the model does not produce.
+    #[error("unknown fetch \"{name}\": the model reports {available}")]
+    UnknownFetch { name: String, available: String },
+    /// A worker thread returned an error or panicked; the run was stopped.
+    #[error("worker thread {thread} failed: {message}")]
+    WorkerFailed { thread: usize, message: String },
 }
 
 fn slot_prefix(slot: Option<&str>) -> String {

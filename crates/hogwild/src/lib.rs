@@ -19,3 +19,8 @@ pub mod feed;
 pub mod optim;
 
 pub use error::{Error, Result};
+pub mod checkpoint;
+pub mod executor;
+pub mod model;
+pub mod models;
+pub mod store;

@@ -1,0 +1,46 @@
+//! `hogwild eval`: the metrics of a saved model on data files.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args as ClapArgs;
+use hogwild::executor;
+use hogwild::feed::DataFeedDesc;
+
+use crate::models::{default_threads, expand_files, AnyModel};
+use crate::train::ReportArgs;
+use crate::with_model;
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// A model saved by `hogwild train --save`.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// DataFeedDesc in protobuf text format.
+    #[arg(long)]
+    pub feed: PathBuf,
+    /// Data files: paths, `dir/part-*` patterns, or `@list.txt`.
+    #[arg(required = true)]
+    pub files: Vec<String>,
+    /// Worker threads (default: every core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let (_, model) = AnyModel::load(&args.model)?;
+    let desc = DataFeedDesc::from_file(&args.feed)?;
+    let files = expand_files(&args.files)?;
+    let threads = args.threads.unwrap_or_else(default_threads);
+    let options = args.report.options();
+    let report = with_model!(&model, m =>
+        executor::eval_from_files(m, &desc, &files, threads, &[], &options, None))?;
+    print!("{} instances", report.instances);
+    for (name, value) in &report.fetched {
+        print!("  {name} {value:.5}");
+    }
+    println!();
+    Ok(())
+}

@@ -1,0 +1,49 @@
+//! `hogwild predict`: one line per instance (`class<TAB>probabilities`) from a saved model.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args as ClapArgs;
+use hogwild::executor;
+use hogwild::feed::DataFeedDesc;
+
+use crate::models::{expand_files, AnyModel};
+use crate::train::ReportArgs;
+use crate::with_model;
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// A model saved by `hogwild train --save`.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// DataFeedDesc in protobuf text format (the label slot may be absent or unused).
+    #[arg(long)]
+    pub feed: PathBuf,
+    /// Data files: paths, `dir/part-*` patterns, or `@list.txt`.
+    #[arg(required = true)]
+    pub files: Vec<String>,
+    /// Where to write the predictions.
+    #[arg(long, short)]
+    pub output: PathBuf,
+    /// Worker threads. With 1 (the default) lines follow the input order; with more, batches
+    /// appear in the order they finish.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let (_, model) = AnyModel::load(&args.model)?;
+    let desc = DataFeedDesc::from_file(&args.feed)?;
+    let files = expand_files(&args.files)?;
+    let options = args.report.options();
+    let report = with_model!(&model, m => executor::eval_from_files(
+        m, &desc, &files, args.threads, &[], &options, Some(&args.output)))?;
+    println!(
+        "wrote {} predictions to {}",
+        report.instances,
+        args.output.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,310 @@
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
+
+use super::*;
+use crate::checkpoint;
+use crate::feed::{Batch, DataFeedDesc};
+use crate::models::{Bow, BowConfig, Pool};
+use crate::optim::{AdamAsync, Sgd};
+use crate::store::Table;
+
+const DESC: &str = r#"
+name: "MultiSlotDataFeed"
+batch_size: 8
+multi_slot_desc {
+  slots { name: "words" type: "uint64" is_dense: false is_used: true }
+  slots { name: "label" type: "uint64" is_dense: false is_used: true }
+}
+"#;
+
+fn desc() -> DataFeedDesc {
+    DataFeedDesc::from_text(DESC).unwrap()
+}
+
+fn quiet() -> RunOptions {
+    RunOptions {
+        print_period: 0,
+        progress: Progress::Quiet,
+        ..RunOptions::default()
+    }
+}
+
+/// Deterministic corpus: class `c` of 3 draws most words from its own range of 10 ids out of 40.
+fn write_corpus(dir: &Path, name: &str, files: usize, lines: usize, seed: u64) -> Vec<PathBuf> {
+    let mut s = seed;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    (0..files)
+        .map(|f| {
+            let mut text = String::new();
+            for _ in 0..lines {
+                let label = next() % 3;
+                let n = 3 + next() % 6;
+                text.push_str(&n.to_string());
+                for _ in 0..n {
+                    let r = next();
+                    let id = if r % 3 == 0 {
+                        r % 40
+                    } else {
+                        label * 10 + (r >> 8) % 10
+                    };
+                    text.push_str(&format!(" {id}"));
+                }
+                text.push_str(&format!(" 1 {label}\n"));
+            }
+            let path = dir.join(format!("{name}-{f}"));
+            std::fs::write(&path, text).unwrap();
+            path
+        })
+        .collect()
+}
+
+fn bow_cfg() -> BowConfig {
+    BowConfig {
+        words_slot: "words".into(),
+        label_slot: "label".into(),
+        vocab: 40,
+        classes: 3,
+        dim: 8,
+        bigram_buckets: 64,
+        pool: Pool::Mean,
+        seed: 3,
+    }
+}
+
+fn adam() -> AdamAsync<f32> {
+    AdamAsync::new(0.02f32, 0.9, 0.999, 1e-8)
+}
+
+fn train_and_test(threads: usize) -> (f64, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let train = write_corpus(dir.path(), "train", 4, 300, 11);
+    let test = write_corpus(dir.path(), "test", 1, 300, 12);
+    let model = Bow::new(bow_cfg(), adam()).unwrap();
+    startup(&model);
+    let mut first = 0.0;
+    for epoch in 0..3 {
+        let r = run_from_files(&model, &desc(), &train, threads, &[], &quiet()).unwrap();
+        assert_eq!(r.instances, 1200);
+        if epoch == 0 {
+            first = r.get("loss").unwrap();
+        }
+    }
+    let r = eval_from_files(
+        &model,
+        &desc(),
+        &test,
+        threads,
+        &["accuracy"],
+        &quiet(),
+        None,
+    )
+    .unwrap();
+    (first, r.get("accuracy").unwrap())
+}
+
+#[test]
+fn bow_converges_on_small_data() {
+    let (first_loss, acc) = train_and_test(1);
+    assert!(
+        first_loss < 1.0986,
+        "first epoch below chance loss ln 3: {first_loss}"
+    );
+    assert!(acc > 0.85, "test accuracy {acc}");
+}
+
+#[test]
+fn hogwild_threads_reach_single_thread_quality() {
+    let (_, one) = train_and_test(1);
+    let (_, three) = train_and_test(3);
+    assert!(three > one - 0.03, "3 threads {three} vs 1 thread {one}");
+}
+
+fn bits(tables: &[&Table]) -> Vec<u32> {
+    tables
+        .iter()
+        .flat_map(|t| {
+            let mut v: Vec<u32> = t.elements().iter().map(|c| c.load().to_bits()).collect();
+            v.extend(t.scalars().iter().map(|s| s.to_bits()));
+            v
+        })
+        .collect()
+}
+
+#[test]
+fn save_load_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write_corpus(dir.path(), "a", 1, 200, 21);
+    let b = write_corpus(dir.path(), "b", 1, 200, 22);
+    let straight = Bow::new(bow_cfg(), adam()).unwrap();
+    startup(&straight);
+    run_from_files(&straight, &desc(), &a, 1, &[], &quiet()).unwrap();
+    run_from_files(&straight, &desc(), &b, 1, &[], &quiet()).unwrap();
+
+    let first = Bow::new(bow_cfg(), adam()).unwrap();
+    startup(&first);
+    run_from_files(&first, &desc(), &a, 1, &[], &quiet()).unwrap();
+    let path = dir.path().join("model.ckpt");
+    checkpoint::save(&path, &first.describe(), &first.tables()).unwrap();
+    let mut ck = checkpoint::load(&path).unwrap();
+    assert_eq!(ck.meta, first.describe());
+    let resumed = Bow::from_checkpoint(bow_cfg(), adam(), &mut ck).unwrap();
+    assert_eq!(bits(&resumed.tables()), bits(&first.tables()));
+    run_from_files(&resumed, &desc(), &b, 1, &[], &quiet()).unwrap();
+    assert_eq!(bits(&resumed.tables()), bits(&straight.tables()));
+}
+
+#[test]
+fn bad_data_stops_the_run_with_the_worker_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = write_corpus(dir.path(), "ok", 6, 400, 31);
+    let bad = dir.path().join("bad");
+    std::fs::write(&bad, "2 3 99 1 0\n").unwrap();
+    files.insert(1, bad);
+    let model = Bow::new(bow_cfg(), adam()).unwrap();
+    startup(&model);
+    let e = run_from_files(&model, &desc(), &files, 2, &[], &quiet())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("worker thread"), "{e}");
+    assert!(e.contains("word id 99 at offset 1"), "{e}");
+}
+
+/// A model with no parameters that reports batch sizes, and can panic on its n-th batch.
+struct Probe {
+    panic_at: Option<usize>,
+    seen: AtomicUsize,
+}
+
+impl Model for Probe {
+    type Worker = ();
+    fn metrics(&self) -> &'static [&'static str] {
+        &["size", "one"]
+    }
+    fn startup(&self) {}
+    fn worker(&self, _desc: &DataFeedDesc) -> Result<()> {
+        Ok(())
+    }
+    fn train_batch(
+        &self,
+        _w: &mut (),
+        batch: &Batch,
+        out: &mut [f64],
+        _stages: Option<&mut StageTimes>,
+    ) -> Result<()> {
+        let n = self.seen.fetch_add(1, Ordering::Relaxed);
+        if self.panic_at == Some(n) {
+            panic!("probe failure at batch {n}");
+        }
+        out[0] = batch.len as f64;
+        out[1] = 1.0;
+        Ok(())
+    }
+    fn eval_batch(
+        &self,
+        w: &mut (),
+        batch: &Batch,
+        out: &mut [f64],
+        predictions: Option<&mut String>,
+    ) -> Result<()> {
+        if let Some(p) = predictions {
+            for _ in 0..batch.len {
+                p.push_str("x\n");
+            }
+        }
+        self.train_batch(w, batch, out, None)
+    }
+    fn tables(&self) -> Vec<&Table> {
+        Vec::new()
+    }
+    fn describe(&self) -> String {
+        "probe".into()
+    }
+}
+
+// 3 files of 20 lines, batch size 8: however readers cut the batches, the mean over batches of the
+// batch size is instances / batches, and at least ceil(60 / 8) = 8 batches are needed.
+#[test]
+fn metrics_are_averaged_over_batches_and_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_corpus(dir.path(), "m", 3, 20, 41);
+    let probe = Probe {
+        panic_at: None,
+        seen: AtomicUsize::new(0),
+    };
+    let r = run_from_files(&probe, &desc(), &files, 3, &["one", "size"], &quiet()).unwrap();
+    assert_eq!(r.instances, 60);
+    assert!(r.batches >= 8, "{} batches", r.batches);
+    assert_eq!(r.fetched[0], ("one".to_string(), 1.0));
+    approx::assert_relative_eq!(
+        r.get("size").unwrap(),
+        60.0 / r.batches as f64,
+        epsilon = 1e-12
+    );
+    let e = run_from_files(&probe, &desc(), &files, 2, &["auc"], &quiet()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "unknown fetch \"auc\": the model reports size, one"
+    );
+    let e = run_from_files(&probe, &desc(), &files, 0, &[], &quiet()).unwrap_err();
+    assert!(e.to_string().contains("threads"), "{e}");
+}
+
+#[test]
+fn a_panicking_worker_is_reported_and_nothing_hangs() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_corpus(dir.path(), "p", 8, 500, 51);
+    let probe = Probe {
+        panic_at: Some(3),
+        seen: AtomicUsize::new(0),
+    };
+    let e = run_from_files(&probe, &desc(), &files, 2, &[], &quiet()).unwrap_err();
+    assert!(
+        e.to_string().contains("panicked: probe failure at batch 3"),
+        "{e}"
+    );
+}
+
+#[test]
+fn predictions_are_written_one_line_per_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_corpus(dir.path(), "e", 2, 30, 61);
+    let model = Bow::new(bow_cfg(), Sgd { lr: 0.5f32 }).unwrap();
+    startup(&model);
+    let out = dir.path().join("pred.tsv");
+    let r = eval_from_files(&model, &desc(), &files, 1, &[], &quiet(), Some(&out)).unwrap();
+    assert_eq!(r.instances, 60);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().count(), 60);
+    let first = text.lines().next().unwrap();
+    let (class, probs) = first.split_once('\t').unwrap();
+    assert!(class.parse::<usize>().unwrap() < 3);
+    let sum: f32 = probs.split(' ').map(|p| p.parse::<f32>().unwrap()).sum();
+    approx::assert_relative_eq!(sum, 1.0, epsilon = 1e-4);
+    let e = eval_from_files(
+        &model,
+        &desc(),
+        &files,
+        1,
+        &[],
+        &quiet(),
+        Some(&dir.path().join("missing").join("p.tsv")),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("cannot create the predictions file"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_desc_without_the_words_slot_is_refused() {
+    let model = Bow::new(bow_cfg(), Sgd { lr: 0.5f32 }).unwrap();
+    let other = DataFeedDesc::from_text(&DESC.replace("\"words\"", "\"tokens\"")).unwrap();
+    let e = run_from_files(&model, &other, &[], 1, &[], &quiet()).unwrap_err();
+    assert!(e.to_string().contains("no used slot \"words\""), "{e}");
+}

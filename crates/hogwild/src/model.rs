@@ -1,0 +1,84 @@
+//! The `Model` trait: what the executor needs from a model (bag-of-words, word2vec, CTR models, or a
+//! user's own) to train it Hogwild-style from files and to evaluate it.
+//!
+//! A model owns its parameters in [`Table`]s of the Hogwild store and is shared by reference between
+//! all worker threads (`Sync`); everything a thread needs for itself (activations, gradients, scratch
+//! buffers) lives in its [`Model::Worker`], created once per thread and reused for every batch.
+//! A worker computes single-threaded: the executor's threads are the only parallelism.
+
+use std::time::Duration;
+
+use crate::feed::{Batch, DataFeedDesc};
+use crate::store::Table;
+use crate::Result;
+
+/// Time spent per stage, summed over batches (and threads, in a run's report). Filled only in
+/// debug mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StageTimes {
+    /// Waiting for a batch from the feed.
+    pub read: Duration,
+    pub forward: Duration,
+    pub backward: Duration,
+    pub update: Duration,
+}
+
+impl StageTimes {
+    /// Adds `other` to `self`.
+    pub fn add(&mut self, other: &StageTimes) {
+        self.read += other.read;
+        self.forward += other.forward;
+        self.backward += other.backward;
+        self.update += other.update;
+    }
+
+    /// The total over all stages.
+    pub fn total(&self) -> Duration {
+        self.read + self.forward + self.backward + self.update
+    }
+}
+
+/// A model the executor can train and evaluate.
+pub trait Model: Send + Sync {
+    /// One thread's private state: scratch buffers, slot positions.
+    type Worker: Send;
+
+    /// The values the model reports per batch (e.g. `["loss", "accuracy"]`), each a mean over the
+    /// batch's instances; the executor averages them over batches and threads.
+    fn metrics(&self) -> &'static [&'static str];
+
+    /// The startup step, run once before the first training run (not when resuming from a
+    /// checkpoint): initialises the parameters.
+    fn startup(&self);
+
+    /// A worker for batches laid out by `desc`; fails when `desc` lacks a slot the model reads, or
+    /// holds it with the wrong type.
+    fn worker(&self, desc: &DataFeedDesc) -> Result<Self::Worker>;
+
+    /// Trains on one batch and writes the batch's metrics (in `metrics()` order) into `out`.
+    /// `stages`, when given, receives the forward, backward and update times.
+    fn train_batch(
+        &self,
+        worker: &mut Self::Worker,
+        batch: &Batch,
+        out: &mut [f64],
+        stages: Option<&mut StageTimes>,
+    ) -> Result<()>;
+
+    /// Evaluates one batch without changing the parameters: metrics into `out` and, when
+    /// `predictions` is given, one line per instance appended to it.
+    fn eval_batch(
+        &self,
+        worker: &mut Self::Worker,
+        batch: &Batch,
+        out: &mut [f64],
+        predictions: Option<&mut String>,
+    ) -> Result<()>;
+
+    /// The parameter tables, for checkpoints and memory accounting.
+    fn tables(&self) -> Vec<&Table>;
+
+    /// A text description from which the model can be rebuilt (its configuration); stored in
+    /// checkpoints.
+    fn describe(&self) -> String;
+}

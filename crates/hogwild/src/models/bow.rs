@@ -1,0 +1,719 @@
+//! Bag-of-words text classifier (Paddle's IMDB `bow_net`, fastText's supervised model): an embedding
+//! bag over the word ids of an instance and, optionally, hashed bigrams of consecutive ids, pooled
+//! (mean or sum), then a fully connected layer with bias and a softmax cross-entropy loss.
+//!
+//! Updates are applied instance by instance (as fastText does): each instance's gradient is applied
+//! to its embedding rows and to the output layer before the next instance is read. A batch is one
+//! optimizer call: AdamAsync's beta powers advance once per batch and table, and the coefficients
+//! are computed once per batch.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ModelConfig, ModelKind, OptimizerDesc};
+use crate::feed::{Batch, DataFeedDesc, SlotType};
+use crate::model::{Model, StageTimes};
+use crate::optim::Optimizer;
+use crate::store::Table;
+use crate::{Error, Result};
+
+/// How the embedding rows of an instance are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pool {
+    /// The mean of the rows (fastText).
+    #[default]
+    Mean,
+    /// The sum of the rows (Paddle's `sequence_pool(pool_type="sum")`).
+    Sum,
+}
+
+/// The bag-of-words model's settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BowConfig {
+    /// The uint64 slot holding word ids.
+    #[serde(default = "default_words")]
+    pub words_slot: String,
+    /// The uint64 slot holding the class (one value per instance).
+    #[serde(default = "default_label")]
+    pub label_slot: String,
+    /// Number of word ids: ids must be below it.
+    pub vocab: usize,
+    /// Number of classes: labels must be below it.
+    pub classes: usize,
+    /// Embedding width.
+    #[serde(default = "default_dim")]
+    pub dim: usize,
+    /// Rows for hashed word bigrams (fastText's `bucket`); 0 disables bigrams.
+    #[serde(default)]
+    pub bigram_buckets: usize,
+    #[serde(default)]
+    pub pool: Pool,
+    /// Seed of the initial embedding.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_words() -> String {
+    "words".into()
+}
+fn default_label() -> String {
+    "label".into()
+}
+fn default_dim() -> usize {
+    10
+}
+
+/// fastText's multiplier for hashing word n-grams.
+const NGRAM_MULT: u64 = 116_049_371;
+
+/// The bag-of-words model: the embedding table (`vocab + bigram_buckets` rows of `dim`) and the
+/// output table (`classes` rows of `dim + 1`: weights then bias), shared by every worker.
+#[derive(Debug)]
+pub struct Bow<O> {
+    cfg: BowConfig,
+    opt: O,
+    emb: Table,
+    fc: Table,
+}
+
+/// One worker's scratch buffers: allocated once, reused for every instance.
+#[derive(Debug, Default)]
+pub struct BowWorker {
+    pub(crate) rows: Vec<usize>,
+    pub(crate) hidden: Vec<f32>,
+    pub(crate) grad_hidden: Vec<f32>,
+    pub(crate) probs: Vec<f32>,
+    /// Positions of the words and label slots in a batch.
+    pub(crate) words_at: usize,
+    pub(crate) label_at: Option<usize>,
+}
+
+/// What went wrong with an instance, before it is placed in a batch.
+#[derive(Debug, PartialEq)]
+pub(crate) enum InstanceError {
+    WordOutOfRange { id: u64, offset: usize },
+    LabelOutOfRange { label: u64 },
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+impl<O: Optimizer<f32>> Bow<O> {
+    /// A model with fresh tables (zero weights; call [`Bow::init`], the startup step, before training).
+    pub fn new(cfg: BowConfig, opt: O) -> Result<Self> {
+        Self::check(&cfg)?;
+        let emb = Table::new("embedding", cfg.vocab + cfg.bigram_buckets, cfg.dim, &opt)?;
+        let fc = Table::new("output", cfg.classes, cfg.dim + 1, &opt)?;
+        Ok(Self { cfg, opt, emb, fc })
+    }
+
+    /// A model from a checkpoint's tables (which must fit `cfg` and `opt`).
+    pub fn from_checkpoint(
+        cfg: BowConfig,
+        opt: O,
+        ck: &mut crate::checkpoint::Checkpoint,
+    ) -> Result<Self> {
+        Self::check(&cfg)?;
+        let emb = ck.take_table("embedding", cfg.vocab + cfg.bigram_buckets, cfg.dim)?;
+        let fc = ck.take_table("output", cfg.classes, cfg.dim + 1)?;
+        emb.check_optimizer::<O>()?;
+        fc.check_optimizer::<O>()?;
+        Ok(Self { cfg, opt, emb, fc })
+    }
+
+    fn check(cfg: &BowConfig) -> Result<()> {
+        let bad = |field: &str, reason: &str| {
+            Err(Error::InvalidConfig {
+                field: field.into(),
+                reason: reason.into(),
+            })
+        };
+        if cfg.vocab == 0 {
+            return bad("vocab", "must be at least 1");
+        }
+        if cfg.classes < 2 {
+            return bad("classes", "must be at least 2");
+        }
+        if cfg.dim == 0 {
+            return bad("dim", "must be at least 1");
+        }
+        if cfg.words_slot == cfg.label_slot {
+            return bad("label_slot", "must differ from words_slot");
+        }
+        Ok(())
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &BowConfig {
+        &self.cfg
+    }
+    /// The optimizer.
+    pub fn optimizer(&self) -> &O {
+        &self.opt
+    }
+    /// The embedding table (words, then bigram buckets).
+    pub fn embedding(&self) -> &Table {
+        &self.emb
+    }
+    /// The output table (one row per class: weights, then the bias).
+    pub fn output(&self) -> &Table {
+        &self.fc
+    }
+
+    /// The startup step: embedding rows uniform in `[-1/dim, 1/dim]` (fastText's), deterministic in
+    /// the seed and the row; output layer zero.
+    pub fn init(&self) {
+        let dim = self.cfg.dim;
+        let scale = 1.0 / dim as f32;
+        let mut row = vec![0.0f32; dim];
+        for r in 0..self.emb.rows() {
+            let mut s = splitmix(self.cfg.seed ^ (r as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
+            for x in row.iter_mut() {
+                s = splitmix(s);
+                let unit = (s >> 40) as f32 / (1u64 << 24) as f32;
+                *x = (unit * 2.0 - 1.0) * scale;
+            }
+            self.emb.write_weights(r, &row);
+        }
+        let zero = vec![0.0f32; dim + 1];
+        for c in 0..self.cfg.classes {
+            self.fc.write_weights(c, &zero);
+        }
+    }
+
+    /// Scratch buffers for one worker.
+    pub fn new_worker(&self) -> BowWorker {
+        BowWorker {
+            rows: Vec::with_capacity(1024),
+            hidden: vec![0.0; self.cfg.dim + 1],
+            grad_hidden: vec![0.0; self.cfg.dim],
+            probs: vec![0.0; self.cfg.classes],
+            words_at: 0,
+            label_at: None,
+        }
+    }
+
+    /// Fills `w.rows` with the embedding rows of `ids`: the words, then one bucket per bigram.
+    #[inline]
+    pub(crate) fn gather_rows(
+        &self,
+        w: &mut BowWorker,
+        ids: &[u64],
+    ) -> std::result::Result<(), InstanceError> {
+        let vocab = self.cfg.vocab as u64;
+        w.rows.clear();
+        for (offset, &id) in ids.iter().enumerate() {
+            if id >= vocab {
+                return Err(InstanceError::WordOutOfRange { id, offset });
+            }
+            w.rows.push(id as usize);
+        }
+        let buckets = self.cfg.bigram_buckets as u64;
+        if buckets > 0 {
+            for pair in ids.windows(2) {
+                let h = pair[0].wrapping_mul(NGRAM_MULT).wrapping_add(pair[1]);
+                w.rows.push((vocab + h % buckets) as usize);
+            }
+        }
+        Ok(())
+    }
+
+    /// Forward pass over `w.rows`: pooled hidden vector (with a trailing 1 for the bias) and class
+    /// probabilities in `w.probs`.
+    #[inline]
+    pub(crate) fn forward(&self, w: &mut BowWorker) {
+        let dim = self.cfg.dim;
+        let h = &mut w.hidden[..dim];
+        h.fill(0.0);
+        for &r in &w.rows {
+            self.emb.add_weights_to(r, 1.0, h);
+        }
+        if self.cfg.pool == Pool::Mean && !w.rows.is_empty() {
+            let inv = 1.0 / w.rows.len() as f32;
+            h.iter_mut().for_each(|x| *x *= inv);
+        }
+        w.hidden[dim] = 1.0;
+        let mut max = f32::NEG_INFINITY;
+        for (c, p) in w.probs.iter_mut().enumerate() {
+            *p = self.fc.dot(c, &w.hidden);
+            max = max.max(*p);
+        }
+        let mut sum = 0.0;
+        for p in w.probs.iter_mut() {
+            *p = (*p - max).exp();
+            sum += *p;
+        }
+        let inv = 1.0 / sum;
+        w.probs.iter_mut().for_each(|p| *p *= inv);
+    }
+
+    /// The loss of class `label` and whether the most probable class is `label` (after `forward`).
+    #[inline]
+    pub(crate) fn score(&self, w: &BowWorker, label: usize) -> (f32, bool) {
+        let loss = -w.probs[label].max(1e-30).ln();
+        (loss, argmax(&w.probs) == label)
+    }
+
+    /// Backward pass after `forward`: the gradient reaching the pooled vector, in `w.grad_hidden`.
+    #[inline]
+    pub(crate) fn backward(&self, w: &mut BowWorker, label: usize) {
+        w.grad_hidden.fill(0.0);
+        for (c, &p) in w.probs.iter().enumerate() {
+            let g = p - f32::from(u8::from(c == label));
+            self.fc.add_weights_to(c, g, &mut w.grad_hidden);
+        }
+    }
+
+    /// Applies the instance's gradients: output rows, then its embedding rows.
+    #[inline]
+    pub(crate) fn update(&self, w: &BowWorker, label: usize, steps: &BowSteps<O>) {
+        for (c, &p) in w.probs.iter().enumerate() {
+            let g = p - f32::from(u8::from(c == label));
+            self.fc.update_row(&self.opt, &steps.fc, c, &w.hidden, g);
+        }
+        let scale = match self.cfg.pool {
+            Pool::Mean if !w.rows.is_empty() => 1.0 / w.rows.len() as f32,
+            _ => 1.0,
+        };
+        for &r in &w.rows {
+            self.emb
+                .update_row(&self.opt, &steps.emb, r, &w.grad_hidden, scale);
+        }
+    }
+
+    /// Starts an optimizer call (one per batch) on both tables.
+    pub(crate) fn begin(&self) -> Result<BowSteps<O>> {
+        Ok(BowSteps {
+            emb: self.emb.begin(&self.opt, true)?,
+            fc: self.fc.begin(&self.opt, false)?,
+        })
+    }
+
+    /// Ends an optimizer call that updated `rows` embedding rows and `instances` output-layer steps.
+    pub(crate) fn finish(&self, rows: usize, instances: usize) {
+        self.emb.finish(&self.opt, true, rows);
+        self.fc
+            .finish(&self.opt, false, instances * self.cfg.classes);
+    }
+
+    /// Trains on one instance; returns its loss and whether it was classified right before the update.
+    pub fn train_instance(
+        &self,
+        w: &mut BowWorker,
+        steps: &BowSteps<O>,
+        ids: &[u64],
+        label: u64,
+    ) -> Result<(f32, bool)> {
+        let label = self.check_label(label)?;
+        self.gather_rows(w, ids)
+            .map_err(|e| self.instance_error(e, 0))?;
+        self.forward(w);
+        let scored = self.score(w, label);
+        self.backward(w, label);
+        self.update(w, label, steps);
+        Ok(scored)
+    }
+
+    /// Class probabilities of one instance (in `w`'s buffer).
+    pub fn predict_instance<'w>(&self, w: &'w mut BowWorker, ids: &[u64]) -> Result<&'w [f32]> {
+        self.gather_rows(w, ids)
+            .map_err(|e| self.instance_error(e, 0))?;
+        self.forward(w);
+        Ok(&w.probs)
+    }
+
+    pub(crate) fn check_label(&self, label: u64) -> Result<usize> {
+        if label >= self.cfg.classes as u64 {
+            return Err(self.instance_error(InstanceError::LabelOutOfRange { label }, 0));
+        }
+        Ok(label as usize)
+    }
+
+    pub(crate) fn instance_error(&self, e: InstanceError, instance: usize) -> Error {
+        match e {
+            InstanceError::WordOutOfRange { id, offset } => Error::BadInstance {
+                slot: self.cfg.words_slot.clone(),
+                instance,
+                reason: format!(
+                    "word id {id} at offset {offset} is out of range (vocab = {})",
+                    self.cfg.vocab
+                ),
+            },
+            InstanceError::LabelOutOfRange { label } => Error::BadInstance {
+                slot: self.cfg.label_slot.clone(),
+                instance,
+                reason: format!(
+                    "label {label} is out of range (classes = {})",
+                    self.cfg.classes
+                ),
+            },
+        }
+    }
+}
+
+const METRICS: &[&str] = &["loss", "accuracy"];
+
+fn slot_position(desc: &DataFeedDesc, name: &str, role: &str) -> Result<Option<usize>> {
+    let used = desc.used_slots();
+    let Some(at) = used.iter().position(|s| s.name == name) else {
+        return Ok(None);
+    };
+    if used[at].slot_type() != SlotType::U64 {
+        return Err(Error::InvalidConfig {
+            field: format!("{role} slot \"{name}\""),
+            reason: "must be a uint64 slot in the DataFeedDesc".into(),
+        });
+    }
+    Ok(Some(at))
+}
+
+impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
+    type Worker = BowWorker;
+
+    fn metrics(&self) -> &'static [&'static str] {
+        METRICS
+    }
+
+    fn startup(&self) {
+        self.init();
+    }
+
+    fn worker(&self, desc: &DataFeedDesc) -> Result<BowWorker> {
+        let words_at = slot_position(desc, &self.cfg.words_slot, "words")?.ok_or_else(|| {
+            Error::InvalidConfig {
+                field: "words_slot".into(),
+                reason: format!(
+                    "the DataFeedDesc has no used slot \"{}\"",
+                    self.cfg.words_slot
+                ),
+            }
+        })?;
+        let mut w = self.new_worker();
+        w.words_at = words_at;
+        w.label_at = slot_position(desc, &self.cfg.label_slot, "label")?;
+        Ok(w)
+    }
+
+    fn train_batch(
+        &self,
+        w: &mut BowWorker,
+        batch: &Batch,
+        out: &mut [f64],
+        mut stages: Option<&mut StageTimes>,
+    ) -> Result<()> {
+        let Some(label_at) = w.label_at else {
+            return Err(Error::InvalidConfig {
+                field: "label_slot".into(),
+                reason: format!(
+                    "training needs the used slot \"{}\" in the DataFeedDesc",
+                    self.cfg.label_slot
+                ),
+            });
+        };
+        let steps = self.begin()?;
+        let (mut loss, mut right, mut rows) = (0.0f64, 0usize, 0usize);
+        for i in 0..batch.len {
+            let label = self.label_of(batch, label_at, i)?;
+            let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
+            let t0 = stages.as_ref().map(|_| Instant::now());
+            self.gather_rows(w, ids)
+                .map_err(|e| self.instance_error(e, i))?;
+            self.forward(w);
+            let (l, ok) = self.score(w, label);
+            let t1 = t0.map(|_| Instant::now());
+            self.backward(w, label);
+            let t2 = t0.map(|_| Instant::now());
+            self.update(w, label, &steps);
+            if let (Some(st), Some(t0), Some(t1), Some(t2)) = (stages.as_deref_mut(), t0, t1, t2) {
+                let t3 = Instant::now();
+                st.forward += t1 - t0;
+                st.backward += t2 - t1;
+                st.update += t3 - t2;
+            }
+            loss += l as f64;
+            right += usize::from(ok);
+            rows += w.rows.len();
+        }
+        self.finish(rows, batch.len);
+        let n = batch.len.max(1) as f64;
+        out[0] = loss / n;
+        out[1] = right as f64 / n;
+        Ok(())
+    }
+
+    fn eval_batch(
+        &self,
+        w: &mut BowWorker,
+        batch: &Batch,
+        out: &mut [f64],
+        mut predictions: Option<&mut String>,
+    ) -> Result<()> {
+        let (mut loss, mut right) = (0.0f64, 0usize);
+        for i in 0..batch.len {
+            let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
+            self.gather_rows(w, ids)
+                .map_err(|e| self.instance_error(e, i))?;
+            self.forward(w);
+            if let Some(label_at) = w.label_at {
+                let label = self.label_of(batch, label_at, i)?;
+                let (l, ok) = self.score(w, label);
+                loss += l as f64;
+                right += usize::from(ok);
+            }
+            if let Some(text) = predictions.as_deref_mut() {
+                write_prediction(text, &w.probs);
+            }
+        }
+        let n = batch.len.max(1) as f64;
+        let (l, a) = match w.label_at {
+            Some(_) => (loss / n, right as f64 / n),
+            None => (f64::NAN, f64::NAN),
+        };
+        out[0] = l;
+        out[1] = a;
+        Ok(())
+    }
+
+    fn tables(&self) -> Vec<&Table> {
+        vec![&self.emb, &self.fc]
+    }
+
+    fn describe(&self) -> String {
+        ModelConfig {
+            model: ModelKind::Bow(self.cfg.clone()),
+            optimizer: self.opt.describe(),
+        }
+        .to_toml()
+    }
+}
+
+/// Appends `predicted<TAB>p0 p1 ...` and a newline.
+fn write_prediction(text: &mut String, probs: &[f32]) {
+    use std::fmt::Write;
+    let _ = write!(text, "{}\t", argmax(probs));
+    for (c, p) in probs.iter().enumerate() {
+        let sep = if c + 1 == probs.len() { '\n' } else { ' ' };
+        let _ = write!(text, "{p:.6}{sep}");
+    }
+}
+
+impl<O: Optimizer<f32>> Bow<O> {
+    fn label_of(&self, batch: &Batch, label_at: usize, i: usize) -> Result<usize> {
+        let values = batch.slots[label_at].u64s(i).unwrap_or(&[]);
+        match values {
+            [label] => self.check_label(*label).map_err(|_| {
+                self.instance_error(InstanceError::LabelOutOfRange { label: *label }, i)
+            }),
+            _ => Err(Error::BadInstance {
+                slot: self.cfg.label_slot.clone(),
+                instance: i,
+                reason: format!("expected one label, got {} values", values.len()),
+            }),
+        }
+    }
+}
+
+/// The per-batch optimizer steps of the two tables.
+pub struct BowSteps<O: Optimizer<f32>> {
+    emb: O::Step,
+    fc: O::Step,
+}
+
+/// The index of the largest value (the first on ties).
+pub(crate) fn argmax(xs: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &x) in xs.iter().enumerate() {
+        if x > xs[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optim::{Adagrad, AdamAsync, Sgd};
+    use approx::assert_relative_eq;
+
+    fn cfg(bigrams: usize) -> BowConfig {
+        BowConfig {
+            words_slot: "words".into(),
+            label_slot: "label".into(),
+            vocab: 20,
+            classes: 2,
+            dim: 4,
+            bigram_buckets: bigrams,
+            pool: Pool::Mean,
+            seed: 7,
+        }
+    }
+
+    /// A toy corpus: class 1 documents use words 0..10, class 0 words 10..20, with noise words.
+    fn corpus(n: usize) -> Vec<(Vec<u64>, u64)> {
+        let mut s = 1u64;
+        (0..n)
+            .map(|i| {
+                let label = (i % 2) as u64;
+                let base = if label == 1 { 0 } else { 10 };
+                let ids = (0..6)
+                    .map(|_| {
+                        s = splitmix(s);
+                        if s.is_multiple_of(4) {
+                            s % 20
+                        } else {
+                            base + s % 10
+                        }
+                    })
+                    .collect();
+                (ids, label)
+            })
+            .collect()
+    }
+
+    fn accuracy<O: Optimizer<f32>>(m: &Bow<O>, data: &[(Vec<u64>, u64)]) -> f32 {
+        let mut w = m.new_worker();
+        let right = data
+            .iter()
+            .filter(|(ids, y)| argmax(m.predict_instance(&mut w, ids).unwrap()) as u64 == *y)
+            .count();
+        right as f32 / data.len() as f32
+    }
+
+    fn train<O: Optimizer<f32>>(m: &Bow<O>, data: &[(Vec<u64>, u64)], epochs: usize) -> f32 {
+        let mut w = m.new_worker();
+        let mut last = 0.0;
+        for _ in 0..epochs {
+            let steps = m.begin().unwrap();
+            let mut loss = 0.0;
+            for (ids, y) in data {
+                loss += m.train_instance(&mut w, &steps, ids, *y).unwrap().0;
+            }
+            m.finish(data.len() * 6, data.len());
+            last = loss / data.len() as f32;
+        }
+        last
+    }
+
+    #[test]
+    fn converges_with_each_optimizer() {
+        let (tr, te) = (corpus(400), corpus(600)[400..].to_vec());
+        let sgd = Bow::new(cfg(0), Sgd { lr: 0.5f32 }).unwrap();
+        let ada = Bow::new(
+            cfg(16),
+            Adagrad {
+                lr: 0.2f32,
+                initial_accumulator: 0.1,
+            },
+        )
+        .unwrap();
+        let adam = Bow::new(cfg(16), AdamAsync::new(0.02f32, 0.9, 0.999, 1e-8)).unwrap();
+        sgd.init();
+        ada.init();
+        adam.init();
+        let l = train(&sgd, &tr, 10);
+        assert!(l < 0.3 && accuracy(&sgd, &te) > 0.9, "sgd loss {l}");
+        let l = train(&ada, &tr, 10);
+        assert!(l < 0.3 && accuracy(&ada, &te) > 0.9, "adagrad loss {l}");
+        let l = train(&adam, &tr, 10);
+        assert!(l < 0.3 && accuracy(&adam, &te) > 0.9, "adam loss {l}");
+        // Ten batches: the powers advanced ten times from beta.
+        assert_relative_eq!(
+            adam.embedding().scalars()[0],
+            0.9f32.powi(11),
+            epsilon = 1e-6
+        );
+    }
+
+    // Reference for one SGD step (lr 0.5) on ids [1, 2], label 1, dim 2, classes 2, after init with
+    // the embedding rows set to e1 = [0.1, 0.2], e2 = [0.3, -0.4] and output rows W = [[0.5, -0.5, 0.1],
+    // [0.2, 0.3, -0.1]] (last column bias). numpy:
+    //   h = (e1 + e2) / 2 = [0.2, -0.1]; z = W @ [h, 1] = [0.25, -0.09]; p = softmax(z)
+    //   p = [0.58419, 0.41581]; loss = -log(p[1]) = 0.87753
+    //   g = p - [0, 1] = [0.58419, -0.58419]; gh = g @ W[:, :2] = [0.17526, -0.46735]
+    //   e1' = e1 - 0.5 * gh / 2 = [0.05619, 0.31684]
+    //   W'[0] = W[0] - 0.5 * 0.58419 * [0.2, -0.1, 1] = [0.44158, -0.47079, -0.19210]
+    #[test]
+    fn one_sgd_step_matches_numpy() {
+        let mut c = cfg(0);
+        c.dim = 2;
+        let m = Bow::new(c, Sgd { lr: 0.5f32 }).unwrap();
+        m.embedding().write_weights(1, &[0.1, 0.2]);
+        m.embedding().write_weights(2, &[0.3, -0.4]);
+        m.output().write_weights(0, &[0.5, -0.5, 0.1]);
+        m.output().write_weights(1, &[0.2, 0.3, -0.1]);
+        let mut w = m.new_worker();
+        let steps = m.begin().unwrap();
+        let (loss, right) = m.train_instance(&mut w, &steps, &[1, 2], 1).unwrap();
+        assert_relative_eq!(loss, 0.87753, epsilon = 1e-4);
+        assert!(!right);
+        let mut e1 = [0.0f32; 2];
+        m.embedding().read_weights(1, &mut e1);
+        assert_relative_eq!(e1[0], 0.05619, epsilon = 1e-4);
+        assert_relative_eq!(e1[1], 0.31684, epsilon = 1e-4);
+        let mut w0 = [0.0f32; 3];
+        m.output().read_weights(0, &mut w0);
+        assert_relative_eq!(w0[0], 0.44158, epsilon = 1e-4);
+        assert_relative_eq!(w0[1], -0.47079, epsilon = 1e-4);
+        assert_relative_eq!(w0[2], -0.19210, epsilon = 1e-4);
+    }
+
+    #[test]
+    fn bigrams_hash_consecutive_ids_into_buckets() {
+        let m = Bow::new(cfg(5), Sgd { lr: 0.1f32 }).unwrap();
+        let mut w = m.new_worker();
+        m.gather_rows(&mut w, &[3, 4, 3]).unwrap();
+        let h1 = (3 * NGRAM_MULT + 4) % 5;
+        let h2 = (4 * NGRAM_MULT + 3) % 5;
+        assert_eq!(w.rows, vec![3, 4, 3, 20 + h1 as usize, 20 + h2 as usize]);
+    }
+
+    #[test]
+    fn bad_ids_labels_and_configs_are_named() {
+        let m = Bow::new(cfg(0), Sgd { lr: 0.1f32 }).unwrap();
+        let mut w = m.new_worker();
+        let steps = m.begin().unwrap();
+        let e = m
+            .train_instance(&mut w, &steps, &[1, 25], 0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("\"words\"") && e.contains("word id 25 at offset 1"),
+            "{e}"
+        );
+        let e = m
+            .train_instance(&mut w, &steps, &[1], 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"label\"") && e.contains("label 2"), "{e}");
+        let mut c = cfg(0);
+        c.classes = 1;
+        let e = Bow::new(c, Sgd { lr: 0.1f32 }).unwrap_err().to_string();
+        assert!(e.contains("classes"), "{e}");
+        let mut c = cfg(0);
+        c.label_slot = "words".into();
+        assert!(Bow::new(c, Sgd { lr: 0.1f32 }).is_err());
+    }
+
+    #[test]
+    fn init_is_deterministic_and_bounded() {
+        let a = Bow::new(cfg(3), Sgd { lr: 0.1f32 }).unwrap();
+        let b = Bow::new(cfg(3), Sgd { lr: 0.1f32 }).unwrap();
+        a.init();
+        b.init();
+        let (mut x, mut y) = ([0.0f32; 4], [0.0f32; 4]);
+        for r in 0..23 {
+            a.embedding().read_weights(r, &mut x);
+            b.embedding().read_weights(r, &mut y);
+            assert_eq!(x, y);
+            assert!(x.iter().all(|v| v.abs() <= 0.25) && x.iter().any(|&v| v != 0.0));
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Built-in models and their configuration file.
+//!
+//! A model configuration is a TOML file (TOML: comments, typed numbers, sections, one obvious way to
+//! write each value, and a well-kept parser in `toml` + `serde`). Example:
+//!
+//! ```toml
+//! [model]
+//! kind = "bow"          # bag-of-words text classifier
+//! vocab = 30000         # word ids are < vocab
+//! classes = 5
+//! dim = 10
+//! bigram_buckets = 2000000   # 0 disables hashed word bigrams
+//! pool = "mean"         # or "sum"
+//!
+//! [optimizer]
+//! kind = "adam_async"   # or "sgd", "adagrad"
+//! lr = 0.01
+//! ```
+
+mod bow;
+
+pub use bow::{Bow, BowConfig, BowWorker, Pool};
+
+use serde::{Deserialize, Serialize};
+
+use crate::optim::{Adagrad, AdamAsync, Sgd};
+use crate::{Error, Result};
+
+/// A whole model configuration file: the model and its optimizer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    pub model: ModelKind,
+    pub optimizer: OptimizerConfig,
+}
+
+/// Which model, with its settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ModelKind {
+    /// The bag-of-words text classifier.
+    Bow(BowConfig),
+}
+
+/// The optimizer and its hyper-parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum OptimizerConfig {
+    Sgd {
+        lr: f32,
+    },
+    Adagrad {
+        lr: f32,
+        #[serde(default = "default_accumulator")]
+        initial_accumulator: f32,
+    },
+    AdamAsync {
+        lr: f32,
+        #[serde(default = "default_beta1")]
+        beta1: f32,
+        #[serde(default = "default_beta2")]
+        beta2: f32,
+        #[serde(default = "default_epsilon")]
+        epsilon: f32,
+        /// Sparse rows use the RMSProp rule (DeepRec's `apply_sparse_rmsprop`).
+        #[serde(default)]
+        rmsprop: bool,
+        #[serde(default)]
+        nesterov: bool,
+    },
+}
+
+fn default_accumulator() -> f32 {
+    0.1
+}
+fn default_beta1() -> f32 {
+    0.9
+}
+fn default_beta2() -> f32 {
+    0.999
+}
+fn default_epsilon() -> f32 {
+    1e-8
+}
+
+impl OptimizerConfig {
+    /// SGD's parameters, when this is SGD.
+    pub fn sgd(&self) -> Option<Sgd<f32>> {
+        match *self {
+            Self::Sgd { lr } => Some(Sgd { lr }),
+            _ => None,
+        }
+    }
+    /// Adagrad's parameters, when this is Adagrad.
+    pub fn adagrad(&self) -> Option<Adagrad<f32>> {
+        match *self {
+            Self::Adagrad {
+                lr,
+                initial_accumulator,
+            } => Some(Adagrad {
+                lr,
+                initial_accumulator,
+            }),
+            _ => None,
+        }
+    }
+    /// AdamAsync's parameters, when this is AdamAsync.
+    pub fn adam_async(&self) -> Option<AdamAsync<f32>> {
+        match *self {
+            Self::AdamAsync {
+                lr,
+                beta1,
+                beta2,
+                epsilon,
+                rmsprop,
+                nesterov,
+            } => Some(AdamAsync {
+                lr,
+                beta1,
+                beta2,
+                epsilon,
+                use_nesterov: nesterov,
+                apply_sparse_rmsprop: rmsprop,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// An optimizer that can write itself back as configuration (for checkpoints).
+pub trait OptimizerDesc {
+    fn describe(&self) -> OptimizerConfig;
+}
+
+impl OptimizerDesc for Sgd<f32> {
+    fn describe(&self) -> OptimizerConfig {
+        OptimizerConfig::Sgd { lr: self.lr }
+    }
+}
+
+impl OptimizerDesc for Adagrad<f32> {
+    fn describe(&self) -> OptimizerConfig {
+        OptimizerConfig::Adagrad {
+            lr: self.lr,
+            initial_accumulator: self.initial_accumulator,
+        }
+    }
+}
+
+impl OptimizerDesc for AdamAsync<f32> {
+    fn describe(&self) -> OptimizerConfig {
+        OptimizerConfig::AdamAsync {
+            lr: self.lr,
+            beta1: self.beta1,
+            beta2: self.beta2,
+            epsilon: self.epsilon,
+            rmsprop: self.apply_sparse_rmsprop,
+            nesterov: self.use_nesterov,
+        }
+    }
+}
+
+impl ModelConfig {
+    /// Parses a configuration from TOML text; `origin` names the file in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self> {
+        toml::from_str(text).map_err(|e| Error::InvalidConfig {
+            field: origin.to_string(),
+            reason: e.to_string().trim_end().to_string(),
+        })
+    }
+
+    /// Reads and parses a configuration file.
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            message: format!("cannot read the model config: {e}"),
+        })?;
+        Self::from_toml(&text, &path.display().to_string())
+    }
+
+    /// The configuration as TOML text (stored in checkpoints).
+    pub fn to_toml(&self) -> String {
+        // A struct of plain numbers, strings and enums always serializes.
+        toml::to_string(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+[model]
+kind = "bow"
+vocab = 30000
+classes = 5
+dim = 10
+bigram_buckets = 2000000
+pool = "mean"
+
+[optimizer]
+kind = "adam_async"
+lr = 0.01
+"#;
+
+    #[test]
+    fn example_parses_with_defaults_and_round_trips() {
+        let c = ModelConfig::from_toml(EXAMPLE, "model.toml").unwrap();
+        let ModelKind::Bow(b) = &c.model;
+        assert_eq!((b.vocab, b.classes, b.dim), (30000, 5, 10));
+        assert_eq!(b.words_slot, "words");
+        let adam = c.optimizer.adam_async().unwrap();
+        assert_eq!((adam.beta1, adam.beta2, adam.epsilon), (0.9, 0.999, 1e-8));
+        assert!(c.optimizer.sgd().is_none() && c.optimizer.adagrad().is_none());
+        let again = ModelConfig::from_toml(&c.to_toml(), "saved").unwrap();
+        assert_eq!(again, c);
+    }
+
+    #[test]
+    fn mistakes_name_the_file_and_field() {
+        let e = ModelConfig::from_toml(&EXAMPLE.replace("vocab", "vocabulary"), "m.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("m.toml") && e.contains("vocab"), "{e}");
+        let e = ModelConfig::from_toml(&EXAMPLE.replace("adam_async", "adam"), "m.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("adam"), "{e}");
+        let e = ModelConfig::from_file(std::path::Path::new("/no/such.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/no/such.toml"), "{e}");
+    }
+}

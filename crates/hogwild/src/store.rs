@@ -1,0 +1,480 @@
+//! The Hogwild store: parameter tables and their optimizer state, shared by every training thread
+//! without locks.
+//!
+//! # Why shared mutable memory, and why it is sound
+//!
+//! Hogwild training (Niu, Recht, Ré, Wright 2011) lets every worker thread read and write the same
+//! parameters with no locks: when updates are sparse, two threads rarely touch the same row, and the
+//! rare collisions (one thread overwriting another's update of an element) cost less accuracy than
+//! locks would cost time. This module is the only place in the crate where memory is deliberately
+//! written by one thread while others may read or write it.
+//!
+//! Every element is an [`AtomicF32`]: an `AtomicU32` holding the bits of an `f32`, read and written
+//! with `Ordering::Relaxed`. Relaxed atomics compile to plain loads and stores on x86-64 and AArch64,
+//! so they cost what racy `f32` accesses would, but a concurrent read and write is defined behaviour
+//! (a read sees some value that was written), not a data race. An element's read-modify-write (load
+//! weight and slots, apply the optimizer rule, store back) is *not* atomic as a whole: a concurrent
+//! update of the same element may be lost, which is exactly Hogwild's contract. There is no `unsafe`
+//! code here, `Table` is `Send + Sync` because its fields are, and Miri checks the tests
+//! (`make miri`).
+//!
+//! # Layout
+//!
+//! A table of `rows` rows of `dim` weights keeps each row's weights and their optimizer slots
+//! together: row `r` occupies `stride = dim * (1 + slots)` consecutive elements, the `dim` weights
+//! first, then slot 0 for each weight, then slot 1, and so on. An update of a row therefore touches
+//! `stride * 4` consecutive bytes (two or three cache lines for dim 10 with AdamAsync) instead of one
+//! random line per separate slot table, and a forward pass reads the weights alone, which lead the row.
+//! There is one copy of every table; threads keep only small scratch buffers.
+//!
+//! Per-table scalars (AdamAsync's beta powers) are atomics too, advanced with a compare-and-swap loop
+//! so no advance is lost when threads finish steps at the same time.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::optim::Optimizer;
+use crate::{Error, Result};
+
+/// Most optimizer slots per element a table supports (AdamAsync uses 2).
+pub const MAX_SLOTS: usize = 4;
+
+/// An `f32` shared between threads: relaxed atomic loads and stores of its bits.
+#[derive(Debug, Default)]
+#[repr(transparent)]
+pub struct AtomicF32(AtomicU32);
+
+impl AtomicF32 {
+    /// A new cell holding `x`.
+    pub fn new(x: f32) -> Self {
+        Self(AtomicU32::new(x.to_bits()))
+    }
+
+    /// The current value (relaxed).
+    #[inline(always)]
+    pub fn load(&self) -> f32 {
+        f32::from_bits(self.0.load(Ordering::Relaxed))
+    }
+
+    /// Replaces the value (relaxed).
+    #[inline(always)]
+    pub fn store(&self, x: f32) {
+        self.0.store(x.to_bits(), Ordering::Relaxed)
+    }
+
+    /// Replaces the value with `f(old)` atomically, retrying when another thread got there first.
+    pub fn update(&self, f: impl Fn(f32) -> f32) -> f32 {
+        let mut old = self.0.load(Ordering::Relaxed);
+        loop {
+            let new = f(f32::from_bits(old)).to_bits();
+            match self
+                .0
+                .compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return f32::from_bits(new),
+                Err(seen) => old = seen,
+            }
+        }
+    }
+}
+
+/// One parameter table: `rows` rows of `dim` weights, each row followed by its optimizer slots, and
+/// the table's optimizer scalars. See the module documentation for the layout and the sharing rules.
+#[derive(Debug)]
+pub struct Table {
+    name: String,
+    rows: usize,
+    dim: usize,
+    slots: usize,
+    stride: usize,
+    data: Box<[AtomicF32]>,
+    scalars: Box<[AtomicF32]>,
+}
+
+impl Table {
+    /// A table for optimizer `opt`: weights zero, slots at the optimizer's initial values, scalars
+    /// initialised by the optimizer.
+    pub fn new<O: Optimizer<f32>>(name: &str, rows: usize, dim: usize, opt: &O) -> Result<Self> {
+        let mut scalars = vec![0.0f32; O::SCALARS];
+        opt.init_scalars(&mut scalars);
+        let slot_init: Vec<f32> = (0..O::SLOTS).map(|s| opt.slot_init(s)).collect();
+        let table = Self::with_layout(name, rows, dim, O::SLOTS, &scalars)?;
+        for r in 0..rows {
+            let row = table.row(r);
+            for (s, &init) in slot_init.iter().enumerate() {
+                for cell in &row[dim * (1 + s)..dim * (2 + s)] {
+                    cell.store(init);
+                }
+            }
+        }
+        Ok(table)
+    }
+
+    /// A zero-filled table with `slots` slots per weight and the given scalars (used when loading).
+    pub fn with_layout(
+        name: &str,
+        rows: usize,
+        dim: usize,
+        slots: usize,
+        scalars: &[f32],
+    ) -> Result<Self> {
+        if rows == 0 || dim == 0 {
+            return Err(Error::InvalidTable {
+                table: name.to_string(),
+                reason: format!("needs at least one row and one column, got {rows} x {dim}"),
+            });
+        }
+        if slots > MAX_SLOTS {
+            return Err(Error::InvalidTable {
+                table: name.to_string(),
+                reason: format!(
+                    "{slots} optimizer slots per weight, at most {MAX_SLOTS} supported"
+                ),
+            });
+        }
+        let stride = dim * (1 + slots);
+        let len = rows
+            .checked_mul(stride)
+            .ok_or_else(|| Error::InvalidTable {
+                table: name.to_string(),
+                reason: format!("{rows} x {stride} elements overflow the address space"),
+            })?;
+        Ok(Self {
+            name: name.to_string(),
+            rows,
+            dim,
+            slots,
+            stride,
+            data: (0..len).map(|_| AtomicF32::default()).collect(),
+            scalars: scalars.iter().map(|&x| AtomicF32::new(x)).collect(),
+        })
+    }
+
+    /// The table's name (used in checkpoints and error messages).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Weights per row.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// Optimizer slots per weight.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+    /// Elements per row: the weights and their slots.
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+    /// Number of optimizer scalars.
+    pub fn num_scalars(&self) -> usize {
+        self.scalars.len()
+    }
+    /// Bytes held by the weights, slots and scalars.
+    pub fn memory_bytes(&self) -> usize {
+        (self.data.len() + self.scalars.len()) * std::mem::size_of::<AtomicF32>()
+    }
+
+    /// All elements, row after row (weights then slots); for checkpoints.
+    pub fn elements(&self) -> &[AtomicF32] {
+        &self.data
+    }
+
+    /// Row `row`'s weights and slots (panics when `row >= rows`; callers check ids first).
+    #[inline(always)]
+    pub fn row(&self, row: usize) -> &[AtomicF32] {
+        &self.data[row * self.stride..(row + 1) * self.stride]
+    }
+
+    /// Row `row`'s weights alone.
+    #[inline(always)]
+    pub fn weights(&self, row: usize) -> &[AtomicF32] {
+        let start = row * self.stride;
+        &self.data[start..start + self.dim]
+    }
+
+    /// Copies row `row`'s weights into `out` (`dim` long).
+    #[inline]
+    pub fn read_weights(&self, row: usize, out: &mut [f32]) {
+        for (o, w) in out.iter_mut().zip(self.weights(row)) {
+            *o = w.load();
+        }
+    }
+
+    /// Writes row `row`'s weights from `values` (`dim` long); slots are left alone.
+    pub fn write_weights(&self, row: usize, values: &[f32]) {
+        for (w, &v) in self.weights(row).iter().zip(values) {
+            w.store(v);
+        }
+    }
+
+    /// `out += scale * weights(row)`.
+    #[inline(always)]
+    pub fn add_weights_to(&self, row: usize, scale: f32, out: &mut [f32]) {
+        for (o, w) in out.iter_mut().zip(self.weights(row)) {
+            *o += scale * w.load();
+        }
+    }
+
+    /// The dot product of row `row`'s weights with `x`.
+    #[inline(always)]
+    pub fn dot(&self, row: usize, x: &[f32]) -> f32 {
+        self.weights(row)
+            .iter()
+            .zip(x)
+            .map(|(w, &x)| w.load() * x)
+            .sum()
+    }
+
+    /// The current scalars.
+    pub fn scalars(&self) -> Vec<f32> {
+        self.scalars.iter().map(AtomicF32::load).collect()
+    }
+
+    /// Overwrites the scalars (length must match).
+    pub fn set_scalars(&self, values: &[f32]) -> Result<()> {
+        if values.len() != self.scalars.len() {
+            return Err(Error::ShapeMismatch {
+                what: format!("scalars of table {}", self.name),
+                expected: self.scalars.len().to_string(),
+                got: values.len().to_string(),
+            });
+        }
+        for (s, &v) in self.scalars.iter().zip(values) {
+            s.store(v);
+        }
+        Ok(())
+    }
+
+    /// Checks that `opt`'s state fits this table's layout.
+    pub fn check_optimizer<O: Optimizer<f32>>(&self) -> Result<()> {
+        if O::SLOTS != self.slots || O::SCALARS != self.scalars.len() {
+            return Err(Error::ShapeMismatch {
+                what: format!("optimizer state of table {}", self.name),
+                expected: format!("{} slots and {} scalars", O::SLOTS, O::SCALARS),
+                got: format!("{} slots and {} scalars", self.slots, self.scalars.len()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Starts an optimizer step: reads the scalars and computes the per-step values.
+    #[inline]
+    pub fn begin<O: Optimizer<f32>>(&self, opt: &O, sparse: bool) -> Result<O::Step> {
+        let mut scalars = [0.0f32; MAX_SLOTS];
+        for (s, cell) in scalars.iter_mut().zip(self.scalars.iter()) {
+            *s = cell.load();
+        }
+        opt.begin(&scalars[..self.scalars.len()], sparse)
+    }
+
+    /// Applies `opt`'s rule to row `row` with gradient `scale * grad` (`dim` long): each weight and
+    /// its slots are loaded into locals, updated, and stored back.
+    #[inline(always)]
+    pub fn update_row<O: Optimizer<f32>>(
+        &self,
+        opt: &O,
+        step: &O::Step,
+        row: usize,
+        grad: &[f32],
+        scale: f32,
+    ) {
+        let dim = self.dim;
+        let cells = self.row(row);
+        let (weights, slot_cells) = cells.split_at(dim);
+        let mut slots = [0.0f32; MAX_SLOTS];
+        for (i, (cell, &g)) in weights.iter().zip(&grad[..dim]).enumerate() {
+            let mut w = cell.load();
+            for (s, v) in slots.iter_mut().enumerate().take(O::SLOTS) {
+                *v = slot_cells[s * dim + i].load();
+            }
+            opt.element(step, &mut w, &mut slots[..O::SLOTS], g * scale);
+            cell.store(w);
+            for (s, &v) in slots.iter().enumerate().take(O::SLOTS) {
+                slot_cells[s * dim + i].store(v);
+            }
+        }
+    }
+
+    /// Ends an optimizer step that touched `touched` rows or elements: advances the scalars with a
+    /// compare-and-swap loop per scalar, so concurrent steps each advance them once. Each scalar's new
+    /// value may depend on the scalars' current values (all of AdamAsync's do on their own only).
+    pub fn finish<O: Optimizer<f32>>(&self, opt: &O, sparse: bool, touched: usize) {
+        let n = self.scalars.len();
+        if n == 0 {
+            return;
+        }
+        for i in 0..n {
+            self.scalars[i].update(|old_i| {
+                let mut current = [0.0f32; MAX_SLOTS];
+                for (j, (c, cell)) in current.iter_mut().zip(self.scalars.iter()).enumerate() {
+                    *c = if j == i { old_i } else { cell.load() };
+                }
+                opt.finish(&mut current[..n], sparse, touched);
+                current[i]
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optim::{apply_sparse, Adagrad, AdamAsync, Sgd, SlotState};
+    use approx::assert_relative_eq;
+
+    /// The store's rule on shared rows gives the same bits as the slice kernel `apply_sparse`.
+    fn same_as_slices<O: Optimizer<f32>>(opt: O) {
+        let (rows, dim) = (3, 4);
+        let table = Table::new("t", rows, dim, &opt).unwrap();
+        let mut var = vec![0.0f32; rows * dim];
+        for r in 0..rows {
+            let w: Vec<f32> = (0..dim)
+                .map(|i| (r * dim + i) as f32 * 0.25 - 1.0)
+                .collect();
+            table.write_weights(r, &w);
+            var[r * dim..(r + 1) * dim].copy_from_slice(&w);
+        }
+        let mut state = SlotState::new(&opt, var.len());
+        let grads: [(usize, [f32; 4]); 3] = [
+            (2, [0.5, -0.25, 1.0, 0.0]),
+            (0, [0.1, 0.2, 0.3, 0.4]),
+            (2, [-1.0, 0.5, 0.25, 2.0]),
+        ];
+        for (row, g) in grads {
+            apply_sparse(&opt, &mut var, &mut state, &g, &[row], dim).unwrap();
+            let step = table.begin(&opt, true).unwrap();
+            table.update_row(&opt, &step, row, &g, 1.0);
+            table.finish(&opt, true, 1);
+        }
+        let mut got = vec![0.0f32; dim];
+        for r in 0..rows {
+            table.read_weights(r, &mut got);
+            assert_eq!(&got[..], &var[r * dim..(r + 1) * dim], "row {r}");
+            for s in 0..O::SLOTS {
+                for i in 0..dim {
+                    let cell = table.row(r)[dim * (1 + s) + i].load();
+                    assert_eq!(cell, state.slots[(r * dim + i) * O::SLOTS + s]);
+                }
+            }
+        }
+        assert_eq!(table.scalars(), state.scalars);
+    }
+
+    #[test]
+    fn sgd_rows_match_slice_kernel() {
+        same_as_slices(Sgd { lr: 0.1f32 });
+    }
+
+    #[test]
+    fn adagrad_rows_match_slice_kernel() {
+        same_as_slices(Adagrad {
+            lr: 0.1f32,
+            initial_accumulator: 0.1,
+        });
+    }
+
+    #[test]
+    fn adam_async_rows_match_slice_kernel() {
+        same_as_slices(AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8));
+    }
+
+    #[test]
+    fn layout_interleaves_weights_and_slots_per_row() {
+        let opt = Adagrad {
+            lr: 0.1f32,
+            initial_accumulator: 0.5,
+        };
+        let t = Table::new("emb", 2, 3, &opt).unwrap();
+        assert_eq!((t.stride(), t.slots(), t.elements().len()), (6, 1, 12));
+        t.write_weights(1, &[1.0, 2.0, 3.0]);
+        let row: Vec<f32> = t.row(1).iter().map(AtomicF32::load).collect();
+        assert_eq!(row, vec![1.0, 2.0, 3.0, 0.5, 0.5, 0.5]);
+        assert_eq!(t.memory_bytes(), 12 * 4);
+    }
+
+    #[test]
+    fn bad_layouts_are_refused() {
+        let e = Table::with_layout("emb", 0, 3, 0, &[]).unwrap_err();
+        assert!(e.to_string().contains("table emb"), "{e}");
+        let e = Table::with_layout("emb", 2, 3, MAX_SLOTS + 1, &[]).unwrap_err();
+        assert!(e.to_string().contains("optimizer slots"), "{e}");
+        let t = Table::with_layout("emb", 2, 3, 0, &[]).unwrap();
+        assert!(t.check_optimizer::<AdamAsync<f32>>().is_err());
+        assert!(t.set_scalars(&[1.0]).is_err());
+    }
+
+    // The powers after k finished steps are beta^(k+1): 0.9^(1+2*50) and 0.999^(1+2*50), from
+    // numpy: `np.float32(0.9) ** 101`, computed here in f32 by repeated multiplication instead.
+    #[test]
+    fn concurrent_finishes_advance_powers_once_each() {
+        let opt = AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8);
+        let table = Table::new("t", 1, 1, &opt).unwrap();
+        let steps = if cfg!(miri) { 5 } else { 50 };
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..steps {
+                        table.finish(&opt, true, 1);
+                    }
+                });
+            }
+        });
+        let (mut b1, mut b2) = (0.9f32, 0.999f32);
+        for _ in 0..2 * steps {
+            b1 *= 0.9;
+            b2 *= 0.999;
+        }
+        let got = table.scalars();
+        assert_eq!(got, vec![b1, b2]);
+    }
+
+    // Two threads update disjoint rows concurrently and one shared row: disjoint rows end exactly
+    // where a single thread would put them; the shared row moved (some updates may be lost).
+    #[test]
+    fn concurrent_updates_are_defined_and_disjoint_rows_exact() {
+        let opt = Sgd { lr: 0.5f32 };
+        let table = Table::new("t", 3, 2, &opt).unwrap();
+        let steps = if cfg!(miri) { 4 } else { 200 };
+        std::thread::scope(|s| {
+            for t in 0..2usize {
+                let table = &table;
+                let opt = &opt;
+                s.spawn(move || {
+                    for _ in 0..steps {
+                        let step = table.begin(opt, true).unwrap();
+                        table.update_row(opt, &step, t, &[1.0, -1.0], 1.0);
+                        table.update_row(opt, &step, 2, &[1.0, 1.0], 0.5);
+                        let mut seen = [0.0f32; 2];
+                        table.read_weights(2, &mut seen);
+                        assert!(seen[0] <= 0.0);
+                    }
+                });
+            }
+        });
+        let mut got = [0.0f32; 2];
+        for t in 0..2 {
+            table.read_weights(t, &mut got);
+            assert_relative_eq!(got[0], -0.5 * steps as f32);
+            assert_relative_eq!(got[1], 0.5 * steps as f32);
+        }
+        table.read_weights(2, &mut got);
+        assert!(
+            got[0] < 0.0 && got[0] >= -0.25 * 2.0 * steps as f32,
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn dot_and_add_read_weights() {
+        let t = Table::with_layout("t", 1, 3, 2, &[]).unwrap();
+        t.write_weights(0, &[1.0, 2.0, 3.0]);
+        assert_eq!(t.dot(0, &[1.0, 1.0, 2.0]), 9.0);
+        let mut out = [1.0f32; 3];
+        t.add_weights_to(0, 0.5, &mut out);
+        assert_eq!(out, [1.5, 2.0, 2.5]);
+    }
+}
