@@ -5,7 +5,7 @@ export LD_LIBRARY_PATH := $(CURDIR)/build/tf/lib:$(LD_LIBRARY_PATH)
 # TensorFlow's informational log lines (oneDNN notices) drown test output.
 export TF_CPP_MIN_LOG_LEVEL ?= 1
 
-.PHONY: demo test setup lint rust-test py-test bench
+.PHONY: demo test setup lint rust-test py-test bench plugin
 
 demo:
 	cargo run --release -q -p hogwild-cli -- demo
@@ -22,10 +22,20 @@ rust-test: setup
 	cargo test --workspace --all-targets
 	cargo test --workspace --doc
 
-py-test: setup
+py-test: setup plugin
 	.venv/bin/python -m pytest -q tests
 
 test: setup lint rust-test py-test
 
 bench:
 	cargo bench -p hogwild
+
+# The TensorFlow plugin (build/plugin/libadam_async_ops.so), rebuilt only when a source changed.
+PLUGIN := build/plugin/libadam_async_ops.so
+PLUGIN_SRC := $(shell find tf_plugin crates/hogwild -type f -not -path '*/target/*') \
+	Cargo.toml Cargo.lock
+
+plugin: $(PLUGIN)
+
+$(PLUGIN): $(PLUGIN_SRC) | setup
+	bash tf_plugin/build.sh

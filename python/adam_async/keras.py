@@ -1,0 +1,74 @@
+"""``AdamAsync``: the AdamAsync ops as a Keras 3 optimizer, for TF2 code.
+
+``model.compile(optimizer=AdamAsync(...))`` and custom ``tf.function`` loops. Dense gradients use
+``ResourceApplyAdamAsync``; ``tf.IndexedSlices`` gradients (embedding lookups) use
+``ResourceSparseApplyAdamAsync`` after summing duplicate indices, so only the touched rows move.
+"""
+
+import keras
+import tensorflow as tf
+
+from adam_async import ops
+
+
+def _sum_duplicates(grad: tf.IndexedSlices):
+    """The rows of ``grad`` with duplicate indices summed: (values, unique indices)."""
+    unique, positions = tf.unique(grad.indices)
+    values = tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(unique)[0])
+    return values, unique
+
+
+class AdamAsync(keras.optimizers.Optimizer):
+    """Adam with per-variable beta powers (DeepRec's AdamAsync); see the module docstring.
+
+    Unlike Keras' ``Adam``, the default ``epsilon`` is DeepRec's 1e-8 and the powers are advanced
+    by the update op itself (``beta1_power *= beta1``), one pair per variable.
+    """
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
+                 use_locking=False, apply_sparse_rmsprop=False, name="adam_async", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.beta1 = beta1
+        self.beta2 = beta2
+        self.epsilon = epsilon
+        self.use_locking = use_locking
+        self.apply_sparse_rmsprop = apply_sparse_rmsprop
+
+    def build(self, variables):
+        if self.built:
+            return
+        super().build(variables)
+        self._slots = []
+        for var in variables:
+            powers = [
+                self.add_variable(shape=(), dtype=var.dtype, name=f"{var.name}_{name}",
+                                  initializer=keras.initializers.Constant(value))
+                for name, value in (("beta1_power", self.beta1), ("beta2_power", self.beta2))
+            ]
+            self._slots.append([self.add_variable_from_reference(var, "m"),
+                                self.add_variable_from_reference(var, "v")] + powers)
+
+    def update_step(self, gradient, variable, learning_rate):
+        dtype = variable.dtype
+        slots = self._slots[self._get_variable_index(variable)]
+        inputs = [variable.handle] + [s.handle for s in slots] + [
+            tf.cast(x, dtype) for x in (learning_rate, self.beta1, self.beta2, self.epsilon)]
+        if isinstance(gradient, tf.IndexedSlices):
+            values, indices = _sum_duplicates(gradient)
+            ops.resource_sparse_apply_adam_async(
+                *inputs, tf.cast(values, dtype), indices, use_locking=self.use_locking,
+                apply_sparse_rmsprop=self.apply_sparse_rmsprop)
+        else:
+            ops.resource_apply_adam_async(*inputs, tf.cast(gradient, dtype),
+                                          use_locking=self.use_locking)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "beta1": self.beta1,
+            "beta2": self.beta2,
+            "epsilon": self.epsilon,
+            "use_locking": self.use_locking,
+            "apply_sparse_rmsprop": self.apply_sparse_rmsprop,
+        })
+        return config

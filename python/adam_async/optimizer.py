@@ -1,0 +1,72 @@
+"""``AdamAsyncOptimizer``: DeepRec's ``tf.train.AdamAsyncOptimizer`` for ``tf.compat.v1`` code."""
+
+import tensorflow as tf
+
+from adam_async import ops
+
+
+class AdamAsyncOptimizer(tf.compat.v1.train.Optimizer):
+    """Adam for asynchronous training: every variable owns its beta powers.
+
+    Slots per variable (checkpoint names ``<var>/AdamAsync``, ``_1``, ``_2``, ``_3``): ``m``,
+    ``v``, ``beta1_power`` and ``beta2_power`` (shape ``[]``, initialised to ``beta1`` /
+    ``beta2`` and advanced by the op itself, so no global step is shared between variables).
+    Sparse gradients update only the rows they name (lazy Adam); with ``apply_sparse_rmsprop``
+    they use the RMSProp rule instead. Duplicate indices are summed before the op.
+    """
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
+                 use_locking=False, apply_sparse_rmsprop=False, name="AdamAsync"):
+        super().__init__(use_locking, name)
+        self._lr = learning_rate
+        self._beta1 = beta1
+        self._beta2 = beta2
+        self._epsilon = epsilon
+        self._apply_sparse_rmsprop = apply_sparse_rmsprop
+        self._lr_t = self._beta1_t = self._beta2_t = self._epsilon_t = None
+
+    def _create_slots(self, var_list):
+        for var in var_list:
+            dtype = var.dtype.base_dtype
+            self._zeros_slot(var, "m", self._name)
+            self._zeros_slot(var, "v", self._name)
+            self._get_or_make_slot(var, tf.constant(self._beta1, dtype=dtype), "beta1_power",
+                                   self._name)
+            self._get_or_make_slot(var, tf.constant(self._beta2, dtype=dtype), "beta2_power",
+                                   self._name)
+
+    def _prepare(self):
+        self._lr_t = tf.convert_to_tensor(self._call_if_callable(self._lr), name="learning_rate")
+        self._beta1_t = tf.convert_to_tensor(self._call_if_callable(self._beta1), name="beta1")
+        self._beta2_t = tf.convert_to_tensor(self._call_if_callable(self._beta2), name="beta2")
+        self._epsilon_t = tf.convert_to_tensor(self._call_if_callable(self._epsilon),
+                                               name="epsilon")
+
+    def _inputs(self, var, handles):
+        """The op's first nine inputs for ``var``: state (refs or handles), then the scalars."""
+        dtype = var.dtype.base_dtype
+        slots = [var] + [self.get_slot(var, s) for s in ("m", "v", "beta1_power", "beta2_power")]
+        state = [s.handle for s in slots] if handles else slots
+        scalars = [tf.cast(t, dtype) for t in (self._lr_t, self._beta1_t, self._beta2_t,
+                                               self._epsilon_t)]
+        return state + scalars
+
+    def _apply_dense(self, grad, var):
+        return ops.apply_adam_async(*self._inputs(var, handles=False), grad,
+                                    use_locking=self._use_locking).op
+
+    def _resource_apply_dense(self, grad, var):
+        return ops.resource_apply_adam_async(*self._inputs(var, handles=True), grad,
+                                             use_locking=self._use_locking)
+
+    def _apply_sparse(self, grad, var):
+        # The base class has summed duplicate indices (_apply_sparse_duplicate_indices).
+        return ops.sparse_apply_adam_async(
+            *self._inputs(var, handles=False), grad.values, grad.indices,
+            use_locking=self._use_locking, apply_sparse_rmsprop=self._apply_sparse_rmsprop).op
+
+    def _resource_apply_sparse(self, grad, var, indices):
+        # The base class has summed duplicate indices (_resource_apply_sparse_duplicate_indices).
+        return ops.resource_sparse_apply_adam_async(
+            *self._inputs(var, handles=True), grad, indices, use_locking=self._use_locking,
+            apply_sparse_rmsprop=self._apply_sparse_rmsprop)

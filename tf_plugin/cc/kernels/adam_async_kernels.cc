@@ -1,0 +1,332 @@
+// CPU kernels of the AdamAsync ops (interfaces in cc/ops/adam_async_ops.cc).
+//
+// Each kernel takes TensorFlow's variable locks (the helpers of stock training ops), validates every
+// input, then hands the tensors' bytes to the Rust core through the cxx bridge
+// (tf_plugin/src/lib.rs): coefficients once, the element rule on each shard, the powers once.
+// A Rust error arrives as rust::Error and becomes an InvalidArgument status; nothing aborts.
+
+#define EIGEN_USE_THREADS
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hogwild-tf-plugin/src/lib.rs.h"
+#include "absl/strings/str_cat.h"
+#include "rust/cxx.h"
+#include "tensorflow/core/framework/bfloat16.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/register_types.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/kernels/training_op_helpers.h"
+
+namespace tensorflow {
+namespace {
+
+using CPUDevice = Eigen::ThreadPoolDevice;
+
+template <typename T>
+struct RustDType;
+template <>
+struct RustDType<Eigen::half> {
+  static constexpr adam_async::DType value = adam_async::DType::F16;
+};
+template <>
+struct RustDType<bfloat16> {
+  static constexpr adam_async::DType value = adam_async::DType::BF16;
+};
+template <>
+struct RustDType<float> {
+  static constexpr adam_async::DType value = adam_async::DType::F32;
+};
+template <>
+struct RustDType<double> {
+  static constexpr adam_async::DType value = adam_async::DType::F64;
+};
+
+template <typename Tindex>
+struct RustIndexType;
+template <>
+struct RustIndexType<int32_t> {
+  static constexpr adam_async::IndexType value = adam_async::IndexType::I32;
+};
+template <>
+struct RustIndexType<int64_t> {
+  static constexpr adam_async::IndexType value = adam_async::IndexType::I64;
+};
+
+template <typename... Args>
+absl::Status InvalidArg(const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrCat(args...));
+}
+template <typename... Args>
+absl::Status InternalErr(const Args&... args) {
+  return absl::InternalError(absl::StrCat(args...));
+}
+template <typename... Args>
+absl::Status FailedPrecondition(const Args&... args) {
+  return absl::FailedPreconditionError(absl::StrCat(args...));
+}
+
+// Elements [begin, end) of a tensor's buffer, as bytes.
+template <typename T>
+rust::Slice<uint8_t> MutBytes(const Tensor& t, int64_t begin, int64_t end) {
+  auto* data = reinterpret_cast<uint8_t*>(const_cast<char*>(t.tensor_data().data()));
+  return rust::Slice<uint8_t>(data + begin * sizeof(T), (end - begin) * sizeof(T));
+}
+template <typename T>
+rust::Slice<uint8_t> MutBytes(const Tensor& t) {
+  return MutBytes<T>(t, 0, t.NumElements());
+}
+template <typename T>
+rust::Slice<const uint8_t> Bytes(const Tensor& t, int64_t begin, int64_t end) {
+  const auto* data = reinterpret_cast<const uint8_t*>(t.tensor_data().data());
+  return rust::Slice<const uint8_t>(data + begin * sizeof(T), (end - begin) * sizeof(T));
+}
+inline rust::Slice<const uint8_t> Bytes(const Tensor& t) {
+  const auto data = t.tensor_data();
+  return rust::Slice<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size());
+}
+
+// Runs a bridged call; a Rust error becomes an InvalidArgument status.
+template <typename F>
+absl::Status CallRust(const char* what, F&& f) {
+  try {
+    f();
+    return absl::OkStatus();
+  } catch (const rust::Error& e) {
+    return InvalidArg(what, ": ", e.what());
+  } catch (const std::exception& e) {
+    return InternalErr(what, ": ", e.what());
+  }
+}
+
+constexpr const char* kInputNames[] = {"var", "m", "v", "beta1_power", "beta2_power"};
+
+// The common part of all four kernels: locks inputs 0..4 with TensorFlow's semantics (exclusive
+// for dense resource updates, shared for sparse resource updates unless use_locking, none for ref
+// variables unless use_locking) and checks the shapes shared by dense and sparse ops.
+template <typename T>
+class AdamAsyncOpBase : public OpKernel {
+ public:
+  explicit AdamAsyncOpBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("use_locking", &use_exclusive_lock_));
+  }
+
+ protected:
+  // Reads the five variable inputs under the locks `lock` holds; checks initialisation and shapes.
+  absl::Status GetVariables(OpKernelContext* ctx, bool sparse, Tensor vars[5]) {
+    for (int i = 0; i < 5; ++i) {
+      TF_RETURN_IF_ERROR(GetInputTensorFromVariable<CPUDevice, T>(ctx, i, use_exclusive_lock_,
+                                                                  sparse, &vars[i]));
+      if (!vars[i].IsInitialized()) {
+        return FailedPrecondition("Attempting to use uninitialized variables: ",
+                                          kInputNames[i], " (", requested_input(i), ")");
+      }
+    }
+    for (int i = 1; i < 3; ++i) {
+      if (!vars[0].shape().IsSameSize(vars[i].shape())) {
+        return InvalidArg("var and ", kInputNames[i],
+                                       " do not have the same shape: ",
+                                       vars[0].shape().DebugString(), " vs ",
+                                       vars[i].shape().DebugString());
+      }
+    }
+    for (int i = 3; i < 5; ++i) {
+      const Tensor& p = vars[i];
+      if (p.dims() > 1 || p.NumElements() != 1) {
+        return InvalidArg(kInputNames[i],
+                                       " must have exactly one element (shape [] or [1]), got "
+                                       "shape ",
+                                       p.shape().DebugString());
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // lr, beta1, beta2, epsilon (inputs 5..8) must be scalars.
+  absl::Status CheckScalars(OpKernelContext* ctx) {
+    constexpr const char* names[] = {"lr", "beta1", "beta2", "epsilon"};
+    for (int i = 0; i < 4; ++i) {
+      const Tensor& t = ctx->input(5 + i);
+      if (!TensorShapeUtils::IsScalar(t.shape())) {
+        return InvalidArg(names[i], " is not a scalar: ", t.shape().DebugString());
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  bool use_exclusive_lock_;
+};
+
+template <typename T>
+class AdamAsyncDenseOp : public AdamAsyncOpBase<T> {
+ public:
+  explicit AdamAsyncDenseOp(OpKernelConstruction* ctx) : AdamAsyncOpBase<T>(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("use_nesterov", &use_nesterov_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(
+        ctx, this->use_exclusive_lock_, /*sparse=*/false, {0, 1, 2, 3, 4});
+    Tensor t[5];
+    OP_REQUIRES_OK(ctx, this->GetVariables(ctx, /*sparse=*/false, t));
+    OP_REQUIRES_OK(ctx, this->CheckScalars(ctx));
+    const Tensor& grad = ctx->input(9);
+    OP_REQUIRES(ctx, t[0].shape().IsSameSize(grad.shape()),
+                InvalidArg("var and grad do not have the same shape: ",
+                                        t[0].shape().DebugString(), " vs ",
+                                        grad.shape().DebugString()));
+
+    constexpr auto dtype = RustDType<T>::value;
+    std::optional<rust::Box<adam_async::Coeffs>> coeffs;
+    OP_REQUIRES_OK(ctx, CallRust("AdamAsync", [&] {
+                     coeffs.emplace(adam_async::adam_coeffs(
+                         dtype, Bytes(ctx->input(5)), Bytes(ctx->input(6)), Bytes(ctx->input(7)),
+                         Bytes(ctx->input(8)), Bytes(t[3]), Bytes(t[4])));
+                   }));
+
+    const int64_t n = t[0].NumElements();
+    if (n > 0) {
+      std::mutex status_mu;
+      absl::Status shard_status;
+      const bool nesterov = use_nesterov_;
+      auto shard = [&](Eigen::Index begin, Eigen::Index end) {
+        absl::Status s = CallRust("AdamAsync", [&] {
+          adam_async::apply_dense_chunk(
+              **coeffs, MutBytes<T>(t[0], begin, end), MutBytes<T>(t[1], begin, end),
+              MutBytes<T>(t[2], begin, end),
+              Bytes<T>(grad, begin, end),
+              nesterov);
+        });
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> l(status_mu);
+          shard_status.Update(s);
+        }
+      };
+      // Per element: loads var, m, v, grad; stores var, m, v; about a sqrt and a division.
+      const Eigen::TensorOpCost cost(4 * sizeof(T), 3 * sizeof(T), 20);
+      ctx->eigen_cpu_device().parallelFor(n, cost, shard);
+      OP_REQUIRES_OK(ctx, shard_status);
+    }
+    OP_REQUIRES_OK(ctx, CallRust("AdamAsync", [&] {
+                     adam_async::advance_powers(dtype, MutBytes<T>(t[3]), MutBytes<T>(t[4]),
+                                                Bytes(ctx->input(6)), Bytes(ctx->input(7)));
+                   }));
+    MaybeForwardRefInputToRefOutput(ctx, 0, 0);
+  }
+
+ private:
+  bool use_nesterov_;
+};
+
+template <typename T, typename Tindex>
+class AdamAsyncSparseOp : public AdamAsyncOpBase<T> {
+ public:
+  explicit AdamAsyncSparseOp(OpKernelConstruction* ctx) : AdamAsyncOpBase<T>(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("apply_sparse_rmsprop", &rmsprop_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(
+        ctx, this->use_exclusive_lock_, /*sparse=*/true, {0, 1, 2, 3, 4});
+    Tensor t[5];
+    OP_REQUIRES_OK(ctx, this->GetVariables(ctx, /*sparse=*/true, t));
+    OP_REQUIRES_OK(ctx, this->CheckScalars(ctx));
+    const Tensor& grad = ctx->input(9);
+    const Tensor& indices = ctx->input(10);
+    const Tensor& var = t[0];
+    OP_REQUIRES(ctx, TensorShapeUtils::IsVectorOrHigher(var.shape()),
+                InvalidArg("var must be at least 1 dimensional, got shape ",
+                                        var.shape().DebugString()));
+    OP_REQUIRES(ctx, TensorShapeUtils::IsVector(indices.shape()),
+                InvalidArg("indices must be one-dimensional, got shape ",
+                                        indices.shape().DebugString()));
+    const int64_t n = indices.dim_size(0);
+    OP_REQUIRES(ctx, grad.dims() >= 1 && grad.dim_size(0) == n,
+                InvalidArg("grad must have one row per index: grad shape ",
+                                        grad.shape().DebugString(), ", indices shape ",
+                                        indices.shape().DebugString()));
+    for (int d = 1; d < var.dims(); ++d) {
+      OP_REQUIRES(ctx, grad.dims() == var.dims() && var.dim_size(d) == grad.dim_size(d),
+                  InvalidArg("var and grad must match in all dimensions but the "
+                                          "first: var shape ",
+                                          var.shape().DebugString(), ", grad shape ",
+                                          grad.shape().DebugString()));
+    }
+    OP_REQUIRES(ctx, grad.dims() == var.dims(),
+                InvalidArg("var and grad must have the same rank: var shape ",
+                                        var.shape().DebugString(), ", grad shape ",
+                                        grad.shape().DebugString()));
+
+    if (n > 0) {
+      constexpr auto dtype = RustDType<T>::value;
+      const int64_t row_len = var.dim_size(0) > 0 ? var.NumElements() / var.dim_size(0) : 0;
+      OP_REQUIRES_OK(ctx, CallRust("SparseAdamAsync", [&] {
+                       rust::Box<adam_async::Coeffs> coeffs =
+                           rmsprop_
+                               ? adam_async::rmsprop_coeffs(dtype, Bytes(ctx->input(5)),
+                                                            Bytes(ctx->input(6)),
+                                                            Bytes(ctx->input(7)),
+                                                            Bytes(ctx->input(8)))
+                               : adam_async::adam_coeffs(
+                                     dtype, Bytes(ctx->input(5)), Bytes(ctx->input(6)),
+                                     Bytes(ctx->input(7)), Bytes(ctx->input(8)), Bytes(t[3]),
+                                     Bytes(t[4]));
+                       // Validates every index before writing; rows apply in order.
+                       adam_async::apply_sparse_rows(*coeffs, MutBytes<T>(t[0]), MutBytes<T>(t[1]),
+                                                     MutBytes<T>(t[2]), Bytes(grad),
+                                                     Bytes(indices), RustIndexType<Tindex>::value,
+                                                     static_cast<size_t>(row_len), rmsprop_);
+                       if (!rmsprop_) {
+                         adam_async::advance_powers(dtype, MutBytes<T>(t[3]), MutBytes<T>(t[4]),
+                                                    Bytes(ctx->input(6)), Bytes(ctx->input(7)));
+                       }
+                     }));
+    }
+    MaybeForwardRefInputToRefOutput(ctx, 0, 0);
+  }
+
+ private:
+  bool rmsprop_;
+};
+
+#define REGISTER_DENSE(T)                                                                    \
+  REGISTER_KERNEL_BUILDER(                                                                   \
+      Name("ApplyAdamAsync").Device(DEVICE_CPU).TypeConstraint<T>("T"),                      \
+      AdamAsyncDenseOp<T>);                                                                  \
+  REGISTER_KERNEL_BUILDER(                                                                   \
+      Name("ResourceApplyAdamAsync").Device(DEVICE_CPU).TypeConstraint<T>("T"),              \
+      AdamAsyncDenseOp<T>);
+
+#define REGISTER_SPARSE(T, Tindex)                                                           \
+  REGISTER_KERNEL_BUILDER(Name("SparseApplyAdamAsync")                                       \
+                              .Device(DEVICE_CPU)                                            \
+                              .TypeConstraint<T>("T")                                        \
+                              .TypeConstraint<Tindex>("Tindices"),                           \
+                          AdamAsyncSparseOp<T, Tindex>);                                     \
+  REGISTER_KERNEL_BUILDER(Name("ResourceSparseApplyAdamAsync")                               \
+                              .Device(DEVICE_CPU)                                            \
+                              .TypeConstraint<T>("T")                                        \
+                              .TypeConstraint<Tindex>("Tindices"),                           \
+                          AdamAsyncSparseOp<T, Tindex>);
+
+#define REGISTER_ALL(T)         \
+  REGISTER_DENSE(T)             \
+  REGISTER_SPARSE(T, int32_t)   \
+  REGISTER_SPARSE(T, int64_t)
+
+REGISTER_ALL(Eigen::half)
+REGISTER_ALL(bfloat16)
+REGISTER_ALL(float)
+REGISTER_ALL(double)
+
+#undef REGISTER_ALL
+#undef REGISTER_SPARSE
+#undef REGISTER_DENSE
+
+}  // namespace
+}  // namespace tensorflow

@@ -1,0 +1,33 @@
+//! The plugin crate's one error type. Its `Display` text becomes the message of the TensorFlow
+//! `InvalidArgument` status the C++ kernel returns.
+
+/// Everything the bridge can report to a kernel.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The core crate rejected the inputs (shapes, an index, a hyper-parameter).
+    #[error(transparent)]
+    Core(#[from] hogwild::Error),
+    /// A tensor's bytes cannot be read as elements of the kernel's type.
+    #[error("{tensor}: {len} bytes cannot be read as {dtype} elements ({reason})")]
+    Bytes {
+        tensor: &'static str,
+        dtype: &'static str,
+        len: usize,
+        reason: String,
+    },
+    /// The coefficients were computed for another element type than the tensors passed.
+    #[error("coefficients computed for {coeffs}, tensors are {tensors}")]
+    DTypeMismatch {
+        coeffs: &'static str,
+        tensors: &'static str,
+    },
+    /// A dtype or index type the bridge does not know (a C++ enum value out of range).
+    #[error("unsupported {what} code {code}")]
+    Unsupported { what: &'static str, code: u8 },
+    /// A panic inside the Rust code; caught so that it never unwinds into TensorFlow.
+    #[error("internal error in the AdamAsync kernel: {0}")]
+    Panic(String),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,581 @@
+//! The bridge between the AdamAsync TensorFlow kernels (C++, `cc/kernels/`) and the core crate's
+//! arithmetic (`hogwild::optim`), built with cxx.
+//!
+//! The C++ kernel validates shapes, takes TensorFlow's variable locks, computes the coefficients
+//! once ([`ffi::adam_coeffs`]), runs the element rule on each shard of the tensors
+//! ([`ffi::apply_dense_chunk`], [`ffi::apply_sparse_rows`]) and advances the beta powers once
+//! ([`ffi::advance_powers`]).
+//!
+//! Tensors cross the bridge as byte slices plus a [`ffi::DType`]: cxx passes slices of primitive
+//! types only, and TensorFlow's `Eigen::half` / `bfloat16` have no cxx counterpart. The bytes are
+//! reinterpreted with `bytemuck`, which checks length and alignment and returns an error instead
+//! of reading out of bounds; `Eigen::half` and `half::f16` are both IEEE binary16 and TensorFlow's
+//! `bfloat16` and `half::bf16` are both the top 16 bits of an f32, so the reinterpretation keeps
+//! every bit. No `unsafe` is needed on this side.
+//!
+//! Errors: every bridged function returns `Result`; cxx turns an `Err` into a C++ `rust::Error`
+//! exception, which the kernel turns into an `InvalidArgument` status. Each body also runs under
+//! `catch_unwind`, so a panic becomes an error too and never unwinds into TensorFlow.
+//!
+//! Concurrency: the kernel holds TensorFlow's locks exactly as stock training ops do. Where those
+//! semantics allow concurrent writers (ref variables without `use_locking`, sparse updates of
+//! resource variables under shared locks) two kernels may update the same floats at once, the
+//! asynchronous (Hogwild) training TensorFlow users opt into; the element rule only loads and
+//! stores whole floats.
+
+mod error;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use half::{bf16, f16};
+use hogwild::optim::{self, AdamCoeffs, Real, SparseIndex};
+
+pub use error::{Error, Result};
+
+#[cxx::bridge(namespace = "adam_async")]
+pub mod ffi {
+    /// The element type of var, m, v, the scalars and grad (the op's `T`).
+    #[repr(u8)]
+    enum DType {
+        F16 = 0,
+        BF16 = 1,
+        F32 = 2,
+        F64 = 3,
+    }
+
+    /// The element type of a sparse update's indices (the op's `Tindices`).
+    #[repr(u8)]
+    enum IndexType {
+        I32 = 0,
+        I64 = 1,
+    }
+
+    extern "Rust" {
+        /// The per-call coefficients of one update, for one element type.
+        type Coeffs;
+
+        /// Validates the hyper-parameters and beta powers (one element each, as raw bytes of
+        /// `dtype`) and computes the Adam coefficients.
+        fn adam_coeffs(
+            dtype: DType,
+            lr: &[u8],
+            beta1: &[u8],
+            beta2: &[u8],
+            epsilon: &[u8],
+            beta1_power: &[u8],
+            beta2_power: &[u8],
+        ) -> Result<Box<Coeffs>>;
+
+        /// The coefficients of the sparse RMSProp rule (the powers are not read).
+        fn rmsprop_coeffs(
+            dtype: DType,
+            lr: &[u8],
+            beta1: &[u8],
+            beta2: &[u8],
+            epsilon: &[u8],
+        ) -> Result<Box<Coeffs>>;
+
+        /// The dense rule on one shard: equal-length byte ranges of var, m, v and grad.
+        fn apply_dense_chunk(
+            coeffs: &Coeffs,
+            var: &mut [u8],
+            m: &mut [u8],
+            v: &mut [u8],
+            grad: &[u8],
+            use_nesterov: bool,
+        ) -> Result<()>;
+
+        /// The sparse rule (lazy Adam, or RMSProp when `rmsprop`) on the rows named by
+        /// `indices`; every index is checked before anything is written.
+        #[allow(clippy::too_many_arguments)] // the kernel's inputs, as in the TF op
+        fn apply_sparse_rows(
+            coeffs: &Coeffs,
+            var: &mut [u8],
+            m: &mut [u8],
+            v: &mut [u8],
+            grad: &[u8],
+            indices: &[u8],
+            index_type: IndexType,
+            row_len: usize,
+            rmsprop: bool,
+        ) -> Result<()>;
+
+        /// `beta1_power *= beta1; beta2_power *= beta2`, each a one-element tensor.
+        fn advance_powers(
+            dtype: DType,
+            beta1_power: &mut [u8],
+            beta2_power: &mut [u8],
+            beta1: &[u8],
+            beta2: &[u8],
+        ) -> Result<()>;
+    }
+}
+
+use ffi::{DType, IndexType};
+
+/// Coefficients of one element type.
+enum AnyCoeffs {
+    F16(AdamCoeffs<f16>),
+    BF16(AdamCoeffs<bf16>),
+    F32(AdamCoeffs<f32>),
+    F64(AdamCoeffs<f64>),
+}
+
+/// The coefficients handed to C++ as an opaque box.
+pub struct Coeffs(AnyCoeffs);
+
+/// An element type the kernels support: its name and its slot in [`AnyCoeffs`].
+trait Element: Real + bytemuck::Pod {
+    const NAME: &'static str;
+    fn wrap(c: AdamCoeffs<Self>) -> AnyCoeffs;
+    fn unwrap(c: &AnyCoeffs) -> Option<&AdamCoeffs<Self>>;
+}
+
+macro_rules! element {
+    ($t:ty, $variant:ident, $name:literal) => {
+        impl Element for $t {
+            const NAME: &'static str = $name;
+            fn wrap(c: AdamCoeffs<Self>) -> AnyCoeffs {
+                AnyCoeffs::$variant(c)
+            }
+            fn unwrap(c: &AnyCoeffs) -> Option<&AdamCoeffs<Self>> {
+                match c {
+                    AnyCoeffs::$variant(c) => Some(c),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+element!(f16, F16, "half");
+element!(bf16, BF16, "bfloat16");
+element!(f32, F32, "float");
+element!(f64, F64, "double");
+
+impl AnyCoeffs {
+    fn dtype_name(&self) -> &'static str {
+        match self {
+            AnyCoeffs::F16(_) => f16::NAME,
+            AnyCoeffs::BF16(_) => bf16::NAME,
+            AnyCoeffs::F32(_) => f32::NAME,
+            AnyCoeffs::F64(_) => f64::NAME,
+        }
+    }
+}
+
+/// Calls `$f::<T>($args)` with `T` the Rust type of `$dtype`.
+macro_rules! dispatch {
+    ($dtype:expr, $f:ident($($arg:expr),* $(,)?)) => {
+        match $dtype {
+            DType::F16 => $f::<f16>($($arg),*),
+            DType::BF16 => $f::<bf16>($($arg),*),
+            DType::F32 => $f::<f32>($($arg),*),
+            DType::F64 => $f::<f64>($($arg),*),
+            other => Err(Error::Unsupported { what: "dtype", code: other.repr }),
+        }
+    };
+}
+
+/// Runs `f`, turning a panic into an error so that it cannot unwind across the FFI boundary.
+fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic with a non-string payload".to_string());
+        Err(Error::Panic(message))
+    })
+}
+
+fn bytes_error(
+    tensor: &'static str,
+    dtype: &'static str,
+    len: usize,
+    e: impl std::fmt::Debug,
+) -> Error {
+    Error::Bytes {
+        tensor,
+        dtype,
+        len,
+        reason: format!("{e:?}"),
+    }
+}
+
+/// Reads a one-element tensor's bytes as a `T`.
+fn scalar<T: Element>(tensor: &'static str, bytes: &[u8]) -> Result<T> {
+    bytemuck::try_pod_read_unaligned(bytes)
+        .map_err(|e| bytes_error(tensor, T::NAME, bytes.len(), e))
+}
+
+fn elements<'a, T: bytemuck::Pod>(
+    tensor: &'static str,
+    name: &'static str,
+    bytes: &'a [u8],
+) -> Result<&'a [T]> {
+    bytemuck::try_cast_slice(bytes).map_err(|e| bytes_error(tensor, name, bytes.len(), e))
+}
+
+fn elements_mut<'a, T: Element>(tensor: &'static str, bytes: &'a mut [u8]) -> Result<&'a mut [T]> {
+    let len = bytes.len();
+    bytemuck::try_cast_slice_mut(bytes).map_err(|e| bytes_error(tensor, T::NAME, len, e))
+}
+
+fn coeffs_of<T: Element>(coeffs: &Coeffs) -> Result<&AdamCoeffs<T>> {
+    T::unwrap(&coeffs.0).ok_or(Error::DTypeMismatch {
+        coeffs: coeffs.0.dtype_name(),
+        tensors: T::NAME,
+    })
+}
+
+fn adam_coeffs(
+    dtype: DType,
+    lr: &[u8],
+    beta1: &[u8],
+    beta2: &[u8],
+    epsilon: &[u8],
+    beta1_power: &[u8],
+    beta2_power: &[u8],
+) -> Result<Box<Coeffs>> {
+    fn typed<T: Element>(s: [&[u8]; 6]) -> Result<Box<Coeffs>> {
+        let c = AdamCoeffs::<T>::new(
+            scalar("lr", s[0])?,
+            scalar("beta1", s[1])?,
+            scalar("beta2", s[2])?,
+            scalar("epsilon", s[3])?,
+            scalar("beta1_power", s[4])?,
+            scalar("beta2_power", s[5])?,
+        )?;
+        Ok(Box::new(Coeffs(T::wrap(c))))
+    }
+    let s = [lr, beta1, beta2, epsilon, beta1_power, beta2_power];
+    guard(|| dispatch!(dtype, typed(s)))
+}
+
+fn rmsprop_coeffs(
+    dtype: DType,
+    lr: &[u8],
+    beta1: &[u8],
+    beta2: &[u8],
+    epsilon: &[u8],
+) -> Result<Box<Coeffs>> {
+    fn typed<T: Element>(s: [&[u8]; 4]) -> Result<Box<Coeffs>> {
+        let c = AdamCoeffs::<T>::new_rmsprop(
+            scalar("lr", s[0])?,
+            scalar("beta1", s[1])?,
+            scalar("beta2", s[2])?,
+            scalar("epsilon", s[3])?,
+        )?;
+        Ok(Box::new(Coeffs(T::wrap(c))))
+    }
+    let s = [lr, beta1, beta2, epsilon];
+    guard(|| dispatch!(dtype, typed(s)))
+}
+
+/// The tensors of one update, as bytes.
+struct Tensors<'a> {
+    var: &'a mut [u8],
+    m: &'a mut [u8],
+    v: &'a mut [u8],
+    grad: &'a [u8],
+}
+
+fn apply_dense_chunk(
+    coeffs: &Coeffs,
+    var: &mut [u8],
+    m: &mut [u8],
+    v: &mut [u8],
+    grad: &[u8],
+    use_nesterov: bool,
+) -> Result<()> {
+    fn typed<T: Element>(c: &Coeffs, t: Tensors, use_nesterov: bool) -> Result<()> {
+        coeffs_of::<T>(c)?.apply_dense_chunk(
+            elements_mut("var", t.var)?,
+            elements_mut("m", t.m)?,
+            elements_mut("v", t.v)?,
+            elements("grad", T::NAME, t.grad)?,
+            use_nesterov,
+        )?;
+        Ok(())
+    }
+    let t = Tensors { var, m, v, grad };
+    guard(|| match &coeffs.0 {
+        AnyCoeffs::F16(_) => typed::<f16>(coeffs, t, use_nesterov),
+        AnyCoeffs::BF16(_) => typed::<bf16>(coeffs, t, use_nesterov),
+        AnyCoeffs::F32(_) => typed::<f32>(coeffs, t, use_nesterov),
+        AnyCoeffs::F64(_) => typed::<f64>(coeffs, t, use_nesterov),
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // the kernel's inputs, as in the TF op
+fn apply_sparse_rows(
+    coeffs: &Coeffs,
+    var: &mut [u8],
+    m: &mut [u8],
+    v: &mut [u8],
+    grad: &[u8],
+    indices: &[u8],
+    index_type: IndexType,
+    row_len: usize,
+    rmsprop: bool,
+) -> Result<()> {
+    fn typed<T: Element, I: SparseIndex + bytemuck::Pod>(
+        c: &Coeffs,
+        t: Tensors,
+        indices: &[u8],
+        index_name: &'static str,
+        row_len: usize,
+        rmsprop: bool,
+    ) -> Result<()> {
+        coeffs_of::<T>(c)?.apply_sparse_rows(
+            elements_mut("var", t.var)?,
+            elements_mut("m", t.m)?,
+            elements_mut("v", t.v)?,
+            elements("grad", T::NAME, t.grad)?,
+            elements::<I>("indices", index_name, indices)?,
+            row_len,
+            rmsprop,
+        )?;
+        Ok(())
+    }
+    fn by_index<T: Element>(
+        c: &Coeffs,
+        t: Tensors,
+        indices: &[u8],
+        index_type: IndexType,
+        row_len: usize,
+        rmsprop: bool,
+    ) -> Result<()> {
+        match index_type {
+            IndexType::I32 => typed::<T, i32>(c, t, indices, "int32", row_len, rmsprop),
+            IndexType::I64 => typed::<T, i64>(c, t, indices, "int64", row_len, rmsprop),
+            other => Err(Error::Unsupported {
+                what: "index type",
+                code: other.repr,
+            }),
+        }
+    }
+    let t = Tensors { var, m, v, grad };
+    guard(|| match &coeffs.0 {
+        AnyCoeffs::F16(_) => by_index::<f16>(coeffs, t, indices, index_type, row_len, rmsprop),
+        AnyCoeffs::BF16(_) => by_index::<bf16>(coeffs, t, indices, index_type, row_len, rmsprop),
+        AnyCoeffs::F32(_) => by_index::<f32>(coeffs, t, indices, index_type, row_len, rmsprop),
+        AnyCoeffs::F64(_) => by_index::<f64>(coeffs, t, indices, index_type, row_len, rmsprop),
+    })
+}
+
+fn advance_powers(
+    dtype: DType,
+    beta1_power: &mut [u8],
+    beta2_power: &mut [u8],
+    beta1: &[u8],
+    beta2: &[u8],
+) -> Result<()> {
+    fn one<'a, T: Element>(tensor: &'static str, bytes: &'a mut [u8]) -> Result<&'a mut T> {
+        let len = bytes.len();
+        match elements_mut::<T>(tensor, bytes)? {
+            [x] => Ok(x),
+            _ => Err(bytes_error(tensor, T::NAME, len, "not exactly one element")),
+        }
+    }
+    fn typed<T: Element>(p1: &mut [u8], p2: &mut [u8], b1: &[u8], b2: &[u8]) -> Result<()> {
+        let (b1, b2) = (scalar::<T>("beta1", b1)?, scalar::<T>("beta2", b2)?);
+        optim::advance_powers(
+            one::<T>("beta1_power", p1)?,
+            one::<T>("beta2_power", p2)?,
+            b1,
+            b2,
+        );
+        Ok(())
+    }
+    guard(|| dispatch!(dtype, typed(beta1_power, beta2_power, beta1, beta2)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use approx::assert_relative_eq;
+
+    fn bytes<T: bytemuck::Pod>(x: &[T]) -> Vec<u8> {
+        bytemuck::cast_slice(x).to_vec()
+    }
+
+    // The bridge must give the bits of the core crate's own `AdamAsync::apply_dense`.
+    #[test]
+    fn dense_bridge_matches_the_core_crate() {
+        let opt = optim::AdamAsync::new(0.001f32, 0.9, 0.999, 1e-8);
+        let mut want = vec![1.0f32, 2.0, -3.0];
+        let mut state = optim::AdamAsyncState::new(3, &opt);
+        opt.apply_dense(&mut want, &mut state, &[0.1, -0.2, 0.3])
+            .unwrap();
+
+        let s = |x: f32| bytes(&[x]);
+        let c = adam_coeffs(
+            DType::F32,
+            &s(0.001),
+            &s(0.9),
+            &s(0.999),
+            &s(1e-8),
+            &s(0.9),
+            &s(0.999),
+        )
+        .unwrap();
+        let (mut var, mut m, mut v) = (
+            bytes(&[1.0f32, 2.0, -3.0]),
+            bytes(&[0f32; 3]),
+            bytes(&[0f32; 3]),
+        );
+        apply_dense_chunk(
+            &c,
+            &mut var,
+            &mut m,
+            &mut v,
+            &bytes(&[0.1f32, -0.2, 0.3]),
+            false,
+        )
+        .unwrap();
+        let (mut p1, mut p2) = (s(0.9), s(0.999));
+        advance_powers(DType::F32, &mut p1, &mut p2, &s(0.9), &s(0.999)).unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, f32>(&var), want.as_slice());
+        assert_eq!(bytemuck::cast_slice::<u8, f32>(&m), state.m.as_slice());
+        assert_relative_eq!(bytemuck::cast_slice::<u8, f32>(&p1)[0], state.beta1_power);
+    }
+
+    #[test]
+    fn out_of_range_index_is_an_error_and_writes_nothing() {
+        let s = |x: f64| bytes(&[x]);
+        let c = adam_coeffs(
+            DType::F64,
+            &s(0.1),
+            &s(0.9),
+            &s(0.999),
+            &s(1e-8),
+            &s(0.9),
+            &s(0.999),
+        )
+        .unwrap();
+        let mut var = bytes(&[1.0f64, 2.0]);
+        let (mut m, mut v) = (bytes(&[0f64; 2]), bytes(&[0f64; 2]));
+        let err = apply_sparse_rows(
+            &c,
+            &mut var,
+            &mut m,
+            &mut v,
+            &bytes(&[1.0f64, 1.0]),
+            &bytes(&[0i64, 2]),
+            IndexType::I64,
+            1,
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Index 2 at offset 1 in indices is out of range"
+        );
+        assert_eq!(var, bytes(&[1.0f64, 2.0]));
+    }
+
+    #[test]
+    fn wrong_byte_lengths_and_types_are_errors() {
+        let s = |x: f32| bytes(&[x]);
+        let err = adam_coeffs(
+            DType::F32,
+            &[0u8; 3],
+            &s(0.9),
+            &s(0.999),
+            &s(1e-8),
+            &s(0.9),
+            &s(0.999),
+        )
+        .err()
+        .unwrap();
+        assert!(
+            err.to_string()
+                .starts_with("lr: 3 bytes cannot be read as float"),
+            "{err}"
+        );
+
+        let c = rmsprop_coeffs(DType::F32, &s(0.1), &s(0.9), &s(0.9), &s(1e-8)).unwrap();
+        let (mut a, mut b, mut d) = (vec![0u8; 6], vec![0u8; 6], vec![0u8; 6]);
+        let err = apply_dense_chunk(&c, &mut a, &mut b, &mut d, &[0u8; 6], false).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("var: 6 bytes cannot be read as float"),
+            "{err}"
+        );
+
+        let mut one = bytes(&[0f64]);
+        let (mut b, mut d) = (bytes(&[0f64]), bytes(&[0f64]));
+        let c64 = rmsprop_coeffs(DType::F64, &s(0.1), &s(0.9), &s(0.9), &s(1e-8));
+        assert!(c64.is_err(), "f32 scalars read as f64 must fail");
+        let err = apply_sparse_rows(
+            &c,
+            &mut one,
+            &mut b,
+            &mut d,
+            &[0u8; 8],
+            &[0u8; 4],
+            IndexType { repr: 7 },
+            1,
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), "unsupported index type code 7");
+
+        let err = adam_coeffs(
+            DType { repr: 9 },
+            &s(0.1),
+            &s(0.9),
+            &s(0.999),
+            &s(1e-8),
+            &s(0.9),
+            &s(0.999),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(err.to_string(), "unsupported dtype code 9");
+
+        let (mut p1, mut p2) = (bytes(&[0.9f32, 0.9]), s(0.999));
+        let err = advance_powers(DType::F32, &mut p1, &mut p2, &s(0.9), &s(0.999)).unwrap_err();
+        assert!(err.to_string().contains("not exactly one element"), "{err}");
+    }
+
+    #[test]
+    fn panics_become_errors() {
+        let err = guard::<()>(|| panic!("boom")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "internal error in the AdamAsync kernel: boom"
+        );
+    }
+
+    // Half types keep every bit through the bridge: f16 arithmetic of the core crate.
+    #[test]
+    fn half_tensors_round_trip() {
+        let s = |x: f32| bytes(&[f16::from_f32(x)]);
+        let c = adam_coeffs(
+            DType::F16,
+            &s(0.001),
+            &s(0.9),
+            &s(0.999),
+            &s(1e-8),
+            &s(0.9),
+            &s(0.999),
+        )
+        .unwrap();
+        let mut var = bytes(&[f16::from_f32(1.0)]);
+        let (mut m, mut v) = (bytes(&[f16::ZERO]), bytes(&[f16::ZERO]));
+        apply_dense_chunk(&c, &mut var, &mut m, &mut v, &s(0.1), false).unwrap();
+        let opt = optim::AdamAsync::new(
+            f16::from_f32(0.001),
+            f16::from_f32(0.9),
+            f16::from_f32(0.999),
+            f16::from_f32(1e-8),
+        );
+        let mut want = vec![f16::from_f32(1.0)];
+        let mut state = optim::AdamAsyncState::new(1, &opt);
+        opt.apply_dense(&mut want, &mut state, &[f16::from_f32(0.1)])
+            .unwrap();
+        assert_eq!(var, bytes(&want));
+    }
+}
