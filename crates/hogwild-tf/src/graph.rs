@@ -4,8 +4,8 @@
 //! TensorFlow sessions are thread-safe: several threads may call `Session::run` at once, and the
 //! variables (resource variables in the session's resource manager) are shared by all of them. The
 //! optimizer ops of the exported graph use no locks (`use_locking=False`), so concurrent train
-//! steps update the parameters Hogwild-style. Each step runs in its calling thread with
-//! single-threaded kernels: the worker threads are the only parallelism.
+//! steps update the parameters Hogwild-style. Kernels run single-threaded and the inter-op pool
+//! has one thread per worker: the worker threads are the only parallelism.
 
 use std::path::{Path, PathBuf};
 
@@ -55,12 +55,14 @@ struct Saver {
 /// Session configuration.
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
-    /// Threads of TensorFlow's inter-op pool; steps run in their caller's thread when
-    /// `run_in_caller` holds, so the pool serves only the init op and checkpoints.
+    /// Threads of TensorFlow's inter-op pool, which runs the ops of every step (set it to the
+    /// number of worker threads).
     pub inter_op_threads: usize,
     /// Threads each kernel may use (1: the worker threads are the only parallelism).
     pub intra_op_threads: usize,
-    /// Run each step's ops in the thread that calls `Session::run`.
+    /// Run each step's ops in the thread that calls `Session::run` instead of the inter-op pool.
+    /// Saves a context switch per op, but TensorFlow then reports a failing kernel's error
+    /// without the name of its node, so it is off by default.
     pub run_in_caller: bool,
 }
 
@@ -69,7 +71,7 @@ impl Default for SessionConfig {
         SessionConfig {
             inter_op_threads: 1,
             intra_op_threads: 1,
-            run_in_caller: true,
+            run_in_caller: false,
         }
     }
 }
@@ -152,14 +154,17 @@ impl TrainGraph {
                 }
             })?;
 
-        let endpoint = |role: &str, name: &str| -> Result<Endpoint> {
-            let (op_name, index) =
-                parse_tensor_name(name).ok_or_else(|| bad(format!("{role}: bad tensor name \"{name}\"")))?;
-            let op = graph
+        let op = |role: &str, op_name: &str| -> Result<Operation> {
+            graph
                 .operation_by_name(op_name)
                 .ok()
                 .flatten()
-                .ok_or_else(|| bad(format!("{role}: no op \"{op_name}\" in the graph")))?;
+                .ok_or_else(|| bad(format!("{role}: no op \"{op_name}\" in the graph")))
+        };
+        let endpoint = |role: &str, name: &str| -> Result<Endpoint> {
+            let (op_name, index) = parse_tensor_name(name)
+                .ok_or_else(|| bad(format!("{role}: bad tensor name \"{name}\"")))?;
+            let op = op(role, op_name)?;
             if index < 0 || index >= op.num_outputs() as i32 {
                 return Err(bad(format!(
                     "{role}: op \"{op_name}\" has {} outputs, no output {index}",
@@ -179,7 +184,10 @@ impl TrainGraph {
                 .and_then(|c| c.node_list.as_ref())
                 .and_then(|l| l.value.first())
                 .ok_or_else(|| bad(format!("no \"{key}\" collection naming an op")))?;
-            endpoint(&format!("collection \"{key}\""), name).map(|e| e.op)
+            op(
+                &format!("collection \"{key}\""),
+                name.split(':').next().unwrap_or(name),
+            )
         };
 
         let signature = meta
@@ -222,14 +230,13 @@ impl TrainGraph {
         outputs.sort_by(|a, b| (a.name != "loss", &a.name).cmp(&(b.name != "loss", &b.name)));
         let init = collection_op(INIT_COLLECTION)?;
         let train = collection_op(TRAIN_COLLECTION)?;
-        let saver_def = meta
-            .saver_def
-            .as_ref()
-            .ok_or_else(|| bad("no saver_def (export the graph with a tf.compat.v1.train.Saver)".into()))?;
+        let saver_def = meta.saver_def.as_ref().ok_or_else(|| {
+            bad("no saver_def (export the graph with a tf.compat.v1.train.Saver)".into())
+        })?;
         let saver = Saver {
             filename: endpoint("saver filename tensor", &saver_def.filename_tensor_name)?,
             save: endpoint("saver save tensor", &saver_def.save_tensor_name)?,
-            restore: endpoint("saver restore op", &saver_def.restore_op_name)?.op,
+            restore: op("saver restore op", &saver_def.restore_op_name)?,
         };
 
         let mut options = SessionOptions::new();
@@ -289,7 +296,10 @@ impl TrainGraph {
         args.add_target(&self.init);
         self.session.run(&mut args).map_err(|s| {
             run_error(
-                format!("running the init op \"{}\"", self.init.name().unwrap_or_default()),
+                format!(
+                    "running the init op \"{}\"",
+                    self.init.name().unwrap_or_default()
+                ),
                 s,
             )
         })
@@ -307,7 +317,11 @@ impl TrainGraph {
         let during = || format!("saving checkpoint {}", prefix.display());
         let filename = Tensor::from(prefix.display().to_string());
         let mut args = SessionRunArgs::new();
-        args.add_feed(&self.saver.filename.op, self.saver.filename.index, &filename);
+        args.add_feed(
+            &self.saver.filename.op,
+            self.saver.filename.index,
+            &filename,
+        );
         let token = args.request_fetch(&self.saver.save.op, self.saver.save.index);
         self.session
             .run(&mut args)
@@ -321,7 +335,11 @@ impl TrainGraph {
     pub fn restore(&self, prefix: &Path) -> Result<()> {
         let filename = Tensor::from(prefix.display().to_string());
         let mut args = SessionRunArgs::new();
-        args.add_feed(&self.saver.filename.op, self.saver.filename.index, &filename);
+        args.add_feed(
+            &self.saver.filename.op,
+            self.saver.filename.index,
+            &filename,
+        );
         args.add_target(&self.saver.restore);
         self.session
             .run(&mut args)

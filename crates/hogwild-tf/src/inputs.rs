@@ -216,7 +216,8 @@ impl Binding {
                 vec![n as u64]
             } else {
                 let width = if instances == 0 { 0 } else { slot.offsets[1] };
-                if let Some(i) = (0..instances).find(|&i| slot.offsets[i + 1] - slot.offsets[i] != width)
+                if let Some(i) =
+                    (0..instances).find(|&i| slot.offsets[i + 1] - slot.offsets[i] != width)
                 {
                     return Err(bad(
                         &feed.name,
@@ -247,7 +248,10 @@ impl Binding {
                     let mut ids = Vec::with_capacity(v.len());
                     for (k, &x) in v.iter().enumerate() {
                         let id = i64::try_from(x).map_err(|_| {
-                            bad(&feed.name, format!("value {x} at offset {k} does not fit int64"))
+                            bad(
+                                &feed.name,
+                                format!("value {x} at offset {k} does not fit int64"),
+                            )
                         })?;
                         ids.push(id);
                     }
