@@ -121,7 +121,7 @@ fn load() -> TfModel {
 
 fn eval(model: &TfModel, batches: &[TestBatch]) -> Vec<f64> {
     let worker = model.worker(&slots()).unwrap();
-    let mut queue = batches.to_vec().into_iter();
+    let mut queue = batches.iter().cloned();
     let report = run_threads(
         model,
         vec![worker],
@@ -316,7 +316,7 @@ fn unusable_graph_files_are_reported_with_their_path() {
     assert!(err.contains("not a binary MetaGraphDef"), "{err}");
 
     let lib = dir.path().join("libnone.so");
-    let err = TfModel::load(graph(), &[lib.clone()], &cfg)
+    let err = TfModel::load(graph(), std::slice::from_ref(&lib), &cfg)
         .unwrap_err()
         .to_string();
     assert_eq!(
