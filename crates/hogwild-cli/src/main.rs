@@ -23,11 +23,16 @@ enum Command {
         #[arg(long, default_value_t = 300)]
         steps: usize,
     },
+    /// Train a TensorFlow graph from files with several threads sharing one session (Hogwild).
+    #[cfg(feature = "tf")]
+    TfTrain(hogwild_tf::TfTrainArgs),
 }
 
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Demo { steps } => demo(steps),
+        #[cfg(feature = "tf")]
+        Command::TfTrain(args) => hogwild_tf::tf_train(&args).map(|_| ()).map_err(Into::into),
     }
 }
 

@@ -26,14 +26,18 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod cli;
 mod error;
+mod files;
 mod graph;
 mod inputs;
 mod model;
 mod proto;
 mod runner;
 
+pub use cli::{summary_line, tf_train, TfTrainArgs, TfTrainReport};
 pub use error::{Error, Result};
+pub use files::{run_from_files, used_slots};
 pub use graph::{SessionConfig, TrainGraph};
 pub use inputs::{SlotKind, SlotRef, SlotValuesRef};
 pub use model::{TfModel, TfWorker};
