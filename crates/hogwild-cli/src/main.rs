@@ -25,7 +25,7 @@ enum Command {
     },
     /// Train a TensorFlow graph from files with several threads sharing one session (Hogwild).
     #[cfg(feature = "tf")]
-    TfTrain(hogwild_tf::TfTrainArgs),
+    TfTrain(Box<hogwild_tf::TfTrainArgs>),
 }
 
 fn main() -> Result<()> {

@@ -68,12 +68,12 @@ pub fn run_from_files(
     let mut options = feed.clone();
     options.threads = threads;
     let (queues, handle) = start_feed(desc, files, &options)?;
-    let queues: Vec<_> = queues
-        .into_iter()
-        .map(|mut q| move || q.recv())
-        .collect();
-    let report = run_threads(model, workers, queues, train, print_period, &|| handle.stop());
-    // A reader's error (a bad line) explains a run that ended early: report it first.
+    let queues: Vec<_> = queues.into_iter().map(|mut q| move || q.recv()).collect();
+    let report = run_threads(model, workers, queues, train, print_period, &|| {
+        handle.stop()
+    });
+    // A worker's failure stops the feed, so it comes first; a reader's error (a bad line) ends
+    // the queues early, so a run whose workers all finished still fails with it.
     let feed_result = handle.join();
     let report = report?;
     feed_result?;
