@@ -509,3 +509,43 @@ fn pipe_command_that_fails_after_garbage_is_reported_as_failed() {
         )
     );
 }
+
+#[test]
+fn corrupt_gzip_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.gz");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(lines(0, 1000).as_bytes()).unwrap();
+    let mut bytes = gz.finish().unwrap();
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(&path, bytes).unwrap();
+    let (mut queues, handle) = start_feed(
+        &imdb(),
+        std::slice::from_ref(&path),
+        &FeedOptions::default(),
+    )
+    .unwrap();
+    while queues[0].recv().is_some() {}
+    let message = handle.join().unwrap_err().to_string();
+    assert!(
+        message.starts_with(&format!("{}: ", path.display())),
+        "{message}"
+    );
+}
+
+#[test]
+fn stats_ratios() {
+    let stats = hogwild::feed::FeedStats {
+        instances: 3000,
+        bytes: 50_000_000,
+        read_time: std::time::Duration::from_millis(250),
+        worker_wait: std::time::Duration::from_millis(500),
+        elapsed: std::time::Duration::from_secs(2),
+        workers: 2,
+        ..Default::default()
+    };
+    // 0.5 s waited of 2 workers x 2 s = 12.5 %; 3000 / 2 s; 50 MB / 0.25 s.
+    approx::assert_relative_eq!(stats.io_percent(), 12.5);
+    approx::assert_relative_eq!(stats.instances_per_sec(), 1500.0);
+    approx::assert_relative_eq!(stats.parse_mb_per_sec(), 200.0);
+}
