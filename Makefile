@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PKG_CONFIG_PATH := $(CURDIR)/build/tf:$(PKG_CONFIG_PATH)
 export LD_LIBRARY_PATH := $(CURDIR)/build/tf/lib:$(LD_LIBRARY_PATH)
 
-.PHONY: demo test setup lint rust-test py-test bench
+.PHONY: demo test setup lint rust-test py-test bench fuzz
 
 demo:
 	cargo run --release -q -p hogwild-cli -- demo
@@ -26,3 +26,6 @@ test: setup lint rust-test py-test
 
 bench:
 	cargo bench -p hogwild
+
+fuzz:
+	bash scripts/fuzz.sh 30
