@@ -549,3 +549,16 @@ fn stats_ratios() {
     approx::assert_relative_eq!(stats.instances_per_sec(), 1500.0);
     approx::assert_relative_eq!(stats.parse_mb_per_sec(), 200.0);
 }
+
+#[test]
+fn options_follow_the_desc() {
+    let opts = FeedOptions::for_desc(&imdb());
+    assert_eq!((opts.threads, opts.in_memory), (1, None));
+    let desc = DataFeedDesc::from_text(&IMDB.replace(
+        "name: \"MultiSlotDataFeed\"",
+        "name: \"MultiSlotInMemoryDataFeed\" thread_num: 4",
+    ))
+    .unwrap();
+    let opts = FeedOptions::for_desc(&desc);
+    assert_eq!((opts.threads, opts.in_memory), (4, Some(0)));
+}

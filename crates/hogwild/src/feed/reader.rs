@@ -74,6 +74,20 @@ impl Default for FeedOptions {
 }
 
 impl FeedOptions {
+    /// The defaults, with `threads` taken from the desc's `thread_num` when it is set (> 0), and
+    /// the in-memory dataset (shuffle seed 0) for Paddle's `MultiSlotInMemoryDataFeed`.
+    pub fn for_desc(desc: &DataFeedDesc) -> Self {
+        let defaults = FeedOptions::default();
+        FeedOptions {
+            threads: usize::try_from(desc.thread_num())
+                .ok()
+                .filter(|&n| n > 0)
+                .unwrap_or(defaults.threads),
+            in_memory: (desc.name() == "MultiSlotInMemoryDataFeed").then_some(0),
+            ..defaults
+        }
+    }
+
     pub(crate) fn batch_size(&self, desc: &DataFeedDesc) -> usize {
         self.batch_size
             .unwrap_or(desc.batch_size().max(1) as usize)
@@ -560,7 +574,7 @@ pub fn start_feed(
             what: "data file list",
         });
     }
-    if let Some(_seed) = opts.in_memory {
+    if opts.in_memory.is_some() {
         let dataset = InMemoryDataset::load(desc, files, opts)?;
         return Ok(dataset.start(opts));
     }
