@@ -2,7 +2,7 @@
 //! baseline, same data, same run), the streaming feed end to end, and the bounded channel
 //! (throughput, and its peak bytes against its byte limit).
 //!
-//! Run: `cargo bench -p hogwild --bench feed` (prints a table; median of 3 runs).
+//! Run: `cargo bench -p hogwild --bench feed` (prints a table; median of 3 runs; `cargo test --all-targets` runs a 1 MB smoke version).
 
 use std::io::BufRead;
 use std::sync::Arc;
@@ -11,8 +11,19 @@ use std::time::Instant;
 use hogwild::channel::{ByteSize, Channel};
 use hogwild::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, LineParser};
 
-const RUNS: usize = 3;
-const DATA_MB: usize = 48;
+/// `cargo bench` passes `--bench`; `cargo test --all-targets` runs this file as a quick smoke
+/// test (1 MB, one run) instead.
+fn full_run() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+fn runs() -> usize {
+    if full_run() {
+        3
+    } else {
+        1
+    }
+}
 
 /// Deterministic xorshift generator.
 struct Rng(u64);
@@ -91,11 +102,11 @@ fn thread_cpu_seconds() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-/// MB per CPU-second and per wall-second of `parse` over `data`, medians of RUNS.
+/// MB per CPU-second and per wall-second of `parse` over `data`, medians over the runs.
 fn mb_per_s(data: &[u8], mut parse: impl FnMut(&[u8]) -> usize) -> (f64, f64, usize) {
     let (mut cpu, mut wall) = (Vec::new(), Vec::new());
     let mut instances = 0;
-    for _ in 0..RUNS {
+    for _ in 0..runs() {
         let (started, cpu_started) = (Instant::now(), thread_cpu_seconds());
         instances = parse(data);
         let mb = data.len() as f64 / 1e6;
@@ -169,7 +180,7 @@ fn feed_mb_per_s(desc: &DataFeedDesc, data: &[u8]) -> (f64, f64) {
     std::fs::write(&path, data).expect("write bench data");
     let mut speeds = Vec::new();
     let mut parse_speeds = Vec::new();
-    for _ in 0..RUNS {
+    for _ in 0..runs() {
         let started = Instant::now();
         let (mut queues, handle) =
             start_feed(desc, std::slice::from_ref(&path), &FeedOptions::default())
@@ -198,10 +209,10 @@ impl ByteSize for Block {
 /// Items/s through one channel with `producers` x `consumers` threads; returns (items/s, peak
 /// bytes). Item sizes vary from 1 to 64 KiB.
 fn channel_rate(producers: usize, consumers: usize, byte_limit: usize) -> (f64, usize) {
-    const ITEMS: usize = 400_000;
+    let items: usize = if full_run() { 400_000 } else { 20_000 };
     let mut rates = Vec::new();
     let mut peak = 0;
-    for _ in 0..RUNS {
+    for _ in 0..runs() {
         let channel = Arc::new(Channel::new(64, byte_limit));
         let started = Instant::now();
         let consumed: usize = std::thread::scope(|s| {
@@ -209,7 +220,7 @@ fn channel_rate(producers: usize, consumers: usize, byte_limit: usize) -> (f64, 
                 .map(|p| {
                     let channel = &channel;
                     s.spawn(move || {
-                        for i in 0..ITEMS / producers {
+                        for i in 0..items / producers {
                             let size = 1 + ((p * 7919 + i * 104_729) % 65_536);
                             channel.put(Block(size)).expect("open");
                         }
@@ -228,17 +239,21 @@ fn channel_rate(producers: usize, consumers: usize, byte_limit: usize) -> (f64, 
                 .map(|c| c.join().expect("consumer"))
                 .sum()
         });
-        assert_eq!(consumed, ITEMS / producers * producers);
-        rates.push(ITEMS as f64 / started.elapsed().as_secs_f64());
+        assert_eq!(consumed, items / producers * producers);
+        rates.push(items as f64 / started.elapsed().as_secs_f64());
         peak = peak.max(channel.peak_bytes());
     }
     (median(rates), peak)
 }
 
 fn main() {
-    println!("Data feed benchmark ({RUNS} runs, median; {DATA_MB} MB of generated lines)\n");
-    let words = word_id_lines(DATA_MB << 20);
-    let floats = float_lines(DATA_MB << 20);
+    let data_mb = if full_run() { 48 } else { 1 };
+    println!(
+        "Data feed benchmark ({} runs, median; {data_mb} MB of generated lines)\n",
+        runs()
+    );
+    let words = word_id_lines(data_mb << 20);
+    let floats = float_lines(data_mb << 20);
     let word_desc = desc("uint64", 64);
     let float_desc = desc("float", 64);
 
@@ -273,6 +288,10 @@ fn main() {
             "| {p} producers x {c} consumers, 64 items / 1 MiB, items 1 B-64 KiB | {:.2} M | {peak} | {limit} | {} |",
             rate / 1e6,
             if peak <= limit { "yes" } else { "NO" }
+        );
+        assert!(
+            peak <= limit,
+            "channel held {peak} bytes, over its {limit}-byte limit"
         );
     }
 }
