@@ -624,23 +624,22 @@ fn run_reader(
     batch_size: usize,
     mut send: impl FnMut(Batch) -> bool,
 ) -> Result<()> {
-    let mut emit = |b: &mut Batch| send(b.take());
+    // Time spent handing batches over (waiting on full queues) is not reading or parsing.
+    let handing_over = std::cell::Cell::new(Duration::ZERO);
+    let mut emit = |b: &mut Batch| {
+        let started = Instant::now();
+        let ok = send(b.take());
+        handing_over.set(handing_over.get() + started.elapsed());
+        ok
+    };
     while let Some(path) = queue.next() {
         if shared.stopped() {
             return Ok(());
         }
         let started = Instant::now();
-        let blocked_before = shared.blocked_nanos.load(Ordering::Relaxed);
+        handing_over.set(Duration::ZERO);
         let finished = context.read_file(shared, path, &mut batch, batch_size, &mut emit);
-        let blocked = shared
-            .blocked_nanos
-            .load(Ordering::Relaxed)
-            .saturating_sub(blocked_before);
-        shared.add_read_time(
-            started
-                .elapsed()
-                .saturating_sub(Duration::from_nanos(blocked)),
-        );
+        shared.add_read_time(started.elapsed().saturating_sub(handing_over.get()));
         if !finished? {
             return Ok(());
         }
