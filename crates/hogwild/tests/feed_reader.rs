@@ -562,3 +562,44 @@ fn options_follow_the_desc() {
     let opts = FeedOptions::for_desc(&desc);
     assert_eq!((opts.threads, opts.in_memory), (4, Some(0)));
 }
+
+#[test]
+fn stress_many_files_readers_workers_epochs_with_bad_lines() {
+    // 9 files of 301 lines, every 50th line bad; 4 workers, 3 readers, 4 epochs, tiny queues.
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = (0..9)
+        .map(|f| {
+            let text: String = (0..301u64)
+                .map(|i| {
+                    if i % 50 == 49 {
+                        "2 1\n".to_string()
+                    } else {
+                        format!("2 {} {i} 1 {}\n", f * 1000 + i, i % 2)
+                    }
+                })
+                .collect();
+            write(dir.path(), &format!("p{f}"), &text)
+        })
+        .collect();
+    let opts = FeedOptions {
+        threads: 4,
+        readers: 3,
+        epochs: 4,
+        queue_batches: 1,
+        queue_bytes: 256,
+        errors: ErrorPolicy::Skip {
+            max_bad_lines: None,
+            max_bad_fraction: Some(0.05),
+        },
+        ..FeedOptions::default()
+    };
+    let (seen, sizes) = drain(&imdb(), &files, &opts);
+    // 6 bad lines per file (i = 49, 99, ..., 299).
+    assert_eq!(seen.len(), 9 * 295);
+    assert!(seen.values().all(|&n| n == 4));
+    assert_eq!(sizes.iter().sum::<usize>(), 9 * 295 * 4);
+    assert!(
+        sizes.iter().filter(|&&s| s < 2).count() <= 3,
+        "one short batch per reader"
+    );
+}
