@@ -5,7 +5,7 @@ export LD_LIBRARY_PATH := $(CURDIR)/build/tf/lib:$(LD_LIBRARY_PATH)
 # TensorFlow's informational log lines (oneDNN notices) drown test output.
 export TF_CPP_MIN_LOG_LEVEL ?= 1
 
-.PHONY: demo test setup lint rust-test py-test bench plugin miri
+.PHONY: demo test setup lint rust-test py-test bench plugin miri fuzz
 
 demo:
 	cargo run --release -q -p hogwild-cli -- demo
@@ -51,3 +51,7 @@ miri:
 	else \
 		echo "miri: NOT RUN: no nightly toolchain with miri on this machine (rustup toolchain install nightly -c miri,rust-src)"; \
 	fi
+
+# Bounded fuzzing of the MultiSlot line parser and the data.prototxt reader (30 s a target).
+fuzz:
+	bash scripts/fuzz.sh 30
