@@ -31,6 +31,9 @@ pub struct Args {
     /// Passes over the files.
     #[arg(long, default_value_t = 1)]
     pub epochs: usize,
+    /// Evaluate on these files after training (paths, patterns or `@list.txt`).
+    #[arg(long, num_args = 1..)]
+    pub test: Vec<String>,
     /// Save the model here after every epoch (atomically).
     #[arg(long)]
     pub save: Option<PathBuf>,
@@ -102,6 +105,21 @@ pub fn run(args: Args) -> Result<()> {
     }
     if let Some(path) = &args.save {
         println!("saved {}", path.display());
+    }
+    println!(
+        "parameters and optimizer state: {:.1} MiB",
+        model.memory_bytes() as f64 / (1 << 20) as f64
+    );
+    if !args.test.is_empty() {
+        let test = expand_files(&args.test)?;
+        let report = with_model!(&model, m =>
+            executor::eval_from_files(m, &desc, &test, threads, &[], &options, None))
+        .context("evaluating on the test files")?;
+        print!("test: {} instances", report.instances);
+        for (name, value) in &report.fetched {
+            print!("  {name} {value:.5}");
+        }
+        println!();
     }
     Ok(())
 }

