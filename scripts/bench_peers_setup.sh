@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=build/bench-venv
 PY=$VENV/bin/python
+export PATH="$PWD/$VENV/bin:$PATH" USER="${USER:-root}"
 [ -x "$PY" ] || python3 -m venv "$VENV"
 have() { "$PY" -c "import $1" 2>/dev/null; }
 have gensim || "$PY" -m pip install -q gensim

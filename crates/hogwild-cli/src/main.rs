@@ -1,7 +1,10 @@
 //! The `hogwild` command.
 
+mod check;
+mod convert;
 mod demo;
 mod eval;
+mod export;
 mod models;
 mod predict;
 mod train;
@@ -30,6 +33,12 @@ enum Command {
     Predict(predict::Args),
     /// Generate a small corpus, train the bag-of-words model on it and print the results.
     Demo(demo::Args),
+    /// Validate MultiSlot data files against a data.prototxt and report every bad line.
+    Check(check::Args),
+    /// Write a saved word2vec model's vectors in word2vec's text format.
+    Export(export::Args),
+    /// Convert fastText, libsvm, libffm, VW or CSV text to MultiSlot, with its data.prototxt.
+    Convert(convert::Args),
 }
 
 fn main() -> Result<()> {
@@ -38,5 +47,8 @@ fn main() -> Result<()> {
         Command::Eval(args) => eval::run(args),
         Command::Predict(args) => predict::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Check(args) => check::run(args),
+        Command::Export(args) => export::run(args),
+        Command::Convert(args) => convert::run(args),
     }
 }

@@ -52,6 +52,64 @@ pub enum Error {
     /// A worker thread returned an error or panicked; the run was stopped.
     #[error("worker thread {thread} failed: {message}")]
     WorkerFailed { thread: usize, message: String },
+    /// A data feed description (`data.prototxt`) cannot be read or is not usable.
+    #[error("data feed desc {origin}: {message}")]
+    Desc { origin: String, message: String },
+    /// A line of a MultiSlot data file is malformed.
+    #[error("{file}:{line}: {}{kind}", slot_prefix(.slot.as_deref()))]
+    Parse {
+        file: String,
+        line: u64,
+        /// The slot being parsed, or `None` for problems after the last slot.
+        slot: Option<String>,
+        kind: crate::feed::LineErrorKind,
+    },
+    /// Skip mode met more bad lines than its error budget allows.
+    #[error("too many bad lines: {bad} of {lines} lines read were bad, over the budget of {budget}; first: {first}")]
+    BadLineBudget {
+        bad: u64,
+        lines: u64,
+        budget: String,
+        first: String,
+    },
+    /// The `pipe_command` a file is piped through failed or died.
+    #[error("pipe_command \"{command}\" failed on {file}: {status}{}", stderr_suffix(.stderr))]
+    PipeCommand {
+        command: String,
+        file: String,
+        status: String,
+        stderr: String,
+    },
+    /// A line of an input file cannot be converted.
+    #[error("{file}:{line}: {message}")]
+    Convert {
+        file: String,
+        line: u64,
+        message: String,
+    },
+}
+
+fn slot_prefix(slot: Option<&str>) -> String {
+    slot.map(|name| format!("slot \"{name}\": "))
+        .unwrap_or_default()
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!("; stderr: {stderr}")
+    }
+}
+
+impl Error {
+    /// An I/O error on `path`.
+    pub(crate) fn io(path: impl std::fmt::Display, err: &std::io::Error) -> Self {
+        Error::Io {
+            path: path.to_string(),
+            message: err.to_string(),
+        }
+    }
 }
 
 /// The crate's result type.

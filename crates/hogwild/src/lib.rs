@@ -13,7 +13,9 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod channel;
 mod error;
+pub mod feed;
 pub mod optim;
 
 pub use error::{Error, Result};

@@ -341,7 +341,8 @@ fn for_each_line(path: &Path, mut f: impl FnMut(&str) -> Result<()>) -> Result<(
     }
 }
 
-/// Converts text files to MultiSlot id files in `out_dir` (one `part-N` per input file): every
+/// Converts text files to MultiSlot id files in `out_dir` (`<N>-<name>.ids` for the N-th input
+/// file, counted from 0): every
 /// line becomes `count id1 ... idN` over its words in the vocabulary, split after `max_sentence`
 /// ids; lines with no such word are left out. Returns the written files.
 pub fn text_to_ids(
@@ -365,7 +366,10 @@ pub fn text_to_ids(
     let mut sentence: Vec<usize> = Vec::new();
     let mut line_out = String::new();
     for (n, path) in files.iter().enumerate() {
-        let target = out_dir.join(format!("part-{n}"));
+        let name = path
+            .file_name()
+            .map_or_else(|| "text".into(), |n| n.to_string_lossy().into_owned());
+        let target = out_dir.join(format!("{n}-{name}.ids"));
         let mut out = BufWriter::new(std::fs::File::create(&target).map_err(|e| io(&target, e))?);
         for_each_line(path, |line| {
             sentence.clear();

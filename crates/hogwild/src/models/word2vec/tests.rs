@@ -41,7 +41,7 @@ fn one_pair_step_matches_numpy() {
     let mut w = m.new_worker(0);
     w.negs = vec![2];
     let loss = m.pair_step(&mut w, 0, 1, 0.1, true);
-    assert_relative_eq!(loss, 1.3373190, epsilon = 1e-5);
+    assert_relative_eq!(loss, 1.337_319, epsilon = 1e-5);
     let mut row = [0.0f32; 2];
     m.output().read_weights(0, &mut row);
     assert_relative_eq!(&row[..], &[0.30995, 0.495025][..], epsilon = 1e-6);

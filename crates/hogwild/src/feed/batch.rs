@@ -1,0 +1,201 @@
+//! Batches: per used slot, all instances' values concatenated plus offsets (Paddle's LoD).
+
+use super::desc::{DataFeedDesc, SlotType};
+use crate::channel::ByteSize;
+
+/// The values of one slot for a whole batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SlotValues {
+    /// A `uint64` slot (ids).
+    U64(Vec<u64>),
+    /// A `float` slot.
+    F32(Vec<f32>),
+}
+
+impl SlotValues {
+    fn empty(kind: SlotType) -> Self {
+        match kind {
+            SlotType::U64 => SlotValues::U64(Vec::new()),
+            SlotType::F32 => SlotValues::F32(Vec::new()),
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            SlotValues::U64(v) => v.len(),
+            SlotValues::F32(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn truncate(&mut self, len: usize) {
+        match self {
+            SlotValues::U64(v) => v.truncate(len),
+            SlotValues::F32(v) => v.truncate(len),
+        }
+    }
+
+    fn byte_size(&self) -> usize {
+        match self {
+            SlotValues::U64(v) => std::mem::size_of_val(v.as_slice()),
+            SlotValues::F32(v) => std::mem::size_of_val(v.as_slice()),
+        }
+    }
+}
+
+/// One used slot of a batch: instance `i` owns `values[offsets[i]..offsets[i + 1]]`.
+///
+/// A dense slot has the same number of values per instance, so it reshapes to
+/// `[len, values.len() / len]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlotBatch {
+    /// All instances' values concatenated.
+    pub values: SlotValues,
+    /// `len + 1` entries, starting at 0.
+    pub offsets: Vec<usize>,
+}
+
+impl SlotBatch {
+    pub(crate) fn new(kind: SlotType) -> Self {
+        SlotBatch {
+            values: SlotValues::empty(kind),
+            offsets: vec![0],
+        }
+    }
+
+    /// Number of instances.
+    pub fn instances(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// The `uint64` values of instance `i`, or `None` for a float slot.
+    pub fn u64s(&self, i: usize) -> Option<&[u64]> {
+        match &self.values {
+            SlotValues::U64(v) => Some(&v[self.offsets[i]..self.offsets[i + 1]]),
+            SlotValues::F32(_) => None,
+        }
+    }
+
+    /// The float values of instance `i`, or `None` for a uint64 slot.
+    pub fn f32s(&self, i: usize) -> Option<&[f32]> {
+        match &self.values {
+            SlotValues::F32(v) => Some(&v[self.offsets[i]..self.offsets[i + 1]]),
+            SlotValues::U64(_) => None,
+        }
+    }
+
+    /// Ends the current instance: everything pushed since the previous call belongs to it.
+    pub(crate) fn end_instance(&mut self) {
+        self.offsets.push(self.values.len());
+    }
+
+    /// Drops values pushed since the last complete instance.
+    pub(crate) fn rollback(&mut self) {
+        let keep = *self.offsets.last().expect("offsets start with 0");
+        self.values.truncate(keep);
+    }
+}
+
+/// A batch of instances, one `SlotBatch` per used slot in the desc's order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    /// Instances in this batch (at most batch_size; a reader's last batch may be short).
+    pub len: usize,
+    /// One per used slot, in the desc's order.
+    pub slots: Vec<SlotBatch>,
+}
+
+impl Batch {
+    /// An empty batch laid out for the desc's used slots.
+    pub fn empty(desc: &DataFeedDesc) -> Self {
+        Batch {
+            len: 0,
+            slots: desc
+                .used_slots()
+                .iter()
+                .map(|s| SlotBatch::new(s.slot_type()))
+                .collect(),
+        }
+    }
+
+    /// Ends the current instance in every slot.
+    pub(crate) fn end_instance(&mut self) {
+        for slot in &mut self.slots {
+            slot.end_instance();
+        }
+        self.len += 1;
+    }
+
+    /// Drops a partially parsed instance.
+    pub(crate) fn rollback(&mut self) {
+        for slot in &mut self.slots {
+            slot.rollback();
+        }
+    }
+
+    /// An empty batch with the same layout as `other`.
+    pub fn empty_like(other: &Batch) -> Self {
+        Batch {
+            len: 0,
+            slots: other
+                .slots
+                .iter()
+                .map(|s| {
+                    SlotBatch::new(match s.values {
+                        SlotValues::U64(_) => SlotType::U64,
+                        SlotValues::F32(_) => SlotType::F32,
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// Takes the batch out, leaving an empty one with the same layout.
+    pub(crate) fn take(&mut self) -> Batch {
+        let fresh = Batch::empty_like(self);
+        std::mem::replace(self, fresh)
+    }
+
+    /// Appends instance `i` of `from` (same layout).
+    pub(crate) fn push_instance(&mut self, from: &Batch, i: usize) {
+        for (dst, src) in self.slots.iter_mut().zip(&from.slots) {
+            let (a, b) = (src.offsets[i], src.offsets[i + 1]);
+            match (&mut dst.values, &src.values) {
+                (SlotValues::U64(d), SlotValues::U64(s)) => d.extend_from_slice(&s[a..b]),
+                (SlotValues::F32(d), SlotValues::F32(s)) => d.extend_from_slice(&s[a..b]),
+                _ => unreachable!("batches of one desc share their layout"),
+            }
+            dst.end_instance();
+        }
+        self.len += 1;
+    }
+
+    /// Appends all instances of `from` (same layout).
+    pub(crate) fn append(&mut self, from: &Batch) {
+        for (dst, src) in self.slots.iter_mut().zip(&from.slots) {
+            let base = dst.values.len();
+            match (&mut dst.values, &src.values) {
+                (SlotValues::U64(d), SlotValues::U64(s)) => d.extend_from_slice(s),
+                (SlotValues::F32(d), SlotValues::F32(s)) => d.extend_from_slice(s),
+                _ => unreachable!("batches of one desc share their layout"),
+            }
+            dst.offsets
+                .extend(src.offsets[1..].iter().map(|o| o + base));
+        }
+        self.len += from.len;
+    }
+}
+
+impl ByteSize for Batch {
+    fn byte_size(&self) -> usize {
+        self.slots
+            .iter()
+            .map(|s| s.values.byte_size() + std::mem::size_of_val(s.offsets.as_slice()))
+            .sum()
+    }
+}

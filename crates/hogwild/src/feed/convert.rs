@@ -1,0 +1,523 @@
+//! Converters from common text formats to MultiSlot lines, each with its matching
+//! `DataFeedDesc` (`hogwild convert` writes it as `data.prototxt`).
+//!
+//! | format | input line | slots |
+//! |---|---|---|
+//! | fastText | `__label__a __label__b some words` | `words` (uint64), `label` (uint64) |
+//! | libsvm | `label idx:val ...` | `label` (float), `ids` (uint64), `values` (float) |
+//! | libffm | `label field:idx:val ...` | `label`, `fields` (uint64), `ids`, `values` |
+//! | VW | `label [importance] [tag]\|ns f[:v] ... \|ns2 ...` | `label`, `weight`, `ids` (hashed `ns^f`), `values` |
+//! | CSV | header, then rows | the label column (float), one uint64 slot per feature column (hashed) |
+//!
+//! MultiSlot needs at least one value per slot, so an instance without features gets the single
+//! padding feature id 0 (value 0.0), and a fastText line without words gets word id 0.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use super::desc::{DataFeedDesc, Slot, SlotType};
+use crate::{Error, Result};
+
+/// Batch size written into converted descs.
+pub const DEFAULT_BATCH_SIZE: i32 = 32;
+
+/// fastText's word hash: 32-bit FNV-1a over the bytes, each byte sign-extended as fastText does.
+pub fn fasttext_hash(word: &str) -> u32 {
+    word.bytes().fold(2_166_136_261u32, |h, b| {
+        (h ^ (b as i8 as i32 as u32)).wrapping_mul(16_777_619)
+    })
+}
+
+/// 64-bit FNV-1a, used for hashed feature ids.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Word and label ids for fastText-style input.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Vocabulary {
+    words: HashMap<String, u64>,
+    word_list: Vec<String>,
+    labels: HashMap<String, u64>,
+    label_list: Vec<String>,
+}
+
+/// The reserved word id for unknown words and padding in vocabulary mode.
+pub const UNKNOWN_WORD: u64 = 0;
+const LABEL_PREFIX: &str = "__label__";
+
+impl Vocabulary {
+    /// Word ids in use: known words are `1..=len`, `0` is unknown/padding.
+    pub fn word_ids(&self) -> u64 {
+        self.word_list.len() as u64 + 1
+    }
+
+    /// Number of labels (ids `0..labels`).
+    pub fn labels(&self) -> usize {
+        self.label_list.len()
+    }
+
+    /// The label names in id order (with their `__label__` prefix).
+    pub fn label_names(&self) -> &[String] {
+        &self.label_list
+    }
+
+    fn add_word(&mut self, word: &str) {
+        if !self.words.contains_key(word) {
+            self.word_list.push(word.to_string());
+            self.words
+                .insert(word.to_string(), self.word_list.len() as u64);
+        }
+    }
+
+    fn add_label(&mut self, label: &str) {
+        if !self.labels.contains_key(label) {
+            self.labels
+                .insert(label.to_string(), self.label_list.len() as u64);
+            self.label_list.push(label.to_string());
+        }
+    }
+
+    /// Collects labels (and words, if `with_words`) from fastText-style input, in order of first
+    /// appearance.
+    pub fn scan(&mut self, input: impl BufRead, name: &str, with_words: bool) -> Result<()> {
+        for line in input.lines() {
+            let line = line.map_err(|e| Error::io(name, &e))?;
+            for token in line.split_whitespace() {
+                if token.starts_with(LABEL_PREFIX) {
+                    self.add_label(token);
+                } else if with_words {
+                    self.add_word(token);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the vocabulary: `label<TAB>name` and `word<TAB>token` lines, ids in line order.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut text = String::new();
+        for label in &self.label_list {
+            text.push_str(&format!("label\t{label}\n"));
+        }
+        for word in &self.word_list {
+            text.push_str(&format!("word\t{word}\n"));
+        }
+        std::fs::write(path, text).map_err(|e| Error::io(path.display(), &e))
+    }
+
+    /// Reads a vocabulary written by [`Vocabulary::save`].
+    pub fn load(path: &Path) -> Result<Self> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(&name, &e))?;
+        let mut vocab = Vocabulary::default();
+        for (i, line) in text.lines().enumerate() {
+            match line.split_once('\t') {
+                Some(("label", label)) => vocab.add_label(label),
+                Some(("word", word)) => vocab.add_word(word),
+                _ => {
+                    return Err(Error::Convert {
+                        file: name,
+                        line: i as u64 + 1,
+                        message: format!(
+                            "expected \"label<TAB>name\" or \"word<TAB>token\", got \"{line}\""
+                        ),
+                    })
+                }
+            }
+        }
+        Ok(vocab)
+    }
+}
+
+/// How fastText-style words become ids.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WordIds {
+    /// Known words get their vocabulary id, unknown words [`UNKNOWN_WORD`].
+    Vocabulary,
+    /// `fasttext_hash(word) % buckets` (no vocabulary needed for words).
+    Hashed { buckets: u64 },
+}
+
+/// Options of the fastText converter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FastTextOptions {
+    /// Vocabulary or hashing for words.
+    pub word_ids: WordIds,
+    /// `Some(buckets)`: add word bigrams as fastText does: id = word id space +
+    /// (bigram hash % buckets).
+    pub bigram_buckets: Option<u64>,
+}
+
+/// Converts fastText-style lines with `vocab` (labels must be known to it).
+pub fn convert_fasttext(
+    input: impl BufRead,
+    name: &str,
+    mut out: impl Write,
+    vocab: &Vocabulary,
+    opts: &FastTextOptions,
+) -> Result<u64> {
+    let word_space = match opts.word_ids {
+        WordIds::Vocabulary => vocab.word_ids(),
+        WordIds::Hashed { buckets } => buckets.max(1),
+    };
+    let mut words = Vec::new();
+    let mut hashes = Vec::new();
+    let mut labels = Vec::new();
+    let mut lines = 0;
+    for (i, line) in input.lines().enumerate() {
+        let line = line.map_err(|e| Error::io(name, &e))?;
+        let err = |message: String| Error::Convert {
+            file: name.to_string(),
+            line: i as u64 + 1,
+            message,
+        };
+        words.clear();
+        hashes.clear();
+        labels.clear();
+        for token in line.split_whitespace() {
+            if token.starts_with(LABEL_PREFIX) {
+                let id = vocab
+                    .labels
+                    .get(token)
+                    .ok_or_else(|| err(format!("unknown label \"{token}\"")))?;
+                labels.push(*id);
+                continue;
+            }
+            let hash = fasttext_hash(token);
+            hashes.push(hash);
+            words.push(match opts.word_ids {
+                WordIds::Vocabulary => vocab.words.get(token).copied().unwrap_or(UNKNOWN_WORD),
+                WordIds::Hashed { buckets } => u64::from(hash) % buckets.max(1),
+            });
+        }
+        if labels.is_empty() {
+            return Err(err("no __label__ on the line".to_string()));
+        }
+        if let Some(buckets) = opts.bigram_buckets {
+            for pair in hashes.windows(2) {
+                // fastText: uint64 h = int32 hash; h = h * 116049371 + next int32 hash.
+                let h = (pair[0] as i32 as i64 as u64)
+                    .wrapping_mul(116_049_371)
+                    .wrapping_add(pair[1] as i32 as i64 as u64);
+                words.push(word_space + h % buckets.max(1));
+            }
+        }
+        if words.is_empty() {
+            words.push(UNKNOWN_WORD);
+        }
+        write_slot(&mut out, &words, name)?;
+        write_slot(&mut out, &labels, name)?;
+        end_line(&mut out, name)?;
+        lines += 1;
+    }
+    Ok(lines)
+}
+
+/// The desc of fastText output: `words` and `label`, both uint64.
+pub fn fasttext_desc() -> DataFeedDesc {
+    DataFeedDesc::multi_slot(
+        DEFAULT_BATCH_SIZE,
+        vec![
+            Slot::sparse("words", SlotType::U64),
+            Slot::sparse("label", SlotType::U64),
+        ],
+    )
+}
+
+fn write_slot<T: std::fmt::Display>(out: &mut impl Write, values: &[T], name: &str) -> Result<()> {
+    let io = |e: std::io::Error| Error::io(format!("output of {name}"), &e);
+    write!(out, "{}", values.len()).map_err(io)?;
+    for v in values {
+        write!(out, " {v}").map_err(io)?;
+    }
+    out.write_all(b" ").map_err(io)
+}
+
+fn end_line(out: &mut impl Write, name: &str) -> Result<()> {
+    out.write_all(b"\n")
+        .map_err(|e| Error::io(format!("output of {name}"), &e))
+}
+
+fn parse_f32(text: &str, what: &str) -> std::result::Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("{what} \"{text}\" is not a finite number")),
+    }
+}
+
+fn parse_u64(text: &str, what: &str) -> std::result::Result<u64, String> {
+    text.parse::<u64>()
+        .map_err(|_| format!("{what} \"{text}\" is not an unsigned integer"))
+}
+
+/// Sparse features of one instance.
+#[derive(Default)]
+struct Features {
+    fields: Vec<u64>,
+    ids: Vec<u64>,
+    values: Vec<f32>,
+}
+
+impl Features {
+    fn clear(&mut self) {
+        self.fields.clear();
+        self.ids.clear();
+        self.values.clear();
+    }
+
+    fn pad(&mut self) {
+        if self.ids.is_empty() {
+            self.fields.push(0);
+            self.ids.push(0);
+            self.values.push(0.0);
+        }
+    }
+}
+
+/// Converts libsvm (`ffm: false`: `label idx:val ...`) or libffm (`ffm: true`:
+/// `label field:idx:val ...`) lines.
+pub fn convert_libsvm(
+    input: impl BufRead,
+    name: &str,
+    mut out: impl Write,
+    ffm: bool,
+) -> Result<u64> {
+    let mut features = Features::default();
+    let mut lines = 0;
+    for (i, line) in input.lines().enumerate() {
+        let line = line.map_err(|e| Error::io(name, &e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let err = |message: String| Error::Convert {
+            file: name.to_string(),
+            line: i as u64 + 1,
+            message,
+        };
+        let mut tokens = line.split_whitespace();
+        let label = parse_f32(tokens.next().unwrap_or(""), "label").map_err(err)?;
+        features.clear();
+        for token in tokens {
+            let parts: Vec<&str> = token.split(':').collect();
+            let (field, id, value) = match (ffm, parts.as_slice()) {
+                (false, [id, value]) => ("0", *id, *value),
+                (true, [field, id, value]) => (*field, *id, *value),
+                _ => {
+                    let shape = if ffm {
+                        "field:index:value"
+                    } else {
+                        "index:value"
+                    };
+                    return Err(err(format!("feature \"{token}\" is not {shape}")));
+                }
+            };
+            features
+                .fields
+                .push(parse_u64(field, "field").map_err(err)?);
+            features.ids.push(parse_u64(id, "index").map_err(err)?);
+            features
+                .values
+                .push(parse_f32(value, "value").map_err(err)?);
+        }
+        features.pad();
+        write_slot(&mut out, &[label], name)?;
+        if ffm {
+            write_slot(&mut out, &features.fields, name)?;
+        }
+        write_slot(&mut out, &features.ids, name)?;
+        write_slot(&mut out, &features.values, name)?;
+        end_line(&mut out, name)?;
+        lines += 1;
+    }
+    Ok(lines)
+}
+
+/// The desc of libsvm (`ffm: false`) or libffm output.
+pub fn libsvm_desc(ffm: bool) -> DataFeedDesc {
+    let mut slots = vec![Slot::sparse("label", SlotType::F32)];
+    if ffm {
+        slots.push(Slot::sparse("fields", SlotType::U64));
+    }
+    slots.push(Slot::sparse("ids", SlotType::U64));
+    slots.push(Slot::sparse("values", SlotType::F32));
+    DataFeedDesc::multi_slot(DEFAULT_BATCH_SIZE, slots)
+}
+
+/// Converts Vowpal Wabbit text lines; feature ids are `fnv1a64("ns^feature") % buckets` (VW's own
+/// murmur hash is not reproduced).
+pub fn convert_vw(
+    input: impl BufRead,
+    name: &str,
+    mut out: impl Write,
+    buckets: u64,
+) -> Result<u64> {
+    let buckets = buckets.max(1);
+    let mut features = Features::default();
+    let mut key = Vec::new();
+    let mut lines = 0;
+    for (i, line) in input.lines().enumerate() {
+        let line = line.map_err(|e| Error::io(name, &e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let err = |message: String| Error::Convert {
+            file: name.to_string(),
+            line: i as u64 + 1,
+            message,
+        };
+        let (head, body) = line
+            .split_once('|')
+            .ok_or_else(|| err("no '|' before the features".to_string()))?;
+        let mut head_tokens = head.split_whitespace();
+        let label = parse_f32(
+            head_tokens
+                .next()
+                .ok_or_else(|| err("no label".to_string()))?,
+            "label",
+        )
+        .map_err(err)?;
+        let weight = match head_tokens.next() {
+            Some(t) if !t.starts_with('\'') => parse_f32(t, "importance").map_err(err)?,
+            _ => 1.0,
+        };
+        features.clear();
+        for namespace in body.split('|') {
+            let (ns, feats) = if namespace.starts_with([' ', '\t']) || namespace.is_empty() {
+                ("", namespace)
+            } else {
+                namespace.split_once([' ', '\t']).unwrap_or((namespace, ""))
+            };
+            // A namespace may carry a scale: `ns:2.0`.
+            let ns = ns.split(':').next().unwrap_or("");
+            for feat in feats.split_whitespace() {
+                let (fname, value) = match feat.rsplit_once(':') {
+                    Some((f, v)) => (f, parse_f32(v, "value").map_err(err)?),
+                    None => (feat, 1.0),
+                };
+                key.clear();
+                key.extend_from_slice(ns.as_bytes());
+                key.push(b'^');
+                key.extend_from_slice(fname.as_bytes());
+                features.ids.push(fnv1a64(&key) % buckets);
+                features.values.push(value);
+            }
+        }
+        features.pad();
+        write_slot(&mut out, &[label], name)?;
+        write_slot(&mut out, &[weight], name)?;
+        write_slot(&mut out, &features.ids, name)?;
+        write_slot(&mut out, &features.values, name)?;
+        end_line(&mut out, name)?;
+        lines += 1;
+    }
+    Ok(lines)
+}
+
+/// The desc of VW output.
+pub fn vw_desc() -> DataFeedDesc {
+    DataFeedDesc::multi_slot(
+        DEFAULT_BATCH_SIZE,
+        vec![
+            Slot::sparse("label", SlotType::F32),
+            Slot::sparse("weight", SlotType::F32),
+            Slot::sparse("ids", SlotType::U64),
+            Slot::sparse("values", SlotType::F32),
+        ],
+    )
+}
+
+/// Options of the CSV converter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CsvOptions {
+    /// The label column's name (a number per row).
+    pub label: String,
+    /// Feature columns (`None`: every column but the label).
+    pub columns: Option<Vec<String>>,
+    /// Ids are `fnv1a64("column=value") % buckets`.
+    pub buckets: u64,
+    /// Field delimiter.
+    pub delimiter: u8,
+}
+
+/// Converts CSV with a header: the label column becomes a float slot, each feature column a
+/// uint64 slot of one hashed id. Returns the lines written and the matching desc.
+pub fn convert_csv(
+    input: impl std::io::Read,
+    name: &str,
+    mut out: impl Write,
+    opts: &CsvOptions,
+) -> Result<(u64, DataFeedDesc)> {
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(opts.delimiter)
+        .from_reader(input);
+    let header_err = |message: String| Error::Convert {
+        file: name.to_string(),
+        line: 1,
+        message,
+    };
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|e| header_err(e.to_string()))?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let find = |column: &str| {
+        header
+            .iter()
+            .position(|h| h == column)
+            .ok_or_else(|| header_err(format!("no column \"{column}\" in the header")))
+    };
+    let label_index = find(&opts.label)?;
+    let columns: Vec<usize> = match &opts.columns {
+        Some(names) => names.iter().map(|c| find(c)).collect::<Result<_>>()?,
+        None => (0..header.len()).filter(|&i| i != label_index).collect(),
+    };
+    if columns.is_empty() {
+        return Err(header_err("no feature column".to_string()));
+    }
+    let mut slots = vec![Slot::sparse(&opts.label, SlotType::F32)];
+    slots.extend(
+        columns
+            .iter()
+            .map(|&c| Slot::sparse(&header[c], SlotType::U64)),
+    );
+    let desc = DataFeedDesc::multi_slot(DEFAULT_BATCH_SIZE, slots);
+    desc.validate().map_err(header_err)?;
+    let buckets = opts.buckets.max(1);
+    let mut key = Vec::new();
+    let mut lines = 0;
+    for record in reader.records() {
+        let record = record.map_err(|e| Error::Convert {
+            file: name.to_string(),
+            line: e.position().map_or(0, |p| p.line()),
+            message: e.to_string(),
+        })?;
+        let line = record.position().map_or(0, |p| p.line());
+        let err = |message: String| Error::Convert {
+            file: name.to_string(),
+            line,
+            message,
+        };
+        let label_text = record.get(label_index).unwrap_or("");
+        let label = parse_f32(
+            label_text.trim(),
+            &format!("label column \"{}\"", opts.label),
+        )
+        .map_err(err)?;
+        write_slot(&mut out, &[label], name)?;
+        for &c in &columns {
+            key.clear();
+            key.extend_from_slice(header[c].as_bytes());
+            key.push(b'=');
+            key.extend_from_slice(record.get(c).unwrap_or("").as_bytes());
+            write_slot(&mut out, &[fnv1a64(&key) % buckets], name)?;
+        }
+        end_line(&mut out, name)?;
+        lines += 1;
+    }
+    Ok((lines, desc))
+}

@@ -1,0 +1,30 @@
+//! The shared list of files that reader threads take from, epoch after epoch.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Hands out `files` in order, `epochs` times over, to any number of threads without a lock.
+#[derive(Debug)]
+pub struct FileQueue {
+    files: Vec<PathBuf>,
+    total: usize,
+    next: AtomicUsize,
+}
+
+impl FileQueue {
+    /// A queue over `files`, repeated `epochs` times.
+    pub fn new(files: Vec<PathBuf>, epochs: usize) -> Self {
+        let total = files.len() * epochs;
+        FileQueue {
+            files,
+            total,
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// The next file, or `None` when every epoch has been handed out.
+    pub fn next(&self) -> Option<&PathBuf> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        (i < self.total).then(|| &self.files[i % self.files.len()])
+    }
+}

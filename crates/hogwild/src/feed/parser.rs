@@ -1,0 +1,426 @@
+//! The MultiSlot line parser: `<count> v1 .. v<count>` per slot, in the desc's order.
+//!
+//! Integers are parsed byte by byte in one pass (digits are accumulated while the token is
+//! scanned); floats use the standard library's exact parser. A line is parsed straight into the
+//! batch under construction and rolled back if it turns out bad, so good lines cost no copy.
+
+use std::fmt;
+
+use super::batch::{Batch, SlotValues};
+use super::desc::{DataFeedDesc, SlotType};
+
+/// What is wrong with a line; the message is shown after `file:line: slot "name": `.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LineErrorKind {
+    /// The line ends where a slot's count should be.
+    MissingCount,
+    /// The count is not an integer.
+    BadCount { text: String },
+    /// The count is negative.
+    NegativeCount { text: String },
+    /// The count is 0 (Paddle requires at least one value per slot).
+    ZeroCount,
+    /// The count cannot fit in the rest of the line.
+    CountTooLarge { text: String, room: usize },
+    /// The line ends before the slot's values do.
+    Truncated { count: u64, found: u64 },
+    /// A value is not a number of the slot's type (`index` counts from 1).
+    NotNumber {
+        index: u64,
+        text: String,
+        kind: SlotType,
+    },
+    /// A value is a number but outside the slot type's range (or not finite).
+    OutOfRange {
+        index: u64,
+        text: String,
+        kind: SlotType,
+    },
+    /// A dense slot's count differs from its per-instance width.
+    DenseWidth {
+        count: u64,
+        expected: u64,
+        from_shape: bool,
+    },
+    /// Something follows the last slot.
+    TrailingGarbage { text: String },
+}
+
+impl LineErrorKind {
+    /// A short name of the problem class, used by `hogwild check`'s summary.
+    pub fn class(&self) -> &'static str {
+        match self {
+            LineErrorKind::MissingCount | LineErrorKind::Truncated { .. } => "truncated line",
+            LineErrorKind::BadCount { .. } => "count not a number",
+            LineErrorKind::NegativeCount { .. } => "negative count",
+            LineErrorKind::ZeroCount => "zero count",
+            LineErrorKind::CountTooLarge { .. } => "count too large",
+            LineErrorKind::NotNumber { .. } => "value not a number",
+            LineErrorKind::OutOfRange { .. } => "value out of range",
+            LineErrorKind::DenseWidth { .. } => "dense width mismatch",
+            LineErrorKind::TrailingGarbage { .. } => "trailing garbage",
+        }
+    }
+}
+
+impl fmt::Display for LineErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LineErrorKind::MissingCount => write!(f, "line ends before the count (truncated line)"),
+            LineErrorKind::BadCount { text } => write!(f, "count \"{text}\" is not a number"),
+            LineErrorKind::NegativeCount { text } => write!(f, "count {text} is negative"),
+            LineErrorKind::ZeroCount => {
+                write!(f, "count 0 (every slot needs at least one value; pad it)")
+            }
+            LineErrorKind::CountTooLarge { text, room } => write!(
+                f,
+                "count {text} is too large for the rest of the line ({room} bytes)"
+            ),
+            LineErrorKind::Truncated { count, found } => write!(
+                f,
+                "expected {count} values, the line ends after {found} (truncated line)"
+            ),
+            LineErrorKind::NotNumber { index, text, kind } => {
+                let what = match kind {
+                    SlotType::U64 => "an unsigned integer",
+                    SlotType::F32 => "a number",
+                };
+                write!(f, "value {index} \"{text}\" is not {what}")
+            }
+            LineErrorKind::OutOfRange { index, text, kind } => write!(
+                f,
+                "value {index} \"{text}\" is out of range for {}",
+                kind.name()
+            ),
+            LineErrorKind::DenseWidth {
+                count,
+                expected,
+                from_shape: true,
+            } => write!(
+                f,
+                "dense slot has {count} values, its shape needs {expected}"
+            ),
+            LineErrorKind::DenseWidth {
+                count, expected, ..
+            } => write!(
+                f,
+                "dense slot has {count} values, earlier lines of this batch have {expected}"
+            ),
+            LineErrorKind::TrailingGarbage { text } => {
+                write!(f, "trailing data after the last slot: \"{text}\"")
+            }
+        }
+    }
+}
+
+/// A bad line: the slot (index among all slots, used or not) and the problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineError {
+    /// Index of the slot in the desc, `None` when the problem follows the last slot.
+    pub slot: Option<usize>,
+    /// What is wrong.
+    pub kind: LineErrorKind,
+}
+
+#[derive(Debug, Clone)]
+struct SlotSpec {
+    kind: SlotType,
+    /// Position among the used slots, if used.
+    used: Option<usize>,
+    dense: bool,
+    dense_width: Option<u64>,
+}
+
+/// Parses MultiSlot lines for one desc.
+#[derive(Debug, Clone)]
+pub struct LineParser {
+    slots: Vec<SlotSpec>,
+}
+
+const MAX_SHOWN: usize = 32;
+
+/// Shows a token in a message, shortened if long.
+fn shown(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    if text.chars().count() > MAX_SHOWN {
+        let short: String = text.chars().take(MAX_SHOWN).collect();
+        format!("{short}...")
+    } else {
+        text.into_owned()
+    }
+}
+
+#[inline(always)]
+fn is_sep(b: u8) -> bool {
+    b == b' ' || b == b'\t' || b == b'\r'
+}
+
+/// Why an integer token did not parse.
+enum IntError {
+    /// `-<digits>`.
+    Negative,
+    /// Digits only, but more than fits in u64.
+    Overflow,
+    /// Anything else.
+    NotNumber,
+}
+
+struct Cursor<'a> {
+    line: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    #[inline(always)]
+    fn skip_sep(&mut self) {
+        while self.pos < self.line.len() && is_sep(self.line[self.pos]) {
+            self.pos += 1;
+        }
+    }
+
+    #[inline(always)]
+    fn at_end(&self) -> bool {
+        self.pos >= self.line.len()
+    }
+
+    /// The next token (after separators); call only when not at the end.
+    #[inline(always)]
+    fn token(&mut self) -> &'a [u8] {
+        let start = self.pos;
+        while self.pos < self.line.len() && !is_sep(self.line[self.pos]) {
+            self.pos += 1;
+        }
+        &self.line[start..self.pos]
+    }
+
+    /// Parses an unsigned integer token in one pass. `None` at the end of the line; on error
+    /// the token's text comes back with the reason.
+    #[inline(always)]
+    fn next_u64(&mut self) -> Option<Result<u64, (IntError, &'a [u8])>> {
+        self.skip_sep();
+        if self.at_end() {
+            return None;
+        }
+        let line = self.line;
+        let start = self.pos;
+        let mut value: u64 = 0;
+        let mut pos = start;
+        while pos < line.len() {
+            let digit = line[pos].wrapping_sub(b'0');
+            if digit > 9 {
+                break;
+            }
+            value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
+            pos += 1;
+        }
+        if pos == line.len() || is_sep(line[pos]) {
+            self.pos = pos;
+            let digits = pos - start;
+            // 19 decimal digits always fit in u64; longer tokens are re-checked exactly.
+            if digits > 19 {
+                let text = &line[start..pos];
+                return Some(checked_u64(text).ok_or((IntError::Overflow, text)));
+            }
+            return Some(Ok(value));
+        }
+        let text = self.token_from(start);
+        let reason = match text.split_first() {
+            Some((b'-', rest)) if !rest.is_empty() && rest.iter().all(u8::is_ascii_digit) => {
+                IntError::Negative
+            }
+            _ => IntError::NotNumber,
+        };
+        Some(Err((reason, text)))
+    }
+
+    fn token_from(&mut self, start: usize) -> &'a [u8] {
+        self.pos = start;
+        self.token()
+    }
+}
+
+fn checked_u64(digits: &[u8]) -> Option<u64> {
+    digits.iter().try_fold(0u64, |v, &b| {
+        v.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+    })
+}
+
+impl LineParser {
+    /// A parser for the desc's slots (the desc must be valid).
+    pub fn new(desc: &DataFeedDesc) -> Self {
+        let mut used = 0;
+        let slots = desc
+            .slots()
+            .iter()
+            .map(|s| {
+                let spec = SlotSpec {
+                    kind: s.slot_type(),
+                    used: s.is_used().then_some(used),
+                    dense: s.is_dense(),
+                    dense_width: s.dense_width().map(|w| w as u64),
+                };
+                used += usize::from(s.is_used());
+                spec
+            })
+            .collect();
+        LineParser { slots }
+    }
+
+    /// Parses one line (without its newline) and appends it to `batch` as one instance. On error
+    /// `batch` is left as it was.
+    pub fn parse_into(&self, line: &[u8], batch: &mut Batch) -> Result<(), LineError> {
+        let mut cursor = Cursor { line, pos: 0 };
+        for (index, spec) in self.slots.iter().enumerate() {
+            if let Err(kind) = self.parse_slot(spec, &mut cursor, batch) {
+                batch.rollback();
+                return Err(LineError {
+                    slot: Some(index),
+                    kind,
+                });
+            }
+        }
+        cursor.skip_sep();
+        if !cursor.at_end() {
+            batch.rollback();
+            return Err(LineError {
+                slot: None,
+                kind: LineErrorKind::TrailingGarbage {
+                    text: shown(&line[cursor.pos..]),
+                },
+            });
+        }
+        batch.end_instance();
+        Ok(())
+    }
+
+    #[inline]
+    fn parse_slot(
+        &self,
+        spec: &SlotSpec,
+        cursor: &mut Cursor<'_>,
+        batch: &mut Batch,
+    ) -> Result<(), LineErrorKind> {
+        let count = match cursor.next_u64() {
+            None => return Err(LineErrorKind::MissingCount),
+            Some(Ok(0)) => return Err(LineErrorKind::ZeroCount),
+            Some(Ok(count)) => count,
+            Some(Err((reason, text))) => {
+                let text = shown(text);
+                return Err(match reason {
+                    IntError::Negative => LineErrorKind::NegativeCount { text },
+                    IntError::Overflow => LineErrorKind::CountTooLarge {
+                        text,
+                        room: cursor.line.len() - cursor.pos,
+                    },
+                    IntError::NotNumber => LineErrorKind::BadCount { text },
+                });
+            }
+        };
+        // Every value takes at least one byte plus a separator before it.
+        let room = cursor.line.len() - cursor.pos;
+        if count > (room / 2) as u64 {
+            return Err(LineErrorKind::CountTooLarge {
+                text: count.to_string(),
+                room,
+            });
+        }
+        let slot = spec.used.map(|u| &mut batch.slots[u]);
+        if let (true, Some(slot)) = (spec.dense, &slot) {
+            let (expected, from_shape) = match spec.dense_width {
+                Some(width) => (Some(width), true),
+                None if slot.offsets.len() > 1 => {
+                    (Some((slot.offsets[1] - slot.offsets[0]) as u64), false)
+                }
+                None => (None, false),
+            };
+            if let Some(expected) = expected.filter(|&e| e != count) {
+                return Err(LineErrorKind::DenseWidth {
+                    count,
+                    expected,
+                    from_shape,
+                });
+            }
+        }
+        match (spec.kind, slot) {
+            (SlotType::U64, Some(slot)) => {
+                let SlotValues::U64(out) = &mut slot.values else {
+                    unreachable!("slot layout follows the desc")
+                };
+                out.reserve(count as usize);
+                for index in 1..=count {
+                    out.push(parse_u64_value(cursor, index, count)?);
+                }
+            }
+            (SlotType::U64, None) => {
+                for index in 1..=count {
+                    parse_u64_value(cursor, index, count)?;
+                }
+            }
+            (SlotType::F32, Some(slot)) => {
+                let SlotValues::F32(out) = &mut slot.values else {
+                    unreachable!("slot layout follows the desc")
+                };
+                out.reserve(count as usize);
+                for index in 1..=count {
+                    out.push(parse_f32_value(cursor, index, count)?);
+                }
+            }
+            (SlotType::F32, None) => {
+                for index in 1..=count {
+                    parse_f32_value(cursor, index, count)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[inline(always)]
+fn parse_u64_value(cursor: &mut Cursor<'_>, index: u64, count: u64) -> Result<u64, LineErrorKind> {
+    match cursor.next_u64() {
+        Some(Ok(v)) => Ok(v),
+        None => Err(LineErrorKind::Truncated {
+            count,
+            found: index - 1,
+        }),
+        Some(Err((reason, text))) => {
+            let text = shown(text);
+            let kind = SlotType::U64;
+            Err(match reason {
+                IntError::Negative | IntError::Overflow => {
+                    LineErrorKind::OutOfRange { index, text, kind }
+                }
+                IntError::NotNumber => LineErrorKind::NotNumber { index, text, kind },
+            })
+        }
+    }
+}
+
+#[inline]
+fn parse_f32_value(cursor: &mut Cursor<'_>, index: u64, count: u64) -> Result<f32, LineErrorKind> {
+    cursor.skip_sep();
+    if cursor.at_end() {
+        return Err(LineErrorKind::Truncated {
+            count,
+            found: index - 1,
+        });
+    }
+    let token = cursor.token();
+    let kind = SlotType::F32;
+    let parsed = std::str::from_utf8(token)
+        .ok()
+        .and_then(|s| s.parse::<f32>().ok());
+    match parsed {
+        Some(v) if v.is_finite() => Ok(v),
+        Some(_) => Err(LineErrorKind::OutOfRange {
+            index,
+            text: shown(token),
+            kind,
+        }),
+        None => Err(LineErrorKind::NotNumber {
+            index,
+            text: shown(token),
+            kind,
+        }),
+    }
+}

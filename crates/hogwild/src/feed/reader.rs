@@ -1,0 +1,695 @@
+//! The streaming feed: reader threads take files from a shared queue, parse them into batches and
+//! hand the batches to the workers' private bounded queues; workers only ever touch their own.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::batch::Batch;
+use super::dataset::InMemoryDataset;
+use super::desc::DataFeedDesc;
+use super::file_queue::FileQueue;
+use super::parser::{LineError, LineParser};
+use super::source::Source;
+use crate::channel::{Channel, TryPutError};
+use crate::{Error, Result};
+
+/// What to do with a malformed line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ErrorPolicy {
+    /// The first bad line stops the run with `file:line: slot "name": cause`.
+    Strict,
+    /// Bad lines are skipped and counted; the run stops once the count passes either budget.
+    Skip {
+        /// Most bad lines tolerated (`None`: no count limit).
+        max_bad_lines: Option<u64>,
+        /// Largest tolerated fraction of bad lines among lines read, checked once 1000 lines
+        /// were read and again at the end (`None`: no fraction limit).
+        max_bad_fraction: Option<f64>,
+    },
+}
+
+/// Lines read before the fraction budget is checked during the run.
+const FRACTION_MIN_LINES: u64 = 1000;
+/// Bad lines kept as examples for the final report.
+const BAD_EXAMPLES: usize = 5;
+
+/// How a feed runs.
+#[derive(Debug, Clone)]
+pub struct FeedOptions {
+    /// Worker threads, each with its own queue (at least 1).
+    pub threads: usize,
+    /// Reader threads (0: one per worker, at most one per file).
+    pub readers: usize,
+    /// Passes over the files.
+    pub epochs: usize,
+    /// Batches each worker queue holds at most.
+    pub queue_batches: usize,
+    /// Bytes each worker queue holds at most (a single larger batch still passes).
+    pub queue_bytes: usize,
+    /// Strict or skip-with-budget.
+    pub errors: ErrorPolicy,
+    /// `Some(seed)`: load all files into memory once, shuffle with `seed` every epoch and split
+    /// the instances between the workers.
+    pub in_memory: Option<u64>,
+    /// Overrides the desc's batch_size.
+    pub batch_size: Option<usize>,
+}
+
+impl Default for FeedOptions {
+    fn default() -> Self {
+        FeedOptions {
+            threads: 1,
+            readers: 0,
+            epochs: 1,
+            queue_batches: 16,
+            queue_bytes: 64 << 20,
+            errors: ErrorPolicy::Strict,
+            in_memory: None,
+            batch_size: None,
+        }
+    }
+}
+
+impl FeedOptions {
+    pub(crate) fn batch_size(&self, desc: &DataFeedDesc) -> usize {
+        self.batch_size
+            .unwrap_or(desc.batch_size().max(1) as usize)
+            .max(1)
+    }
+}
+
+/// What a feed did, reported by [`FeedHandle::join`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FeedStats {
+    /// Instances delivered to workers.
+    pub instances: u64,
+    /// Batches delivered to workers.
+    pub batches: u64,
+    /// Lines read (good and bad).
+    pub lines: u64,
+    /// Bytes of lines read (after decompression or `pipe_command`).
+    pub bytes: u64,
+    /// Bad lines skipped (skip mode).
+    pub bad_lines: u64,
+    /// The first few bad lines' messages.
+    pub bad_examples: Vec<String>,
+    /// Time reader threads spent reading and parsing (summed over readers).
+    pub read_time: Duration,
+    /// Time reader threads were blocked because every worker queue was full.
+    pub reader_blocked: Duration,
+    /// Time workers waited on an empty queue (summed over workers).
+    pub worker_wait: Duration,
+    /// Wall time from start to join.
+    pub elapsed: Duration,
+    /// Number of workers.
+    pub workers: usize,
+    /// The most bytes any worker queue held at once.
+    pub peak_queue_bytes: usize,
+    /// The byte limit of each worker queue.
+    pub queue_byte_limit: usize,
+}
+
+impl FeedStats {
+    /// Share of the workers' time spent waiting for data, in percent.
+    pub fn io_percent(&self) -> f64 {
+        let total = self.elapsed.as_secs_f64() * self.workers.max(1) as f64;
+        if total == 0.0 {
+            return 0.0;
+        }
+        (100.0 * self.worker_wait.as_secs_f64() / total).min(100.0)
+    }
+
+    /// Instances delivered per second of wall time.
+    pub fn instances_per_sec(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs == 0.0 {
+            0.0
+        } else {
+            self.instances as f64 / secs
+        }
+    }
+
+    /// Parsing speed of the readers, in MB/s of line bytes per reader-second.
+    pub fn parse_mb_per_sec(&self) -> f64 {
+        let secs = self.read_time.as_secs_f64();
+        if secs == 0.0 {
+            0.0
+        } else {
+            self.bytes as f64 / 1e6 / secs
+        }
+    }
+}
+
+impl std::fmt::Display for FeedStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} instances in {} batches, {:.0} instances/s, {} lines ({:.1} MB), read+parse {:.2}s, \
+             IO wait {:.1}%, peak queue {} of {} bytes",
+            self.instances,
+            self.batches,
+            self.instances_per_sec(),
+            self.lines,
+            self.bytes as f64 / 1e6,
+            self.read_time.as_secs_f64(),
+            self.io_percent(),
+            self.peak_queue_bytes,
+            self.queue_byte_limit,
+        )?;
+        if self.bad_lines > 0 {
+            write!(f, ", {} bad lines skipped", self.bad_lines)?;
+            for example in &self.bad_examples {
+                write!(f, "\n  {example}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX)) as u64
+}
+
+/// State shared by the readers, the workers' queues and the handle.
+pub(crate) struct Shared {
+    stop: AtomicBool,
+    pub(crate) channels: Vec<Arc<Channel<Batch>>>,
+    first_error: Mutex<Option<Error>>,
+    policy: ErrorPolicy,
+    start: Instant,
+    lines: AtomicU64,
+    bytes: AtomicU64,
+    instances: AtomicU64,
+    batches: AtomicU64,
+    bad: AtomicU64,
+    bad_examples: Mutex<Vec<String>>,
+    read_nanos: AtomicU64,
+    blocked_nanos: AtomicU64,
+    wait_nanos: AtomicU64,
+    active_producers: AtomicUsize,
+}
+
+impl Shared {
+    pub(crate) fn new(opts: &FeedOptions, workers: usize) -> Arc<Self> {
+        Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            channels: (0..workers)
+                .map(|_| Arc::new(Channel::new(opts.queue_batches, opts.queue_bytes)))
+                .collect(),
+            first_error: Mutex::new(None),
+            policy: opts.errors.clone(),
+            start: Instant::now(),
+            lines: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            instances: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            bad: AtomicU64::new(0),
+            bad_examples: Mutex::new(Vec::new()),
+            read_nanos: AtomicU64::new(0),
+            blocked_nanos: AtomicU64::new(0),
+            wait_nanos: AtomicU64::new(0),
+            active_producers: AtomicUsize::new(0),
+        })
+    }
+
+    pub(crate) fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Stops everything: workers see the end at their next `recv`, producers fail to put.
+    pub(crate) fn stop_all(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for channel in &self.channels {
+            channel.close();
+        }
+    }
+
+    /// Records the run's first error and stops the feed.
+    pub(crate) fn fail(&self, error: Error) {
+        let mut first = self.first_error.lock().unwrap_or_else(|e| e.into_inner());
+        if first.is_none() {
+            *first = Some(error);
+        }
+        drop(first);
+        self.stop_all();
+    }
+
+    pub(crate) fn take_error(&self) -> Option<Error> {
+        self.first_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Registers producer threads; the last one to finish closes the worker queues.
+    pub(crate) fn add_producers(&self, n: usize) {
+        self.active_producers.fetch_add(n, Ordering::SeqCst);
+    }
+
+    pub(crate) fn producer_done(&self) {
+        if self.active_producers.fetch_sub(1, Ordering::SeqCst) == 1 {
+            for channel in &self.channels {
+                channel.close();
+            }
+        }
+    }
+
+    pub(crate) fn add_read_time(&self, d: Duration) {
+        self.read_nanos.fetch_add(nanos(d), Ordering::Relaxed);
+    }
+
+    /// Delivers a batch to worker `target`'s queue, blocking while it is full. Returns `false`
+    /// when the feed is stopped or the worker has left.
+    pub(crate) fn put_to(&self, target: usize, batch: Batch) -> bool {
+        let len = batch.len as u64;
+        let started = Instant::now();
+        let ok = self.channels[target].put(batch).is_ok();
+        self.blocked_nanos
+            .fetch_add(nanos(started.elapsed()), Ordering::Relaxed);
+        if ok {
+            self.delivered(len);
+        }
+        ok
+    }
+
+    fn delivered(&self, instances: u64) {
+        self.instances.fetch_add(instances, Ordering::Relaxed);
+        self.batches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Handles a bad line under the error policy: `Err` stops the reader.
+    fn bad_line(&self, error: Error) -> Result<()> {
+        let ErrorPolicy::Skip {
+            max_bad_lines,
+            max_bad_fraction,
+        } = &self.policy
+        else {
+            return Err(error);
+        };
+        let bad = self.bad.fetch_add(1, Ordering::Relaxed) + 1;
+        {
+            let mut examples = self.bad_examples.lock().unwrap_or_else(|e| e.into_inner());
+            if examples.len() < BAD_EXAMPLES {
+                examples.push(error.to_string());
+            }
+        }
+        let lines = self.lines.load(Ordering::Relaxed);
+        self.check_budget(bad, lines, *max_bad_lines, *max_bad_fraction, false)
+    }
+
+    fn check_budget(
+        &self,
+        bad: u64,
+        lines: u64,
+        max_bad_lines: Option<u64>,
+        max_bad_fraction: Option<f64>,
+        at_end: bool,
+    ) -> Result<()> {
+        let budget = if max_bad_lines.is_some_and(|max| bad > max) {
+            format!("{} lines", max_bad_lines.unwrap_or(0))
+        } else if let Some(fraction) = max_bad_fraction.filter(|&f| {
+            (at_end || lines >= FRACTION_MIN_LINES) && lines > 0 && bad as f64 > f * lines as f64
+        }) {
+            format!("{}% of lines", fraction * 100.0)
+        } else {
+            return Ok(());
+        };
+        let first = self
+            .bad_examples
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .first()
+            .cloned()
+            .unwrap_or_default();
+        Err(Error::BadLineBudget {
+            bad,
+            lines,
+            budget,
+            first,
+        })
+    }
+
+    /// The fraction budget over the whole run.
+    fn check_final_budget(&self) -> Result<()> {
+        if let ErrorPolicy::Skip {
+            max_bad_fraction, ..
+        } = &self.policy
+        {
+            let bad = self.bad.load(Ordering::Relaxed);
+            let lines = self.lines.load(Ordering::Relaxed);
+            return self.check_budget(bad, lines, None, *max_bad_fraction, true);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn stats(&self) -> FeedStats {
+        FeedStats {
+            instances: self.instances.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            lines: self.lines.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            bad_lines: self.bad.load(Ordering::Relaxed),
+            bad_examples: self
+                .bad_examples
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            read_time: Duration::from_nanos(self.read_nanos.load(Ordering::Relaxed)),
+            reader_blocked: Duration::from_nanos(self.blocked_nanos.load(Ordering::Relaxed)),
+            worker_wait: Duration::from_nanos(self.wait_nanos.load(Ordering::Relaxed)),
+            elapsed: self.start.elapsed(),
+            workers: self.channels.len(),
+            peak_queue_bytes: self
+                .channels
+                .iter()
+                .map(|c| c.peak_bytes())
+                .max()
+                .unwrap_or(0),
+            queue_byte_limit: self.channels.first().map_or(0, |c| c.byte_limit()),
+        }
+    }
+}
+
+/// One worker's private queue of batches.
+pub struct WorkerQueue {
+    index: usize,
+    channel: Arc<Channel<Batch>>,
+    shared: Arc<Shared>,
+}
+
+impl WorkerQueue {
+    pub(crate) fn all(shared: &Arc<Shared>) -> Vec<WorkerQueue> {
+        shared
+            .channels
+            .iter()
+            .enumerate()
+            .map(|(index, channel)| WorkerQueue {
+                index,
+                channel: Arc::clone(channel),
+                shared: Arc::clone(shared),
+            })
+            .collect()
+    }
+
+    /// The next batch; `None` at the end of the data or once the feed is stopped.
+    pub fn recv(&mut self) -> Option<Batch> {
+        if self.shared.stopped() {
+            return None;
+        }
+        let started = Instant::now();
+        let batch = self.channel.get();
+        self.shared
+            .wait_nanos
+            .fetch_add(nanos(started.elapsed()), Ordering::Relaxed);
+        if self.shared.stopped() {
+            return None;
+        }
+        batch
+    }
+
+    /// This worker's index (0-based).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+}
+
+impl Drop for WorkerQueue {
+    fn drop(&mut self) {
+        // A worker that leaves gets no more batches; readers send to the others.
+        self.channel.close();
+    }
+}
+
+/// Controls a running feed.
+pub struct FeedHandle {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl FeedHandle {
+    pub(crate) fn new(shared: Arc<Shared>, threads: Vec<JoinHandle<()>>) -> Self {
+        FeedHandle { shared, threads }
+    }
+
+    /// Stops the feed: readers stop, every worker's next `recv` returns `None`.
+    pub fn stop(&self) {
+        self.shared.stop_all();
+    }
+
+    /// Waits for the readers and reports the statistics, or the first error a reader met.
+    pub fn join(mut self) -> Result<FeedStats> {
+        let mut panicked = false;
+        for thread in self.threads.drain(..) {
+            panicked |= thread.join().is_err();
+        }
+        if let Some(error) = self.shared.take_error() {
+            return Err(error);
+        }
+        if panicked {
+            return Err(Error::Io {
+                path: "data feed".to_string(),
+                message: "a reader thread panicked".to_string(),
+            });
+        }
+        self.shared.check_final_budget()?;
+        Ok(self.shared.stats())
+    }
+}
+
+impl Drop for FeedHandle {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.shared.stop_all();
+            for thread in self.threads.drain(..) {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// What every reader needs to parse a file.
+pub(crate) struct ReadContext {
+    pub(crate) parser: LineParser,
+    pub(crate) slot_names: Vec<String>,
+    pub(crate) pipe_command: String,
+}
+
+impl ReadContext {
+    pub(crate) fn new(desc: &DataFeedDesc) -> Self {
+        ReadContext {
+            parser: LineParser::new(desc),
+            slot_names: desc.slots().iter().map(|s| s.name.clone()).collect(),
+            pipe_command: desc.pipe_command().to_string(),
+        }
+    }
+
+    pub(crate) fn error(&self, file: &str, line: u64, err: LineError) -> Error {
+        Error::Parse {
+            file: file.to_string(),
+            line,
+            slot: err.slot.map(|i| self.slot_names[i].clone()),
+            kind: err.kind,
+        }
+    }
+
+    /// Reads `path` into `batch`, calling `emit` each time it holds `batch_size` instances
+    /// (`emit` returns `false` to stop). Returns `Ok(false)` if stopped.
+    pub(crate) fn read_file(
+        &self,
+        shared: &Shared,
+        path: &Path,
+        batch: &mut Batch,
+        batch_size: usize,
+        emit: &mut dyn FnMut(&mut Batch) -> bool,
+    ) -> Result<bool> {
+        let mut source = Source::open(path, &self.pipe_command)?;
+        let mut line = Vec::with_capacity(1 << 12);
+        let mut line_no = 0u64;
+        let (mut lines, mut bytes) = (0u64, 0u64);
+        let flush = |lines: &mut u64, bytes: &mut u64| {
+            shared.lines.fetch_add(*lines, Ordering::Relaxed);
+            shared.bytes.fetch_add(*bytes, Ordering::Relaxed);
+            *lines = 0;
+            *bytes = 0;
+        };
+        while source.read_line(&mut line)? {
+            line_no += 1;
+            lines += 1;
+            bytes += line.len() as u64 + 1;
+            if let Err(err) = self.parser.parse_into(&line, batch) {
+                flush(&mut lines, &mut bytes);
+                let error = self.error(source.name(), line_no, err);
+                if source.is_piped() && matches!(shared.policy, ErrorPolicy::Strict) {
+                    // A command that failed explains the garbage better than the garbage does.
+                    source.finish()?;
+                }
+                shared.bad_line(error)?;
+                continue;
+            }
+            if batch.len >= batch_size {
+                flush(&mut lines, &mut bytes);
+                if !emit(batch) {
+                    return Ok(false);
+                }
+            }
+            if line_no & 4095 == 0 && shared.stopped() {
+                return Ok(false);
+            }
+        }
+        flush(&mut lines, &mut bytes);
+        source.finish()?;
+        Ok(true)
+    }
+}
+
+/// Starts a feed over `files` for `opts.threads` workers (see the module docs).
+pub fn start_feed(
+    desc: &DataFeedDesc,
+    files: &[PathBuf],
+    opts: &FeedOptions,
+) -> Result<(Vec<WorkerQueue>, FeedHandle)> {
+    desc.validate().map_err(|message| Error::Desc {
+        origin: "<in memory>".to_string(),
+        message,
+    })?;
+    if files.is_empty() {
+        return Err(Error::Empty {
+            what: "data file list",
+        });
+    }
+    if let Some(_seed) = opts.in_memory {
+        let dataset = InMemoryDataset::load(desc, files, opts)?;
+        return Ok(dataset.start(opts));
+    }
+    let workers = opts.threads.max(1);
+    let readers = if opts.readers == 0 {
+        workers.min(files.len())
+    } else {
+        opts.readers
+    };
+    let shared = Shared::new(opts, workers);
+    let queue = Arc::new(FileQueue::new(files.to_vec(), opts.epochs));
+    let context = Arc::new(ReadContext::new(desc));
+    let batch_size = opts.batch_size(desc);
+    shared.add_producers(readers);
+    let threads = (0..readers)
+        .map(|r| {
+            let (shared, queue, context) = (
+                Arc::clone(&shared),
+                Arc::clone(&queue),
+                Arc::clone(&context),
+            );
+            let empty = Batch::empty(desc);
+            std::thread::spawn(move || {
+                let mut distributor = Distributor {
+                    next: r % workers,
+                    dead: vec![false; workers],
+                };
+                let result = run_reader(&shared, &queue, &context, empty, batch_size, |b| {
+                    distributor.send(&shared, b)
+                });
+                if let Err(error) = result {
+                    shared.fail(error);
+                }
+                shared.producer_done();
+            })
+        })
+        .collect();
+    let queues = WorkerQueue::all(&shared);
+    Ok((queues, FeedHandle::new(shared, threads)))
+}
+
+fn run_reader(
+    shared: &Shared,
+    queue: &FileQueue,
+    context: &ReadContext,
+    mut batch: Batch,
+    batch_size: usize,
+    mut send: impl FnMut(Batch) -> bool,
+) -> Result<()> {
+    let mut emit = |b: &mut Batch| send(b.take());
+    while let Some(path) = queue.next() {
+        if shared.stopped() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let blocked_before = shared.blocked_nanos.load(Ordering::Relaxed);
+        let finished = context.read_file(shared, path, &mut batch, batch_size, &mut emit);
+        let blocked = shared
+            .blocked_nanos
+            .load(Ordering::Relaxed)
+            .saturating_sub(blocked_before);
+        shared.add_read_time(
+            started
+                .elapsed()
+                .saturating_sub(Duration::from_nanos(blocked)),
+        );
+        if !finished? {
+            return Ok(());
+        }
+    }
+    if batch.len > 0 {
+        send(batch.take());
+    }
+    Ok(())
+}
+
+/// Spreads one reader's batches over the worker queues: the next worker in turn if it has room,
+/// else any worker with room, else wait on the one in turn. Workers that left are skipped.
+struct Distributor {
+    next: usize,
+    dead: Vec<bool>,
+}
+
+impl Distributor {
+    fn send(&mut self, shared: &Shared, mut batch: Batch) -> bool {
+        let n = self.dead.len();
+        loop {
+            if shared.stopped() {
+                return false;
+            }
+            for k in 0..n {
+                let target = (self.next + k) % n;
+                if self.dead[target] {
+                    continue;
+                }
+                let len = batch.len as u64;
+                match shared.channels[target].try_put(batch) {
+                    Ok(()) => {
+                        shared.delivered(len);
+                        self.next = (target + 1) % n;
+                        return true;
+                    }
+                    Err(TryPutError::Full(b)) => batch = b,
+                    Err(TryPutError::Closed(b)) => {
+                        self.dead[target] = true;
+                        batch = b;
+                    }
+                }
+            }
+            let Some(target) = (0..n).map(|k| (self.next + k) % n).find(|&t| !self.dead[t]) else {
+                return false;
+            };
+            self.next = (target + 1) % n;
+            // Blocking put; on a closed queue, mark it and try the others again.
+            let len = batch.len as u64;
+            let started = Instant::now();
+            match shared.channels[target].put(batch) {
+                Ok(()) => {
+                    shared
+                        .blocked_nanos
+                        .fetch_add(nanos(started.elapsed()), Ordering::Relaxed);
+                    shared.delivered(len);
+                    return true;
+                }
+                Err(e) => {
+                    self.dead[target] = true;
+                    batch = e.0;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Opening a data file as a stream of lines: directly, or piped through `pipe_command`, with gzip
+//! recognised by its magic bytes and decompressed transparently.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use flate2::read::MultiGzDecoder;
+
+use crate::{Error, Result};
+
+const BUFFER: usize = 1 << 18;
+const STDERR_TAIL: usize = 2048;
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Whether a `pipe_command` means "read the file directly".
+pub(crate) fn is_direct(command: &str) -> bool {
+    let command = command.trim();
+    command.is_empty() || command == "cat"
+}
+
+struct Piped {
+    command: String,
+    child: Child,
+    stderr: Option<JoinHandle<()>>,
+    stderr_tail: Arc<Mutex<Vec<u8>>>,
+}
+
+/// A file opened for reading lines.
+pub(crate) struct Source {
+    name: String,
+    reader: Box<dyn BufRead + Send>,
+    piped: Option<Piped>,
+}
+
+fn buffered_maybe_gzip<R: Read + Send + 'static>(
+    raw: R,
+    name: &str,
+) -> Result<Box<dyn BufRead + Send>> {
+    let mut reader = BufReader::with_capacity(BUFFER, raw);
+    let head = reader.fill_buf().map_err(|e| Error::io(name, &e))?;
+    if head.starts_with(&GZIP_MAGIC) {
+        Ok(Box::new(BufReader::with_capacity(
+            BUFFER,
+            MultiGzDecoder::new(reader),
+        )))
+    } else {
+        Ok(Box::new(reader))
+    }
+}
+
+impl Source {
+    /// Opens `path`, piping it through `pipe_command` unless that is empty or `cat`.
+    pub(crate) fn open(path: &Path, pipe_command: &str) -> Result<Self> {
+        let name = path.display().to_string();
+        let file = File::open(path).map_err(|e| Error::io(&name, &e))?;
+        if is_direct(pipe_command) {
+            let reader = buffered_maybe_gzip(file, &name)?;
+            return Ok(Source {
+                name,
+                reader,
+                piped: None,
+            });
+        }
+        let command = pipe_command.to_string();
+        let spawn_error = |e: std::io::Error| Error::PipeCommand {
+            command: command.clone(),
+            file: name.clone(),
+            status: format!("cannot start: {e}"),
+            stderr: String::new(),
+        };
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .stdin(Stdio::from(file))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(spawn_error)?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+        let tail = Arc::clone(&stderr_tail);
+        let stderr_thread = std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                tail.extend_from_slice(&chunk[..n]);
+                if tail.len() > STDERR_TAIL {
+                    let cut = tail.len() - STDERR_TAIL;
+                    tail.drain(..cut);
+                }
+            }
+        });
+        let piped = Piped {
+            command,
+            child,
+            stderr: Some(stderr_thread),
+            stderr_tail,
+        };
+        let reader = buffered_maybe_gzip(stdout, &name);
+        let mut source = Source {
+            name,
+            reader: Box::new(std::io::empty()),
+            piped: Some(piped),
+        };
+        match reader {
+            Ok(reader) => source.reader = reader,
+            Err(e) => return Err(source.finish().err().unwrap_or(e)),
+        }
+        Ok(source)
+    }
+
+    /// The file's name as shown in messages.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Reads the next line into `buf` without its newline (`\n` or `\r\n`). Returns `false` at the
+    /// end. A last line without a newline is returned like the others, except that from a
+    /// `pipe_command` the command's exit is checked first, so a command that died mid-line is
+    /// reported as such rather than as a garbled line.
+    pub(crate) fn read_line(&mut self, buf: &mut Vec<u8>) -> Result<bool> {
+        buf.clear();
+        let n = match self.reader.read_until(b'\n', buf) {
+            Ok(n) => n,
+            Err(e) => {
+                let err = Error::io(&self.name, &e);
+                return Err(self.finish().err().unwrap_or(err));
+            }
+        };
+        if n == 0 {
+            return Ok(false);
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+        } else if self.piped.is_some() {
+            self.wait_child()?;
+        }
+        Ok(true)
+    }
+
+    /// Whether the lines come from a `pipe_command`.
+    pub(crate) fn is_piped(&self) -> bool {
+        self.piped.is_some()
+    }
+
+    /// Reads any output left, then waits for the `pipe_command` and reports its failure.
+    pub(crate) fn finish(&mut self) -> Result<()> {
+        if self.piped.is_none() {
+            return Ok(());
+        }
+        // Drain so a command blocked on a full pipe can exit; read errors here are superseded by
+        // the exit status.
+        let _ = std::io::copy(&mut self.reader, &mut std::io::sink());
+        self.wait_child()
+    }
+
+    fn wait_child(&mut self) -> Result<()> {
+        let Some(mut piped) = self.piped.take() else {
+            return Ok(());
+        };
+        self.reader = Box::new(std::io::empty());
+        let status = piped.child.wait();
+        if let Some(thread) = piped.stderr.take() {
+            // The stderr reader only copies bytes; a panic there leaves the tail as it was.
+            let _ = thread.join();
+        }
+        let stderr_tail = {
+            let tail = piped.stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
+            String::from_utf8_lossy(&tail).trim().to_string()
+        };
+        let status = match status {
+            Ok(status) if status.success() => return Ok(()),
+            Ok(status) => describe_status(status),
+            Err(e) => format!("cannot wait for it: {e}"),
+        };
+        Err(Error::PipeCommand {
+            command: piped.command,
+            file: self.name.clone(),
+            status,
+            stderr: stderr_tail,
+        })
+    }
+}
+
+fn describe_status(status: std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return format!("killed by signal {signal}");
+        }
+    }
+    match status.code() {
+        Some(code) => format!("exit status {code}"),
+        None => status.to_string(),
+    }
+}
+
+impl Drop for Source {
+    fn drop(&mut self) {
+        if let Some(piped) = &mut self.piped {
+            // Stopped early: the command's output is no longer wanted.
+            let _ = piped.child.kill();
+            let _ = piped.child.wait();
+        }
+    }
+}

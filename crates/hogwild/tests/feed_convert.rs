@@ -1,0 +1,216 @@
+//! Converters: exact output lines, the matching desc, and errors with file and line.
+
+use std::io::Cursor;
+
+use hogwild::feed::convert::{
+    convert_csv, convert_fasttext, convert_libsvm, convert_vw, fasttext_desc, fasttext_hash,
+    libsvm_desc, vw_desc, CsvOptions, FastTextOptions, Vocabulary, WordIds,
+};
+use hogwild::feed::{check_file, DataFeedDesc};
+
+fn fasttext(input: &str, vocab: &Vocabulary, opts: &FastTextOptions) -> String {
+    let mut out = Vec::new();
+    convert_fasttext(Cursor::new(input), "in", &mut out, vocab, opts).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// Every converted line must pass the checker with the converter's desc (after a text
+/// round trip of the desc, as `hogwild convert` writes it).
+fn assert_valid(desc: &DataFeedDesc, multislot: &str) {
+    let desc = DataFeedDesc::from_text(&desc.to_text()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out");
+    std::fs::write(&path, multislot).unwrap();
+    let report = check_file(&desc, &path, 10).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+const TRAIN: &str = "__label__pos good movie\n__label__neg the movie\n__label__pos\n";
+
+#[test]
+fn fasttext_with_a_vocabulary() {
+    let mut vocab = Vocabulary::default();
+    vocab.scan(Cursor::new(TRAIN), "train", true).unwrap();
+    assert_eq!((vocab.word_ids(), vocab.labels()), (4, 2));
+    let opts = FastTextOptions {
+        word_ids: WordIds::Vocabulary,
+        bigram_buckets: None,
+    };
+    let out = fasttext(TRAIN, &vocab, &opts);
+    // Word ids by first appearance from 1 (good 1, movie 2, the 3); a line without words gets
+    // the unknown/padding id 0.
+    assert_eq!(out, "2 1 2 1 0 \n2 3 2 1 1 \n1 0 1 0 \n");
+    assert_valid(&fasttext_desc(), &out);
+    // Test data reuses the saved vocabulary: unknown words map to 0.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vocab");
+    vocab.save(&path).unwrap();
+    let reloaded = Vocabulary::load(&path).unwrap();
+    assert_eq!(reloaded, vocab);
+    assert_eq!(
+        fasttext("__label__neg great movie\n", &reloaded, &opts),
+        "2 0 2 1 1 \n"
+    );
+}
+
+#[test]
+fn fasttext_hashed_with_bigrams() {
+    // python: h = FNV-1a 32 over int8-sign-extended bytes (fastText's Dictionary::hash);
+    //   h("good") = 4200608216, h("movie") = 2935200975 -> % 100 = 16, 75
+    //   bigram: (int64(h1 as int32) * 116049371 + int64(h2 as int32)) mod 2^64 % 1000 = 615
+    assert_eq!(fasttext_hash("good"), 4_200_608_216);
+    assert_eq!(fasttext_hash("movie"), 2_935_200_975);
+    let mut vocab = Vocabulary::default();
+    vocab.scan(Cursor::new(TRAIN), "train", false).unwrap();
+    let opts = FastTextOptions {
+        word_ids: WordIds::Hashed { buckets: 100 },
+        bigram_buckets: Some(1000),
+    };
+    let out = fasttext("__label__pos good movie\n", &vocab, &opts);
+    assert_eq!(out, format!("3 16 75 {} 1 0 \n", 100 + 615));
+}
+
+#[test]
+fn fasttext_errors_name_file_and_line() {
+    let mut vocab = Vocabulary::default();
+    vocab.scan(Cursor::new(TRAIN), "train", true).unwrap();
+    let opts = FastTextOptions {
+        word_ids: WordIds::Vocabulary,
+        bigram_buckets: None,
+    };
+    let run = |input: &str| {
+        convert_fasttext(Cursor::new(input), "test.txt", Vec::new(), &vocab, &opts)
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        run("__label__pos ok\nno label here\n"),
+        "test.txt:2: no __label__ on the line"
+    );
+    assert_eq!(
+        run("__label__meh good\n"),
+        "test.txt:1: unknown label \"__label__meh\""
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vocab");
+    std::fs::write(&path, "word\tgood\nbogus\n").unwrap();
+    assert_eq!(
+        Vocabulary::load(&path).unwrap_err().to_string(),
+        format!(
+            "{}:2: expected \"label<TAB>name\" or \"word<TAB>token\", got \"bogus\"",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn libsvm_and_libffm() {
+    let mut out = Vec::new();
+    convert_libsvm(Cursor::new("+1 3:0.5 10:2\n-1\n\n"), "in", &mut out, false).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(out, "1 1 2 3 10 2 0.5 2 \n1 -1 1 0 1 0 \n");
+    assert_valid(&libsvm_desc(false), &out);
+
+    let mut out = Vec::new();
+    convert_libffm(Cursor::new("0 1:7:1 2:9:0.25\n"), &mut out);
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(out, "1 0 2 1 2 2 7 9 2 1 0.25 \n");
+    assert_valid(&libsvm_desc(true), &out);
+}
+
+fn convert_libffm(input: Cursor<&str>, out: &mut Vec<u8>) {
+    convert_libsvm(input, "in", out, true).unwrap();
+}
+
+#[test]
+fn libsvm_errors() {
+    let run = |input: &str, ffm: bool| {
+        convert_libsvm(Cursor::new(input), "a.svm", Vec::new(), ffm)
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        run("1 3:1\nyes 1:1\n", false),
+        "a.svm:2: label \"yes\" is not a finite number"
+    );
+    assert_eq!(
+        run("1 3\n", false),
+        "a.svm:1: feature \"3\" is not index:value"
+    );
+    assert_eq!(
+        run("1 3:1\n", true),
+        "a.svm:1: feature \"3:1\" is not field:index:value"
+    );
+    assert_eq!(
+        run("1 -3:1\n", false),
+        "a.svm:1: index \"-3\" is not an unsigned integer"
+    );
+    assert_eq!(
+        run("1 3:x\n", false),
+        "a.svm:1: value \"x\" is not a finite number"
+    );
+}
+
+#[test]
+fn vowpal_wabbit() {
+    // python: fnv1a64(b"a^x") % 1000 = 298, fnv1a64(b"^y") % 1000 = 168
+    let mut out = Vec::new();
+    convert_vw(
+        Cursor::new("1 2.0 'tag|a x:0.5 | y\n-1 |a\n"),
+        "in",
+        &mut out,
+        1000,
+    )
+    .unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(out, "1 1 1 2 2 298 168 2 0.5 1 \n1 -1 1 1 1 0 1 0 \n");
+    assert_valid(&vw_desc(), &out);
+    assert_eq!(
+        convert_vw(Cursor::new("1 a b\n"), "v", Vec::new(), 10)
+            .unwrap_err()
+            .to_string(),
+        "v:1: no '|' before the features"
+    );
+}
+
+#[test]
+fn csv_columns_become_slots() {
+    // python: fnv1a64(b"carrier=UA") % 1000 = 568, fnv1a64(b"origin=JFK") % 1000 = 303
+    let input = "delay,carrier,origin\n1,UA,JFK\n0,\"UA\",JFK\n";
+    let opts = CsvOptions {
+        label: "delay".to_string(),
+        columns: None,
+        buckets: 1000,
+        delimiter: b',',
+    };
+    let mut out = Vec::new();
+    let (lines, desc) = convert_csv(Cursor::new(input), "f.csv", &mut out, &opts).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(lines, 2);
+    assert_eq!(out, "1 1 1 568 1 303 \n1 0 1 568 1 303 \n");
+    let names: Vec<&str> = desc.slots().iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["delay", "carrier", "origin"]);
+    assert_valid(&desc, &out);
+
+    let err = |input: &str, opts: &CsvOptions| {
+        convert_csv(Cursor::new(input.to_string()), "f.csv", Vec::new(), opts)
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        err("a,b\n1,2\n", &opts),
+        "f.csv:1: no column \"delay\" in the header"
+    );
+    assert_eq!(
+        err("delay,b\nlate,2\n", &opts),
+        "f.csv:2: label column \"delay\" \"late\" is not a finite number"
+    );
+    let only_b = CsvOptions {
+        columns: Some(vec!["b".to_string(), "b".to_string()]),
+        ..opts.clone()
+    };
+    assert_eq!(
+        err("delay,b\n1,2\n", &only_b),
+        "f.csv:1: slot \"b\" appears twice (slots 2 and 3)"
+    );
+}

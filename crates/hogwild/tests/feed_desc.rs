@@ -1,0 +1,211 @@
+//! DataFeedDesc: Paddle's text format read unchanged, and every validation error.
+
+use hogwild::feed::{DataFeedDesc, Slot, SlotType};
+
+/// Paddle's IMDB demo `data.prototxt` (spec/data_feed.md), verbatim.
+const IMDB: &str = r#"name: "MultiSlotDataFeed"
+batch_size: 2
+multi_slot_desc {
+  slots { name: "words" type: "uint64" is_dense: false is_used: true }
+  slots { name: "label" type: "uint64" is_dense: false is_used: true }
+}
+"#;
+
+fn err(text: &str) -> String {
+    DataFeedDesc::from_text(text).unwrap_err().to_string()
+}
+
+#[test]
+fn imdb_prototxt_parses_unchanged() {
+    let desc = DataFeedDesc::from_text(IMDB).unwrap();
+    assert_eq!(desc.name(), "MultiSlotDataFeed");
+    assert_eq!(desc.batch_size(), 2);
+    assert_eq!(desc.pipe_command(), "cat");
+    let used: Vec<&str> = desc.used_slots().iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(used, ["words", "label"]);
+    assert!(desc
+        .used_slots()
+        .iter()
+        .all(|s| s.slot_type() == SlotType::U64 && !s.is_dense()));
+}
+
+#[test]
+fn defaults_follow_paddle() {
+    let desc = DataFeedDesc::from_text(
+        r#"multi_slot_desc { slots { name: "a" type: "float" is_used: true } }"#,
+    )
+    .unwrap();
+    assert_eq!(desc.batch_size(), 32);
+    assert_eq!(desc.pipe_command(), "cat");
+    assert!(!desc.slots()[0].is_dense());
+}
+
+#[test]
+fn compatibility_fields_are_accepted() {
+    let desc = DataFeedDesc::from_text(
+        r#"name: "MultiSlotInMemoryDataFeed" batch_size: 8 thread_num: 4 pipe_command: "zcat"
+           rank_offset: "x" pv_batch_size: 16 input_type: 0
+           multi_slot_desc { uid_slot: "u" slots { name: "a" type: "uint64" is_used: true } }"#,
+    )
+    .unwrap();
+    assert_eq!(desc.thread_num(), 4);
+    assert_eq!(desc.pipe_command(), "zcat");
+}
+
+#[test]
+fn unused_slots_are_not_fed() {
+    let desc = DataFeedDesc::from_text(
+        r#"multi_slot_desc {
+             slots { name: "a" type: "uint64" is_used: false }
+             slots { name: "b" type: "float" is_dense: true is_used: true shape: 3 }
+           }"#,
+    )
+    .unwrap();
+    assert_eq!(desc.slots().len(), 2);
+    assert_eq!(desc.used_slots().len(), 1);
+    assert_eq!(desc.used_slots()[0].dense_width(), Some(3));
+}
+
+#[test]
+fn to_text_round_trips() {
+    let desc = DataFeedDesc::multi_slot(
+        64,
+        vec![
+            Slot::sparse("words", SlotType::U64),
+            Slot::dense("x", SlotType::F32, &[-1, 4]),
+        ],
+    );
+    let text = desc.to_text();
+    assert_eq!(
+        text,
+        "name: \"MultiSlotDataFeed\"\nbatch_size: 64\nmulti_slot_desc {\n  \
+         slots { name: \"words\" type: \"uint64\" is_dense: false is_used: true }\n  \
+         slots { name: \"x\" type: \"float\" is_dense: true is_used: true shape: -1 shape: 4 }\n}\n"
+    );
+    assert_eq!(DataFeedDesc::from_text(&text).unwrap(), desc);
+    let mut odd = desc.clone();
+    odd.pipe_command = Some("tr '\"' ' ' \\\n".to_string());
+    odd.thread_num = Some(3);
+    assert_eq!(DataFeedDesc::from_text(&odd.to_text()).unwrap(), odd);
+}
+
+#[test]
+fn from_file_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data.prototxt");
+    std::fs::write(&path, IMDB).unwrap();
+    assert_eq!(DataFeedDesc::from_file(&path).unwrap().batch_size(), 2);
+    let missing = dir.path().join("missing.prototxt");
+    let message = DataFeedDesc::from_file(&missing).unwrap_err().to_string();
+    assert!(
+        message.starts_with(&format!("{}: ", missing.display())),
+        "{message}"
+    );
+    std::fs::write(&path, "batch_size: 0 multi_slot_desc {}").unwrap();
+    assert_eq!(
+        DataFeedDesc::from_file(&path).unwrap_err().to_string(),
+        format!(
+            "data feed desc {}: batch_size must be positive, got 0",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn syntax_error() {
+    assert_eq!(
+        err("batch_size: two"),
+        "data feed desc <text>: not valid protobuf text format: expected an integer, but found 'two'"
+    );
+}
+
+#[test]
+fn unknown_field() {
+    let message = err("batch_sise: 2");
+    assert!(
+        message.starts_with("data feed desc <text>: not valid protobuf text format: ")
+            && message.contains("batch_sise"),
+        "{message}"
+    );
+}
+
+#[test]
+fn unknown_slot_type() {
+    assert_eq!(
+        err(r#"multi_slot_desc { slots { name: "a" type: "int32" is_used: true } }"#),
+        "data feed desc <text>: slot \"a\": unknown type \"int32\" (use \"uint64\" or \"float\")"
+    );
+}
+
+#[test]
+fn no_used_slot() {
+    assert_eq!(
+        err(r#"multi_slot_desc { slots { name: "a" type: "uint64" } }"#),
+        "data feed desc <text>: no slot has is_used: true"
+    );
+}
+
+#[test]
+fn no_slots() {
+    assert_eq!(
+        err("batch_size: 4"),
+        "data feed desc <text>: no slots (multi_slot_desc { slots { ... } } is missing)"
+    );
+}
+
+#[test]
+fn non_positive_batch_size() {
+    let slots = r#"multi_slot_desc { slots { name: "a" type: "uint64" is_used: true } }"#;
+    assert_eq!(
+        err(&format!("batch_size: -3 {slots}")),
+        "data feed desc <text>: batch_size must be positive, got -3"
+    );
+}
+
+#[test]
+fn duplicate_slot_names() {
+    assert_eq!(
+        err(r#"multi_slot_desc {
+                 slots { name: "a" type: "uint64" is_used: true }
+                 slots { name: "b" type: "uint64" is_used: true }
+                 slots { name: "a" type: "float" is_used: true } }"#),
+        "data feed desc <text>: slot \"a\" appears twice (slots 1 and 3)"
+    );
+}
+
+#[test]
+fn nameless_slot() {
+    assert_eq!(
+        err(r#"multi_slot_desc { slots { type: "uint64" is_used: true } }"#),
+        "data feed desc <text>: slot 1 has no name"
+    );
+}
+
+#[test]
+fn unsupported_reader() {
+    assert_eq!(
+        err(r#"name: "PrivateQueueDataFeed" multi_slot_desc { slots { name: "a" type: "uint64" is_used: true } }"#),
+        "data feed desc <text>: reader \"PrivateQueueDataFeed\" is not supported (use \"MultiSlotDataFeed\")"
+    );
+}
+
+#[test]
+fn bad_shapes() {
+    let slot = |extra: &str| {
+        format!(
+            r#"multi_slot_desc {{ slots {{ name: "d" type: "float" is_used: true {extra} }} }}"#
+        )
+    };
+    assert_eq!(
+        err(&slot("shape: 3")),
+        "data feed desc <text>: slot \"d\": a shape is only meaningful with is_dense: true"
+    );
+    assert_eq!(
+        err(&slot("is_dense: true shape: 0")),
+        "data feed desc <text>: slot \"d\": shape dimension 0 must be positive or -1"
+    );
+    assert_eq!(
+        err(&slot("is_dense: true shape: -1 shape: -1")),
+        "data feed desc <text>: slot \"d\": shape has more than one -1 dimension"
+    );
+}

@@ -1,0 +1,511 @@
+//! The streaming feed and the in-memory dataset end to end: batches, threads, epochs, errors.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use hogwild::feed::{
+    start_feed, Batch, DataFeedDesc, ErrorPolicy, FeedOptions, InMemoryDataset, SlotValues,
+};
+
+const IMDB: &str = r#"name: "MultiSlotDataFeed"
+batch_size: 2
+multi_slot_desc {
+  slots { name: "words" type: "uint64" is_dense: false is_used: true }
+  slots { name: "label" type: "uint64" is_dense: false is_used: true }
+}
+"#;
+
+fn imdb() -> DataFeedDesc {
+    DataFeedDesc::from_text(IMDB).unwrap()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Instance `i` of file `f`: words [f*1000+i, i] and label i % 2.
+fn lines(f: u64, n: u64) -> String {
+    (0..n)
+        .map(|i| format!("2 {} {} 1 {}\n", f * 1000 + i, i, i % 2))
+        .collect()
+}
+
+fn u64s(values: &SlotValues) -> &[u64] {
+    match values {
+        SlotValues::U64(v) => v,
+        SlotValues::F32(_) => panic!("expected a uint64 slot"),
+    }
+}
+
+/// Runs a feed to the end on `threads` workers; returns every instance's first word id with its
+/// count, and the batch sizes seen.
+fn drain(
+    desc: &DataFeedDesc,
+    files: &[PathBuf],
+    opts: &FeedOptions,
+) -> (BTreeMap<u64, usize>, Vec<usize>) {
+    let (queues, handle) = start_feed(desc, files, opts).unwrap();
+    let results: Vec<(Vec<u64>, Vec<usize>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = queues
+            .into_iter()
+            .map(|mut q| {
+                s.spawn(move || {
+                    let (mut ids, mut sizes) = (Vec::new(), Vec::new());
+                    while let Some(batch) = q.recv() {
+                        check_layout(&batch);
+                        sizes.push(batch.len);
+                        let words = &batch.slots[0];
+                        ids.extend((0..batch.len).map(|i| words.u64s(i).unwrap()[0]));
+                    }
+                    (ids, sizes)
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    handle.join().unwrap();
+    let mut seen = BTreeMap::new();
+    let mut sizes = Vec::new();
+    for (ids, s) in results {
+        for id in ids {
+            *seen.entry(id).or_insert(0) += 1;
+        }
+        sizes.extend(s);
+    }
+    (seen, sizes)
+}
+
+fn check_layout(batch: &Batch) {
+    for slot in &batch.slots {
+        assert_eq!(slot.offsets.len(), batch.len + 1);
+        assert_eq!(slot.offsets[0], 0);
+        assert_eq!(*slot.offsets.last().unwrap(), slot.values.len());
+    }
+}
+
+#[test]
+fn imdb_sample_lines_parse_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    // The spec's sample line, then one with trailing spaces and a tab.
+    let file = write(dir.path(), "part-0", "3 1234 2345 3456 1 1\n1 17 1 0 \t \n");
+    let (mut queues, handle) = start_feed(&imdb(), &[file], &FeedOptions::default()).unwrap();
+    let batch = queues[0].recv().unwrap();
+    assert_eq!(batch.len, 2);
+    assert_eq!(u64s(&batch.slots[0].values), [1234, 2345, 3456, 17]);
+    assert_eq!(batch.slots[0].offsets, [0, 3, 4]);
+    assert_eq!(u64s(&batch.slots[1].values), [1, 0]);
+    assert_eq!(batch.slots[1].offsets, [0, 1, 2]);
+    assert!(queues[0].recv().is_none());
+    let stats = handle.join().unwrap();
+    assert_eq!((stats.instances, stats.batches, stats.lines), (2, 1, 2));
+}
+
+#[test]
+fn float_dense_and_unused_slots() {
+    let desc = DataFeedDesc::from_text(
+        r#"batch_size: 3
+           multi_slot_desc {
+             slots { name: "skip" type: "uint64" is_used: false }
+             slots { name: "x" type: "float" is_dense: true is_used: true shape: -1 shape: 2 }
+             slots { name: "y" type: "float" is_used: true }
+           }"#,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "a",
+        "2 5 6 2 0.5 -1.25 1 1\r\n1 9 2 3e2 .5 1 0\n",
+    );
+    let (mut queues, handle) = start_feed(&desc, &[file], &FeedOptions::default()).unwrap();
+    let batch = queues[0].recv().unwrap();
+    assert_eq!(batch.len, 2);
+    assert_eq!(
+        batch.slots[0].values,
+        SlotValues::F32(vec![0.5, -1.25, 300.0, 0.5])
+    );
+    assert_eq!(batch.slots[1].values, SlotValues::F32(vec![1.0, 0.0]));
+    assert!(queues[0].recv().is_none());
+    handle.join().unwrap();
+}
+
+#[test]
+fn batches_are_full_except_the_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "a", &lines(0, 7));
+    let (seen, sizes) = drain(&imdb(), &[file], &FeedOptions::default());
+    assert_eq!(sizes, [2, 2, 2, 1]);
+    assert_eq!(seen.len(), 7);
+}
+
+#[test]
+fn more_threads_than_files_feeds_every_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "a", &lines(0, 400));
+    let opts = FeedOptions {
+        threads: 4,
+        queue_batches: 2,
+        ..FeedOptions::default()
+    };
+    let (queues, handle) = start_feed(&imdb(), &[file], &opts).unwrap();
+    let counts: Vec<usize> = std::thread::scope(|s| {
+        let workers: Vec<_> = queues
+            .into_iter()
+            .map(|mut q| {
+                s.spawn(move || {
+                    let mut n = 0;
+                    while let Some(b) = q.recv() {
+                        n += b.len;
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                    }
+                    n
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let stats = handle.join().unwrap();
+    assert_eq!(counts.iter().sum::<usize>(), 400);
+    assert!(counts.iter().all(|&n| n > 0), "idle worker: {counts:?}");
+    assert_eq!(stats.instances, 400);
+    assert_eq!(stats.workers, 4);
+}
+
+#[test]
+fn many_files_few_threads_and_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = (0..5)
+        .map(|f| write(dir.path(), &format!("part-{f}"), &lines(f, 13)))
+        .collect();
+    let opts = FeedOptions {
+        threads: 2,
+        epochs: 3,
+        ..FeedOptions::default()
+    };
+    let (seen, _) = drain(&imdb(), &files, &opts);
+    assert_eq!(seen.len(), 65);
+    assert!(seen.values().all(|&n| n == 3), "{seen:?}");
+}
+
+#[test]
+fn gzip_is_read_transparently() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.gz");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::default(),
+    );
+    gz.write_all(lines(3, 9).as_bytes()).unwrap();
+    gz.finish().unwrap();
+    let (seen, _) = drain(&imdb(), &[path], &FeedOptions::default());
+    assert_eq!(
+        seen.keys().copied().collect::<Vec<_>>(),
+        (3000..3009).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn in_memory_epochs_are_shuffled_reproducibly_without_reloading() {
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = (0..3)
+        .map(|f| write(dir.path(), &format!("p{f}"), &lines(f, 20)))
+        .collect();
+    let opts = FeedOptions {
+        threads: 2,
+        epochs: 2,
+        in_memory: Some(42),
+        ..FeedOptions::default()
+    };
+    let dataset = InMemoryDataset::load(&imdb(), &files, &opts).unwrap();
+    assert_eq!(dataset.len(), 60);
+    assert_eq!(dataset.load_stats().lines, 60);
+    // Files are gone: every epoch comes from memory.
+    drop(dir);
+    let order = |dataset: &InMemoryDataset| {
+        let (queues, handle) = dataset.start(&opts);
+        let per_worker: Vec<Vec<u64>> = std::thread::scope(|s| {
+            let workers: Vec<_> = queues
+                .into_iter()
+                .map(|mut q| {
+                    s.spawn(move || {
+                        let mut ids = Vec::new();
+                        while let Some(b) = q.recv() {
+                            ids.extend((0..b.len).map(|i| b.slots[0].u64s(i).unwrap()[0]));
+                        }
+                        ids
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        handle.join().unwrap();
+        per_worker
+    };
+    let first = order(&dataset);
+    assert_eq!(first, order(&dataset), "same seed, same order");
+    assert_eq!(first.len(), 2);
+    // Each worker gets half of each epoch: 30 instances x 2 epochs.
+    assert!(first.iter().all(|w| w.len() == 60));
+    let mut all: Vec<u64> = first.concat();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 60);
+    let file_order: Vec<u64> = (0..3)
+        .flat_map(|f| (0..20).map(move |i| f * 1000 + i))
+        .collect();
+    assert_ne!(first[0][..30], file_order[..30], "shuffled");
+}
+
+#[test]
+fn in_memory_through_start_feed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "a", &lines(0, 11));
+    let opts = FeedOptions {
+        threads: 3,
+        epochs: 2,
+        in_memory: Some(7),
+        ..FeedOptions::default()
+    };
+    let (seen, _) = drain(&imdb(), &[file], &opts);
+    assert_eq!(seen.len(), 11);
+    assert!(seen.values().all(|&n| n == 2));
+}
+
+#[test]
+fn strict_mode_stops_at_the_first_bad_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "bad", "1 5 1 0\n1 6 1 1\n0 1 0\n1 7 1 1\n");
+    let (mut queues, handle) = start_feed(
+        &imdb(),
+        std::slice::from_ref(&file),
+        &FeedOptions::default(),
+    )
+    .unwrap();
+    while queues[0].recv().is_some() {}
+    assert_eq!(
+        handle.join().unwrap_err().to_string(),
+        format!(
+            "{}:3: slot \"words\": count 0 (every slot needs at least one value; pad it)",
+            file.display()
+        )
+    );
+}
+
+#[test]
+fn skip_mode_counts_and_reports_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "bad",
+        "1 5 1 0\nx\n1 6 1 1\n1 7 1 1 junk\n1 8 1 0\n",
+    );
+    let opts = FeedOptions {
+        errors: ErrorPolicy::Skip {
+            max_bad_lines: Some(2),
+            max_bad_fraction: None,
+        },
+        ..FeedOptions::default()
+    };
+    let (seen, _) = drain(&imdb(), std::slice::from_ref(&file), &opts);
+    assert_eq!(seen.keys().copied().collect::<Vec<_>>(), [5, 6, 8]);
+    let (mut queues, handle) = start_feed(&imdb(), std::slice::from_ref(&file), &opts).unwrap();
+    while queues[0].recv().is_some() {}
+    let stats = handle.join().unwrap();
+    assert_eq!(stats.bad_lines, 2);
+    assert_eq!(
+        stats.bad_examples,
+        [
+            format!(
+                "{}:2: slot \"words\": count \"x\" is not a number",
+                file.display()
+            ),
+            format!(
+                "{}:4: trailing data after the last slot: \"junk\"",
+                file.display()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn skip_mode_stops_past_the_count_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "bad", "1 5 1 0\nx\ny\n1 6 1 1\n");
+    let opts = FeedOptions {
+        errors: ErrorPolicy::Skip {
+            max_bad_lines: Some(1),
+            max_bad_fraction: None,
+        },
+        ..FeedOptions::default()
+    };
+    let (mut queues, handle) = start_feed(&imdb(), std::slice::from_ref(&file), &opts).unwrap();
+    while queues[0].recv().is_some() {}
+    assert_eq!(
+        handle.join().unwrap_err().to_string(),
+        format!(
+            "too many bad lines: 2 of 3 lines read were bad, over the budget of 1 lines; \
+             first: {}:2: slot \"words\": count \"x\" is not a number",
+            file.display()
+        )
+    );
+}
+
+#[test]
+fn skip_mode_stops_past_the_fraction_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "bad", "1 5 1 0\n1 6 1 1\n1 7 1 1\nbad\n");
+    let opts = FeedOptions {
+        errors: ErrorPolicy::Skip {
+            max_bad_lines: None,
+            max_bad_fraction: Some(0.2),
+        },
+        ..FeedOptions::default()
+    };
+    let (mut queues, handle) = start_feed(&imdb(), std::slice::from_ref(&file), &opts).unwrap();
+    while queues[0].recv().is_some() {}
+    assert_eq!(
+        handle.join().unwrap_err().to_string(),
+        format!(
+            "too many bad lines: 1 of 4 lines read were bad, over the budget of 20% of lines; \
+             first: {}:4: slot \"words\": count \"bad\" is not a number",
+            file.display()
+        )
+    );
+}
+
+#[test]
+fn missing_file_is_reported_by_join() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    let (mut queues, handle) = start_feed(
+        &imdb(),
+        std::slice::from_ref(&missing),
+        &FeedOptions::default(),
+    )
+    .unwrap();
+    assert!(queues[0].recv().is_none());
+    assert_eq!(
+        handle.join().unwrap_err().to_string(),
+        format!(
+            "{}: No such file or directory (os error 2)",
+            missing.display()
+        )
+    );
+}
+
+#[test]
+fn empty_file_list_is_an_error() {
+    assert_eq!(
+        start_feed(&imdb(), &[], &FeedOptions::default())
+            .err()
+            .unwrap()
+            .to_string(),
+        "data file list is empty"
+    );
+}
+
+#[test]
+fn stop_ends_a_run_without_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "a", &lines(0, 5000));
+    let opts = FeedOptions {
+        threads: 2,
+        queue_batches: 1,
+        epochs: 100,
+        ..FeedOptions::default()
+    };
+    let (mut queues, handle) = start_feed(&imdb(), &[file], &opts).unwrap();
+    assert!(queues[0].recv().is_some());
+    handle.stop();
+    assert!(queues[0].recv().is_none());
+    assert!(queues[1].recv().is_none());
+    let stats = handle.join().unwrap();
+    assert!(stats.instances < 5000 * 100);
+}
+
+#[test]
+fn a_worker_that_leaves_does_not_block_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "a", &lines(0, 300));
+    let opts = FeedOptions {
+        threads: 2,
+        queue_batches: 1,
+        ..FeedOptions::default()
+    };
+    let (mut queues, handle) = start_feed(&imdb(), &[file], &opts).unwrap();
+    let mut survivor = queues.pop().unwrap();
+    drop(queues);
+    let mut n = 0;
+    while let Some(b) = survivor.recv() {
+        n += b.len;
+    }
+    handle.join().unwrap();
+    assert!(n >= 298, "survivor got {n}");
+}
+
+#[test]
+fn pipe_command_transforms_each_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "a", "1 5 1 0\n1 6 1 1\n");
+    let mut desc = imdb();
+    desc.pipe_command = Some("sed 's/^1 5 /1 50 /'".to_string());
+    let (seen, _) = drain(&desc, &[file], &FeedOptions::default());
+    assert_eq!(seen.keys().copied().collect::<Vec<_>>(), [6, 50]);
+}
+
+#[test]
+fn failing_pipe_command_is_reported_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "a", "1 5 1 0\n");
+    let mut desc = imdb();
+    desc.pipe_command = Some("echo oops >&2; printf '1 5 1'; exit 3".to_string());
+    let (mut queues, handle) =
+        start_feed(&desc, std::slice::from_ref(&file), &FeedOptions::default()).unwrap();
+    while queues[0].recv().is_some() {}
+    assert_eq!(
+        handle.join().unwrap_err().to_string(),
+        format!(
+            "pipe_command \"echo oops >&2; printf '1 5 1'; exit 3\" failed on {}: exit status 3; stderr: oops",
+            file.display()
+        )
+    );
+}
+
+#[test]
+fn pipe_command_killed_by_a_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "a", "1 5 1 0\n");
+    let mut desc = imdb();
+    desc.pipe_command = Some("printf '1 5 1 0\\n2 3'; kill -9 $$".to_string());
+    let (mut queues, handle) =
+        start_feed(&desc, std::slice::from_ref(&file), &FeedOptions::default()).unwrap();
+    while queues[0].recv().is_some() {}
+    assert_eq!(
+        handle.join().unwrap_err().to_string(),
+        format!(
+            "pipe_command \"printf '1 5 1 0\\n2 3'; kill -9 $$\" failed on {}: killed by signal 9",
+            file.display()
+        )
+    );
+}
+
+#[test]
+fn pipe_command_that_fails_after_garbage_is_reported_as_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "a", "1 5 1 0\n");
+    let mut desc = imdb();
+    desc.pipe_command = Some("echo 'No such codec'; exit 1".to_string());
+    let (mut queues, handle) =
+        start_feed(&desc, std::slice::from_ref(&file), &FeedOptions::default()).unwrap();
+    while queues[0].recv().is_some() {}
+    assert_eq!(
+        handle.join().unwrap_err().to_string(),
+        format!(
+            "pipe_command \"echo 'No such codec'; exit 1\" failed on {}: exit status 1",
+            file.display()
+        )
+    );
+}
