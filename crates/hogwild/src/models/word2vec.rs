@@ -976,12 +976,14 @@ impl Model for Word2Vec {
         .to_toml()
     }
 
-    /// `effective_words`: the words trained on (after subsampling) since the last call.
+    /// `effective_words`: the words trained on (after subsampling) since the last call, when
+    /// there were any.
     fn run_metrics(&self) -> Vec<(&'static str, f64)> {
-        vec![(
-            "effective_words",
-            self.effective.swap(0, Ordering::Relaxed) as f64,
-        )]
+        let words = self.effective.swap(0, Ordering::Relaxed);
+        (words > 0)
+            .then_some(("effective_words", words as f64))
+            .into_iter()
+            .collect()
     }
 }
 
