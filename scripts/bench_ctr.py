@@ -134,7 +134,7 @@ def run_measured(cmd, env=None):
     wall = time.perf_counter() - t0
     if status != 0:
         sys.exit(f"failed ({status}): {' '.join(map(str, cmd))}\n{out[-3000:]}")
-    return out, wall, usage.ru_maxrss / 1024
+    return out, wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def ours(hogwild, d, model, threads, epochs, buckets, tag):
@@ -143,20 +143,20 @@ def ours(hogwild, d, model, threads, epochs, buckets, tag):
     cfg = d / f"{model}.toml"
     cfg.write_text(f'[model]\nkind = "{model}"\nbuckets = {buckets}\n{dim}\n[optimizer]\n{opt}\n')
     ck = d / f"ours-{tag}.ckpt"
-    _, wall, rss = run_measured([hogwild, "train", "--config", str(cfg), "--feed",
+    _, wall, rss, cpu = run_measured([hogwild, "train", "--config", str(cfg), "--feed",
                                  str(d / "data.prototxt"), str(d / "train.ms"), "--threads",
                                  str(threads), "--epochs", str(epochs), "--quiet", "--save",
                                  str(ck)])
     pred = d / f"ours-{tag}.pred"
     run_measured([hogwild, "predict", "--model", str(ck), "--feed", str(d / "data.prototxt"),
                   str(d / "test.ms"), "-o", str(pred), "--quiet"])
-    return wall, rss, np.loadtxt(pred)
+    return wall, rss, np.loadtxt(pred), cpu
 
 
 XLEARN_CHILD = r"""
 import sys, xlearn as xl
 model, train, threads, epochs, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-m = xl.create_lr() if model == "lr" else xl.create_fm()
+m = xl.create_linear() if model == "lr" else xl.create_fm()
 m.setTrain(train)
 m.setQuiet()
 m.disableNorm()
@@ -168,7 +168,7 @@ m.fit(param, out)
 XLEARN_PREDICT = r"""
 import sys, xlearn as xl
 model, test, out, pred = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-m = xl.create_lr() if model == "lr" else xl.create_fm()
+m = xl.create_linear() if model == "lr" else xl.create_fm()
 m.setTest(test)
 m.setSigmoid()
 m.disableNorm()
@@ -181,12 +181,12 @@ def xlearn(d, model, threads, epochs, tag):
     env = dict(os.environ, USER=os.environ.get("USER", "root"))
     for cache in d.glob("*.svm.bin"):
         cache.unlink()
-    _, wall, rss = run_measured([sys.executable, "-c", XLEARN_CHILD, model, str(d / "train.svm"),
+    _, wall, rss, cpu = run_measured([sys.executable, "-c", XLEARN_CHILD, model, str(d / "train.svm"),
                                  str(threads), str(epochs), str(out)], env=env)
     pred = d / f"xl-{tag}.pred"
     run_measured([sys.executable, "-c", XLEARN_PREDICT, model, str(d / "test.svm"), str(out),
                   str(pred)], env=env)
-    return wall, rss, np.loadtxt(pred)
+    return wall, rss, np.loadtxt(pred), cpu
 
 
 def vw(d, epochs, bits, tag):
@@ -194,13 +194,13 @@ def vw(d, epochs, bits, tag):
     cache = d / f"vw-{tag}.cache"
     cache.unlink(missing_ok=True)
     vwcmd = [sys.executable, "-m", "vowpalwabbit"]
-    _, wall, rss = run_measured(vwcmd + ["-d", str(d / "train.vw"), "--loss_function", "logistic",
+    _, wall, rss, cpu = run_measured(vwcmd + ["-d", str(d / "train.vw"), "--loss_function", "logistic",
                                          "-b", str(bits), "--passes", str(epochs), "--cache_file",
                                          str(cache), "--holdout_off", "-f", str(model), "--quiet"])
     pred = d / f"vw-{tag}.pred"
     run_measured(vwcmd + ["-t", "-i", str(model), "-d", str(d / "test.vw"), "-p", str(pred),
                           "--quiet"])
-    return wall, rss, np.loadtxt(pred, usecols=0)
+    return wall, rss, np.loadtxt(pred, usecols=0), cpu
 
 
 def bench(hogwild, name, d, meta, models, threads_list, epochs, buckets, repeats, with_xlearn):
@@ -231,6 +231,7 @@ def bench(hogwild, name, d, meta, models, threads_list, epochs, buckets, repeats
                 rows.append({"data": name, "model": model, "threads": threads, "system": s,
                              "examples_per_s": statistics.median(n / r[0] for r in rs),
                              "all": [round(n / r[0]) for r in rs],
+                             "per_cpu_s": statistics.median(n / r[3] for r in rs),
                              "auc": auc(y_test, rs[-1][2]),
                              "rss_mib": max(r[1] for r in rs)})
     return rows
@@ -258,9 +259,9 @@ def main():
         d, meta = prepare_flights()
         notes.append(f"flights: {meta['train']:,} train / {meta['test']:,} test rows, "
                      f"{meta['features']:,} features, {100 * meta['positive']:.1f} % positive, "
-                     f"{args.epochs} epochs, 2^20 hashed rows (ours, VW)")
+                     f"{args.epochs} epochs, 2^18 hashed rows (ours, VW)")
         rows += bench(args.hogwild, "flights", d, meta, ["lr", "fm"], threads, args.epochs,
-                      1 << 20, args.repeats, with_xlearn)
+                      1 << 18, args.repeats, with_xlearn)
     if "synth" in args.only:
         d, meta = prepare_synth(args.synth_train, args.synth_train // 5)
         notes.append(f"synth: {meta['train']:,} train / {meta['test']:,} test rows, 8 fields of "
@@ -269,12 +270,12 @@ def main():
         rows += bench(args.hogwild, "synth", d, meta, ["lr"], threads, 1, 1 << 24, args.repeats,
                       with_xlearn)
     by = {(r["data"], r["model"], r["threads"], r["system"]): r for r in rows}
-    lines = ["| data | model | threads | system | examples/s (median) | runs | test AUC | peak RSS MiB |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| data | model | threads | system | examples/s (median) | runs | examples per CPU-s | test AUC | peak RSS MiB |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['data']} | {r['model']} | {r['threads']} | {r['system']} | "
                      f"{r['examples_per_s']:,.0f} | {', '.join(f'{x:,}' for x in r['all'])} | "
-                     f"{r['auc']:.4f} | {r['rss_mib']:.0f} |")
+                     f"{r['per_cpu_s']:,.0f} | {r['auc']:.4f} | {r['rss_mib']:.0f} |")
     lines.append("")
     for (data, model, t, s), r in by.items():
         if s != "hogwild":
@@ -287,7 +288,8 @@ def main():
                              f"AUC {r['auc'] - p['auc']:+.4f}")
         one = by.get((data, model, 1, "hogwild"))
         if t != 1 and one:
-            parts.append(f"{t} threads / 1 thread {r['examples_per_s'] / one['examples_per_s']:.2f}x")
+            parts.append(f"{t} threads / 1 thread {r['examples_per_s'] / one['examples_per_s']:.2f}x "
+                         f"(CPU time per example {one['per_cpu_s'] / r['per_cpu_s']:.2f}x)")
         lines.append(f"- {data} {model} {t} thread(s): " + "; ".join(parts))
     lines += [f"- {n}" for n in notes]
     lines.append(f"- load average at start: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores)")

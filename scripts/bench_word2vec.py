@@ -50,7 +50,7 @@ def run_measured(cmd, log=None):
         sys.exit(f"failed ({status}): {' '.join(map(str, cmd))}\n{out[-3000:]}")
     if log:
         Path(log).write_text(out)
-    return out, wall, usage.ru_maxrss / 1024
+    return out, wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 GENSIM_CHILD = r"""
@@ -65,7 +65,7 @@ m.wv.save_word2vec_format(out)
 
 
 def gensim_run(text, threads, vectors):
-    out, _, rss = run_measured([sys.executable, "-c", GENSIM_CHILD, str(text), str(threads),
+    out, _, rss, cpu = run_measured([sys.executable, "-c", GENSIM_CHILD, str(text), str(threads),
                                 str(vectors)])
     m = re.findall(r"training on ([\d,]+) raw words \(([\d,]+) effective words\) took "
                    r"([\d.]+)s, ([\d,]+) effective words/s", out)
@@ -73,11 +73,11 @@ def gensim_run(text, threads, vectors):
         sys.exit("no throughput line in gensim's log:\n" + out[-2000:])
     raw, eff, secs, rate = m[-1]
     return {"words_per_s": float(rate.replace(",", "")), "seconds": float(secs),
-            "effective_words": int(eff.replace(",", "")), "rss_mib": rss}
+            "effective_words": int(eff.replace(",", "")), "rss_mib": rss, "cpu_s": cpu}
 
 
 def ours_run(hogwild, text, threads, config, feed, ckpt):
-    out, _, rss = run_measured([hogwild, "train", "--config", config, "--feed", feed, str(text),
+    out, _, rss, cpu = run_measured([hogwild, "train", "--config", config, "--feed", feed, str(text),
                                 "--threads", str(threads), "--epochs", "1", "--quiet",
                                 "--save", ckpt])
     m = re.search(r"epoch 1: \d+ instances in ([\d.]+)s.*effective_words ([\d.]+)", out)
@@ -85,7 +85,7 @@ def ours_run(hogwild, text, threads, config, feed, ckpt):
         sys.exit("no epoch line in hogwild's output:\n" + out[-2000:])
     secs, eff = float(m.group(1)), float(m.group(2))
     return {"words_per_s": eff / secs, "seconds": secs, "effective_words": int(eff),
-            "rss_mib": rss}
+            "rss_mib": rss, "cpu_s": cpu}
 
 
 def analogies(vectors):
@@ -149,13 +149,14 @@ lr = 0.025
             "effective_words": runs[-1]["effective_words"],
             "analogy": runs[-1]["analogy"],
             "rss_mib": max(r["rss_mib"] for r in runs),
+            "cpu_s": statistics.median(r["cpu_s"] for r in runs),
         })
     by = {(r["system"], r["threads"]): r for r in rows}
-    lines = ["| system | threads | effective words/s (median) | runs | analogy acc. % | peak RSS MiB |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| system | threads | effective words/s (median) | runs | process CPU s (median) | analogy acc. % | peak RSS MiB |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['system']} | {r['threads']} | {r['words_per_s']:,.0f} | "
-                     f"{', '.join(f'{x:,}' for x in r['all_words_per_s'])} | "
+                     f"{', '.join(f'{x:,}' for x in r['all_words_per_s'])} | {r['cpu_s']:.1f} | "
                      f"{r['analogy']:.1f} | {r['rss_mib']:.0f} |")
     lines.append("")
     for t in sorted({r["threads"] for r in rows}):

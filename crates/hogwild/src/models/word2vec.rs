@@ -470,7 +470,38 @@ impl Rng {
     }
 }
 
-/// Sigmoid arguments beyond this are treated as saturated (word2vec.c's MAX_EXP).
+/// `ln(1 + exp(-x))` on `[-MAX_EXP, MAX_EXP]`, tabulated and interpolated linearly (error below
+/// 3e-7): the loss of every (word, target) pair costs two loads instead of a logarithm.
+#[derive(Debug, Clone)]
+struct SoftplusTable(Vec<f32>);
+
+const SOFTPLUS_STEPS: usize = 4096;
+
+impl SoftplusTable {
+    fn new() -> Self {
+        let step = 2.0 * f64::from(MAX_EXP) / SOFTPLUS_STEPS as f64;
+        Self(
+            (0..=SOFTPLUS_STEPS + 1)
+                .map(|i| {
+                    let x = -f64::from(MAX_EXP) + i as f64 * step;
+                    (-x).exp().ln_1p() as f32
+                })
+                .collect(),
+        )
+    }
+
+    /// The value at `x` in `[-MAX_EXP, MAX_EXP]`.
+    #[inline(always)]
+    fn at(&self, x: f32) -> f32 {
+        let pos = (x + MAX_EXP) * (SOFTPLUS_STEPS as f32 / (2.0 * MAX_EXP));
+        let i = (pos as usize).min(SOFTPLUS_STEPS);
+        let frac = pos - i as f32;
+        let (a, b) = (self.0[i], self.0[i + 1]);
+        a + (b - a) * frac
+    }
+}
+
+/// Sigmoid arguments beyond this are saturated: such pairs are not updated (gensim's MAX_EXP).
 const MAX_EXP: f32 = 6.0;
 
 /// The word2vec model: input vectors (the ones exported) and output vectors, one row per id,
@@ -483,6 +514,7 @@ pub struct Word2Vec {
     /// Per id: the probability (scaled to 2^32) of keeping an occurrence; 0 for skipped ids.
     keep: Vec<u64>,
     noise: AliasTable,
+    softplus: SoftplusTable,
     input: Table,
     output: Table,
     /// Training progress mirrored for checkpoints: words done, as two 32-bit halves.
@@ -588,6 +620,7 @@ impl Word2Vec {
         let horizon = total.saturating_mul(cfg.epochs as u64);
         Ok(Self {
             noise: AliasTable::new(&weights),
+            softplus: SoftplusTable::new(),
             keep,
             horizon,
             cfg,
@@ -766,23 +799,18 @@ impl Word2Vec {
             };
             self.output.read_weights(target, &mut w.row);
             let f = dot(&w.l1, &w.row);
-            // -log(sigmoid(f)) for the word, -log(sigmoid(-f)) for noise, from e = exp(-|f|).
-            let z = if label > 0.0 { f } else { -f };
-            loss += if z > 0.0 {
-                (-z).exp().ln_1p()
-            } else {
-                z.exp().ln_1p() - z
-            };
-            if !update {
+            // With e = exp(-f): sigmoid(f) = 1 / (1 + e), -log(sigmoid(f)) = ln(1 + e) for the
+            // word and -log(sigmoid(-f)) = f + ln(1 + e) for noise; both are taken at f clamped
+            // to +-MAX_EXP, where ln(1 + exp(-f)) is -f (below) or about 0 (above) to within 0.003.
+            let fc = f.clamp(-MAX_EXP, MAX_EXP);
+            let e = (-fc).exp();
+            let softplus = self.softplus.at(fc) + (fc - f).max(0.0); // ln(1 + exp(-f))
+            loss += softplus + (1.0 - label) * f;
+            // Saturated pairs are left alone, as gensim does.
+            if !update || f != fc {
                 continue;
             }
-            let p = if f > MAX_EXP {
-                1.0
-            } else if f < -MAX_EXP {
-                0.0
-            } else {
-                1.0 / (1.0 + (-f).exp())
-            };
+            let p = 1.0 / (1.0 + e);
             let g = (label - p) * alpha;
             axpy(g, &w.row, &mut w.neu1e);
             axpy(g, &w.l1, &mut w.row);

@@ -341,3 +341,14 @@ fn checkpoint_keeps_vectors_and_progress() {
     let cfg = ModelConfig::from_toml(&m.describe(), "stored").unwrap();
     assert!(matches!(cfg.model, ModelKind::Word2vec(_)));
 }
+
+// The tabulated ln(1 + exp(-x)) against the exact value (f64) on a grid off the table's knots.
+#[test]
+fn softplus_table_is_accurate() {
+    let t = SoftplusTable::new();
+    for k in 0..=1200 {
+        let x = -6.0 + k as f64 * 0.01 + 0.000_37f64.min(6.0 - (-6.0 + k as f64 * 0.01)).max(0.0);
+        let exact = (-x).exp().ln_1p();
+        assert_relative_eq!(f64::from(t.at(x as f32)), exact, epsilon = 1e-6);
+    }
+}
