@@ -321,4 +321,37 @@ mod tests {
         assert!(e.contains("no file matches"), "{e}");
         assert!(expand_files(&[]).is_err());
     }
+
+    #[test]
+    fn word2vec_text_input_builds_vocabulary_and_ids_and_needs_sgd() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("a.txt");
+        std::fs::write(&text, "the cat the dog\nthe cat\nrare\n").unwrap();
+        let vocab = dir.path().join("w2v/vocab.txt");
+        let toml = format!(
+            "[model]\nkind = \"word2vec\"\ninput = \"text\"\nvocab_file = \"{}\"\n\
+             min_count = 2\ndim = 4\n\n[optimizer]\nkind = \"sgd\"\nlr = 0.025\n",
+            vocab.display()
+        );
+        let config = ModelConfig::from_toml(&toml, "w2v.toml").unwrap();
+        let desc = DataFeedDesc::from_text(
+            "multi_slot_desc { slots { name: \"words\" type: \"uint64\" is_used: true } }",
+        )
+        .unwrap();
+        let files = prepare_inputs(&config, &desc, vec![text.clone()], true).unwrap();
+        assert_eq!(std::fs::read_to_string(&vocab).unwrap(), "the 3\ncat 2\n");
+        assert_eq!(files, vec![dir.path().join("w2v/vocab.txt.ids/0-a.txt.ids")]);
+        assert_eq!(std::fs::read_to_string(&files[0]).unwrap(), "3 0 1 0\n2 0 1\n");
+        assert!(matches!(
+            AnyModel::new(&config).unwrap(),
+            AnyModel::Word2vecSgd(_)
+        ));
+        let adam = ModelConfig::from_toml(
+            &toml.replace("kind = \"sgd\"", "kind = \"adam_async\""),
+            "w2v.toml",
+        )
+        .unwrap();
+        let e = AnyModel::new(&adam).err().unwrap().to_string();
+        assert!(e.contains("word2vec") && e.contains("sgd"), "{e}");
+    }
 }
