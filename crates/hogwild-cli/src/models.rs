@@ -340,8 +340,14 @@ mod tests {
         .unwrap();
         let files = prepare_inputs(&config, &desc, vec![text.clone()], true).unwrap();
         assert_eq!(std::fs::read_to_string(&vocab).unwrap(), "the 3\ncat 2\n");
-        assert_eq!(files, vec![dir.path().join("w2v/vocab.txt.ids/0-a.txt.ids")]);
-        assert_eq!(std::fs::read_to_string(&files[0]).unwrap(), "3 0 1 0\n2 0 1\n");
+        assert_eq!(
+            files,
+            vec![dir.path().join("w2v/vocab.txt.ids/0-a.txt.ids")]
+        );
+        assert_eq!(
+            std::fs::read_to_string(&files[0]).unwrap(),
+            "3 0 1 0\n2 0 1\n"
+        );
         assert!(matches!(
             AnyModel::new(&config).unwrap(),
             AnyModel::Word2vecSgd(_)

@@ -16,6 +16,10 @@
 //! kind = "adam_async"   # or "sgd", "adagrad"
 //! lr = 0.01
 //! ```
+//!
+//! Other kinds: `word2vec` ([`Word2VecConfig`]: skip-gram with negative sampling), `lr` and `fm`
+//! ([`CtrConfig`]: logistic regression and factorization machines over hashed fields); see
+//! `examples/word2vec/` and `examples/ctr/` for complete configurations.
 
 mod bow;
 mod ctr;
