@@ -991,6 +991,7 @@ impl Model for Word2Vec {
         Ok(())
     }
 
+    /// The vectors and the progress table (refreshed first, so a checkpoint holds the progress).
     fn tables(&self) -> Vec<&Table> {
         self.save_progress();
         vec![&self.input, &self.output, &self.progress_table]
