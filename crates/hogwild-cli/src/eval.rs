@@ -7,7 +7,7 @@ use clap::Args as ClapArgs;
 use hogwild::executor;
 use hogwild::feed::DataFeedDesc;
 
-use crate::models::{default_threads, expand_files, AnyModel};
+use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel};
 use crate::train::ReportArgs;
 use crate::with_model;
 
@@ -30,9 +30,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let (_, model) = AnyModel::load(&args.model)?;
+    let (config, model) = AnyModel::load(&args.model)?;
     let desc = DataFeedDesc::from_file(&args.feed)?;
-    let files = expand_files(&args.files)?;
+    let files = prepare_inputs(&config, &desc, expand_files(&args.files)?, false)?;
     let threads = args.threads.unwrap_or_else(default_threads);
     let options = args.report.options();
     let report = with_model!(&model, m =>

@@ -4,6 +4,7 @@ mod check;
 mod convert;
 mod demo;
 mod eval;
+mod export;
 mod models;
 mod predict;
 mod train;
@@ -28,6 +29,8 @@ enum Command {
     Check(check::Args),
     /// Convert fastText, libsvm, libffm, VW or CSV text to MultiSlot, with its data.prototxt.
     Convert(convert::Args),
+    /// Write a saved word2vec model's vectors in word2vec's text format.
+    Export(export::Args),
     /// Train a model on data files (or resume a saved one).
     Train(train::Args),
     /// Metrics of a saved model on data files.
@@ -45,6 +48,7 @@ fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Check(args) => check::run(args),
         Command::Convert(args) => convert::run(args),
+        Command::Export(args) => export::run(args),
         Command::Train(args) => train::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Predict(args) => predict::run(args),

@@ -4,16 +4,27 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use hogwild::checkpoint;
+use hogwild::feed::DataFeedDesc;
 use hogwild::model::Model;
-use hogwild::models::{Bow, ModelConfig, ModelKind, OptimizerConfig};
+use hogwild::models::{
+    text_to_ids, Bow, Ctr, CtrKind, Input, ModelConfig, ModelKind, OptimizerConfig, Vocab,
+    Word2Vec, Word2VecConfig,
+};
 use hogwild::optim::{Adagrad, AdamAsync, Sgd};
 
 /// A model of any built-in kind with any optimizer (each combination is its own compiled type).
 #[allow(clippy::enum_variant_names)] // model and optimizer, both part of each name
+#[allow(clippy::large_enum_variant)] // one model per process: the enum's size does not matter
 pub enum AnyModel {
     BowSgd(Bow<Sgd<f32>>),
     BowAdagrad(Bow<Adagrad<f32>>),
     BowAdam(Bow<AdamAsync<f32>>),
+    /// word2vec trains with plain SGD and a decaying learning rate.
+    Word2vecSgd(Word2Vec),
+    /// Logistic regression or a factorization machine.
+    CtrSgd(Ctr<Sgd<f32>>),
+    CtrAdagrad(Ctr<Adagrad<f32>>),
+    CtrAdam(Ctr<AdamAsync<f32>>),
 }
 
 /// Runs `$body` with `$m` bound to the concrete model.
@@ -24,30 +35,97 @@ macro_rules! with_model {
             $crate::models::AnyModel::BowSgd($m) => $body,
             $crate::models::AnyModel::BowAdagrad($m) => $body,
             $crate::models::AnyModel::BowAdam($m) => $body,
+            $crate::models::AnyModel::Word2vecSgd($m) => $body,
+            $crate::models::AnyModel::CtrSgd($m) => $body,
+            $crate::models::AnyModel::CtrAdagrad($m) => $body,
+            $crate::models::AnyModel::CtrAdam($m) => $body,
         }
     };
 }
 
+/// Where a checkpoint's tables come from: none (a fresh model) or a loaded checkpoint.
+type Source<'a> = Option<&'a mut checkpoint::Checkpoint>;
+
+fn word2vec_sgd(opt: &OptimizerConfig) -> Result<Sgd<f32>> {
+    opt.sgd().context(
+        "word2vec trains with plain SGD and a linearly decaying learning rate: \
+         set [optimizer] kind = \"sgd\"",
+    )
+}
+
 impl AnyModel {
-    /// A fresh model (parameters not yet initialised: run the startup step).
+    /// A fresh model (parameters not yet initialised: run the startup step). A word2vec model
+    /// reads its vocabulary file (see [`prepare_inputs`]).
     pub fn new(config: &ModelConfig) -> Result<Self> {
-        let ModelKind::Bow(bow) = &config.model;
-        Ok(match config.optimizer {
-            OptimizerConfig::Sgd { .. } => Self::BowSgd(Bow::new(
-                bow.clone(),
-                config.optimizer.sgd().unwrap_or(Sgd { lr: 0.0 }),
-            )?),
-            OptimizerConfig::Adagrad { .. } => Self::BowAdagrad(Bow::new(
-                bow.clone(),
-                config.optimizer.adagrad().context("adagrad settings")?,
-            )?),
-            OptimizerConfig::AdamAsync { .. } => Self::BowAdam(Bow::new(
-                bow.clone(),
-                config
-                    .optimizer
-                    .adam_async()
-                    .context("adam_async settings")?,
-            )?),
+        Self::build(config, None)
+    }
+
+    fn build(config: &ModelConfig, mut ck: Source<'_>) -> Result<Self> {
+        let opt = config.optimizer;
+        Ok(match &config.model {
+            ModelKind::Bow(bow) => {
+                let bow = bow.clone();
+                match opt {
+                    OptimizerConfig::Sgd { .. } => {
+                        let o = opt.sgd().context("sgd settings")?;
+                        Self::BowSgd(match ck {
+                            Some(ck) => Bow::from_checkpoint(bow, o, ck)?,
+                            None => Bow::new(bow, o)?,
+                        })
+                    }
+                    OptimizerConfig::Adagrad { .. } => {
+                        let o = opt.adagrad().context("adagrad settings")?;
+                        Self::BowAdagrad(match ck {
+                            Some(ck) => Bow::from_checkpoint(bow, o, ck)?,
+                            None => Bow::new(bow, o)?,
+                        })
+                    }
+                    OptimizerConfig::AdamAsync { .. } => {
+                        let o = opt.adam_async().context("adam_async settings")?;
+                        Self::BowAdam(match ck {
+                            Some(ck) => Bow::from_checkpoint(bow, o, ck)?,
+                            None => Bow::new(bow, o)?,
+                        })
+                    }
+                }
+            }
+            ModelKind::Word2vec(cfg) => {
+                let o = word2vec_sgd(&opt)?;
+                Self::Word2vecSgd(match ck.as_deref_mut() {
+                    Some(ck) => Word2Vec::from_checkpoint(cfg.clone(), o, ck)?,
+                    None => Word2Vec::new(cfg.clone(), o, Vocab::from_file(&cfg.vocab_file)?)?,
+                })
+            }
+            ModelKind::Lr(cfg) | ModelKind::Fm(cfg) => {
+                let kind = match config.model {
+                    ModelKind::Lr(_) => CtrKind::Lr,
+                    _ => CtrKind::Fm,
+                };
+                let cfg = cfg.clone();
+                match opt {
+                    OptimizerConfig::Sgd { .. } => {
+                        let o = opt.sgd().context("sgd settings")?;
+                        Self::CtrSgd(match ck {
+                            Some(ck) => Ctr::from_checkpoint(kind, cfg, o, ck)?,
+                            None => Ctr::new(kind, cfg, o)?,
+                        })
+                    }
+                    OptimizerConfig::Adagrad { .. } => {
+                        let o = opt.adagrad().context("adagrad settings")?;
+                        Self::CtrAdagrad(match ck {
+                            Some(ck) => Ctr::from_checkpoint(kind, cfg, o, ck)?,
+                            None => Ctr::new(kind, cfg, o)?,
+                        })
+                    }
+                    OptimizerConfig::AdamAsync { .. } => {
+                        let o = opt.adam_async().context("adam_async settings")?;
+                        Self::CtrAdam(match ck {
+                            Some(ck) => Ctr::from_checkpoint(kind, cfg, o, ck)?,
+                            None => Ctr::new(kind, cfg, o)?,
+                        })
+                    }
+                }
+            }
         })
     }
 
@@ -56,25 +134,7 @@ impl AnyModel {
         let mut ck = checkpoint::load(path)?;
         let config =
             ModelConfig::from_toml(&ck.meta, &format!("{} (stored config)", path.display()))?;
-        let ModelKind::Bow(bow) = &config.model;
-        let opt = config.optimizer;
-        let model = match opt {
-            OptimizerConfig::Sgd { .. } => Self::BowSgd(Bow::from_checkpoint(
-                bow.clone(),
-                opt.sgd().context("sgd settings")?,
-                &mut ck,
-            )?),
-            OptimizerConfig::Adagrad { .. } => Self::BowAdagrad(Bow::from_checkpoint(
-                bow.clone(),
-                opt.adagrad().context("adagrad settings")?,
-                &mut ck,
-            )?),
-            OptimizerConfig::AdamAsync { .. } => Self::BowAdam(Bow::from_checkpoint(
-                bow.clone(),
-                opt.adam_async().context("adam_async settings")?,
-                &mut ck,
-            )?),
-        };
+        let model = Self::build(&config, Some(&mut ck))?;
         Ok((config, model))
     }
 
@@ -88,6 +148,64 @@ impl AnyModel {
     pub fn memory_bytes(&self) -> usize {
         with_model!(self, m => m.tables().iter().map(|t| t.memory_bytes()).sum())
     }
+}
+
+/// The MultiSlot files a model trains or evaluates on. For word2vec: with `input = "text"`, a
+/// fresh model (`fresh`) first builds its vocabulary file from the text (a pass counting words,
+/// `min_count` applied), then every text file is converted to ids in `<vocab_file>.ids/`; with
+/// `input = "ids"`, a fresh model whose vocabulary file does not exist yet counts the ids of the
+/// files. Other models read the files as given.
+pub fn prepare_inputs(
+    config: &ModelConfig,
+    desc: &DataFeedDesc,
+    files: Vec<PathBuf>,
+    fresh: bool,
+) -> Result<Vec<PathBuf>> {
+    let ModelKind::Word2vec(cfg) = &config.model else {
+        return Ok(files);
+    };
+    match cfg.input {
+        Input::Ids => {
+            if fresh && !cfg.vocab_file.exists() {
+                let vocab = Vocab::count_ids(desc, &files, &cfg.words_slot)?;
+                vocab.write(&cfg.vocab_file)?;
+                println!(
+                    "vocabulary: {} ids counted, written to {}",
+                    vocab.len(),
+                    cfg.vocab_file.display()
+                );
+            }
+            Ok(files)
+        }
+        Input::Text => {
+            let vocab = if fresh {
+                let vocab = Vocab::count_text(&files, cfg.min_count)?;
+                vocab.write(&cfg.vocab_file)?;
+                println!(
+                    "vocabulary: {} words seen at least {} times, written to {}",
+                    vocab.len(),
+                    cfg.min_count,
+                    cfg.vocab_file.display()
+                );
+                vocab
+            } else {
+                Vocab::from_file(&cfg.vocab_file)?
+            };
+            Ok(text_to_ids(
+                &vocab,
+                &files,
+                &ids_dir(cfg),
+                cfg.max_sentence,
+            )?)
+        }
+    }
+}
+
+/// Where text converted to ids is written.
+fn ids_dir(cfg: &Word2VecConfig) -> PathBuf {
+    let mut dir = cfg.vocab_file.clone().into_os_string();
+    dir.push(".ids");
+    PathBuf::from(dir)
 }
 
 /// Expands file arguments: plain paths, `@list` files (one path per line, relative to the list),
@@ -202,5 +320,44 @@ mod tests {
             .to_string();
         assert!(e.contains("no file matches"), "{e}");
         assert!(expand_files(&[]).is_err());
+    }
+
+    #[test]
+    fn word2vec_text_input_builds_vocabulary_and_ids_and_needs_sgd() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("a.txt");
+        std::fs::write(&text, "the cat the dog\nthe cat\nrare\n").unwrap();
+        let vocab = dir.path().join("w2v/vocab.txt");
+        let toml = format!(
+            "[model]\nkind = \"word2vec\"\ninput = \"text\"\nvocab_file = \"{}\"\n\
+             min_count = 2\ndim = 4\n\n[optimizer]\nkind = \"sgd\"\nlr = 0.025\n",
+            vocab.display()
+        );
+        let config = ModelConfig::from_toml(&toml, "w2v.toml").unwrap();
+        let desc = DataFeedDesc::from_text(
+            "multi_slot_desc { slots { name: \"words\" type: \"uint64\" is_used: true } }",
+        )
+        .unwrap();
+        let files = prepare_inputs(&config, &desc, vec![text.clone()], true).unwrap();
+        assert_eq!(std::fs::read_to_string(&vocab).unwrap(), "the 3\ncat 2\n");
+        assert_eq!(
+            files,
+            vec![dir.path().join("w2v/vocab.txt.ids/0-a.txt.ids")]
+        );
+        assert_eq!(
+            std::fs::read_to_string(&files[0]).unwrap(),
+            "3 0 1 0\n2 0 1\n"
+        );
+        assert!(matches!(
+            AnyModel::new(&config).unwrap(),
+            AnyModel::Word2vecSgd(_)
+        ));
+        let adam = ModelConfig::from_toml(
+            &toml.replace("kind = \"sgd\"", "kind = \"adam_async\""),
+            "w2v.toml",
+        )
+        .unwrap();
+        let e = AnyModel::new(&adam).err().unwrap().to_string();
+        assert!(e.contains("word2vec") && e.contains("sgd"), "{e}");
     }
 }

@@ -8,7 +8,7 @@ use hogwild::executor::{self, Progress, RunOptions};
 use hogwild::feed::DataFeedDesc;
 use hogwild::models::ModelConfig;
 
-use crate::models::{default_threads, expand_files, AnyModel};
+use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel};
 use crate::with_model;
 
 #[derive(ClapArgs, Debug)]
@@ -71,18 +71,23 @@ impl ReportArgs {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let model = match (&args.config, &args.resume) {
+    let desc = DataFeedDesc::from_file(&args.feed)?;
+    let (config, model, files) = match (&args.config, &args.resume) {
         (Some(_), Some(_)) => bail!("give either --config or --resume, not both"),
         (None, None) => bail!("give --config (a new model) or --resume (a saved one)"),
         (Some(path), None) => {
-            let model = AnyModel::new(&ModelConfig::from_file(path)?)?;
+            let config = ModelConfig::from_file(path)?;
+            let files = prepare_inputs(&config, &desc, expand_files(&args.files)?, true)?;
+            let model = AnyModel::new(&config)?;
             with_model!(&model, m => executor::startup(m));
-            model
+            (config, model, files)
         }
-        (None, Some(path)) => AnyModel::load(path)?.1,
+        (None, Some(path)) => {
+            let (config, model) = AnyModel::load(path)?;
+            let files = prepare_inputs(&config, &desc, expand_files(&args.files)?, false)?;
+            (config, model, files)
+        }
     };
-    let desc = DataFeedDesc::from_file(&args.feed)?;
-    let files = expand_files(&args.files)?;
     let threads = args.threads.unwrap_or_else(default_threads);
     let options = args.report.options();
     for epoch in 1..=args.epochs {
@@ -111,7 +116,7 @@ pub fn run(args: Args) -> Result<()> {
         model.memory_bytes() as f64 / (1 << 20) as f64
     );
     if !args.test.is_empty() {
-        let test = expand_files(&args.test)?;
+        let test = prepare_inputs(&config, &desc, expand_files(&args.test)?, false)?;
         let report = with_model!(&model, m =>
             executor::eval_from_files(m, &desc, &test, threads, &[], &options, None))
         .context("evaluating on the test files")?;

@@ -27,6 +27,9 @@ pub enum Error {
     /// A tensor that must hold data is empty.
     #[error("{what} is empty")]
     Empty { what: &'static str },
+    /// A file could not be opened, read or written.
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
     /// A data feed description (`data.prototxt`) cannot be read or is not usable.
     #[error("data feed desc {origin}: {message}")]
     Desc { origin: String, message: String },
@@ -47,9 +50,6 @@ pub enum Error {
         budget: String,
         first: String,
     },
-    /// A file could not be opened or read.
-    #[error("{path}: {message}")]
-    Io { path: String, message: String },
     /// The `pipe_command` a file is piped through failed or died.
     #[error("pipe_command \"{command}\" failed on {file}: {status}{}", stderr_suffix(.stderr))]
     PipeCommand {

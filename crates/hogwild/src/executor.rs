@@ -214,6 +214,7 @@ fn run<M: Model>(
     };
     let mut feed_options = options.feed.clone();
     feed_options.threads = threads;
+    model.run_metrics();
     let start = Instant::now();
     let (queues, feed) = start_feed(desc, files, &feed_options)?;
     let reporter = Reporter::new(names, options.print_period, options.progress, start);
@@ -294,11 +295,18 @@ fn run<M: Model>(
         all.stages.add(&t.stages);
     }
     let denom = all.batches.max(1) as f64;
+    let mut fetched: Vec<(String, f64)> = positions
+        .iter()
+        .map(|&i| (names[i].to_string(), all.sums[i] / denom))
+        .collect();
+    fetched.extend(
+        model
+            .run_metrics()
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v)),
+    );
     let report = RunReport {
-        fetched: positions
-            .iter()
-            .map(|&i| (names[i].to_string(), all.sums[i] / denom))
-            .collect(),
+        fetched,
         batches: all.batches,
         instances: all.instances,
         elapsed,

@@ -81,4 +81,11 @@ pub trait Model: Send + Sync {
     /// A text description from which the model can be rebuilt (its configuration); stored in
     /// checkpoints.
     fn describe(&self) -> String;
+
+    /// Values over a whole run rather than means of per-batch values (AUC, words trained), each
+    /// since the previous call: the executor calls it once before a run (discarding what it
+    /// returns) and once after, appending the values to the run's fetched metrics.
+    fn run_metrics(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }

@@ -16,10 +16,18 @@
 //! kind = "adam_async"   # or "sgd", "adagrad"
 //! lr = 0.01
 //! ```
+//!
+//! Other kinds: `word2vec` ([`Word2VecConfig`]: skip-gram with negative sampling), `lr` and `fm`
+//! ([`CtrConfig`]: logistic regression and factorization machines over hashed fields); see
+//! `examples/word2vec/` and `examples/ctr/` for complete configurations.
 
 mod bow;
+mod ctr;
+mod word2vec;
 
 pub use bow::{Bow, BowConfig, BowWorker, Pool};
+pub use ctr::{Auc, Ctr, CtrConfig, CtrKind, CtrWorker};
+pub use word2vec::{text_to_ids, Input, Vocab, Word2Vec, Word2VecConfig, Word2VecWorker};
 
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +48,12 @@ pub struct ModelConfig {
 pub enum ModelKind {
     /// The bag-of-words text classifier.
     Bow(BowConfig),
+    /// word2vec: skip-gram with negative sampling.
+    Word2vec(Word2VecConfig),
+    /// Logistic regression over hashed fields.
+    Lr(CtrConfig),
+    /// A factorization machine over hashed fields.
+    Fm(CtrConfig),
 }
 
 /// The optimizer and its hyper-parameters.
@@ -160,6 +174,14 @@ impl OptimizerDesc for AdamAsync<f32> {
     }
 }
 
+/// splitmix64's finaliser: a bijective mix of 64 bits (seeds, hashing of ids).
+pub(crate) fn mix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
 impl ModelConfig {
     /// Parses a configuration from TOML text; `origin` names the file in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Self> {
@@ -206,7 +228,9 @@ lr = 0.01
     #[test]
     fn example_parses_with_defaults_and_round_trips() {
         let c = ModelConfig::from_toml(EXAMPLE, "model.toml").unwrap();
-        let ModelKind::Bow(b) = &c.model;
+        let ModelKind::Bow(b) = &c.model else {
+            panic!("parsed as {:?}", c.model)
+        };
         assert_eq!((b.vocab, b.classes, b.dim), (30000, 5, 10));
         assert_eq!(b.words_slot, "words");
         let adam = c.optimizer.adam_async().unwrap();

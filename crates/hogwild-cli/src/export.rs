@@ -1,0 +1,36 @@
+//! `hogwild export`: a saved word2vec model's vectors in word2vec's text format.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args as ClapArgs;
+
+use crate::models::AnyModel;
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// A word2vec model saved by `hogwild train --save`.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Where to write the vectors (`count dim` header, then `word v1 ... v_dim` per line; gensim's
+    /// `KeyedVectors.load_word2vec_format` reads it).
+    #[arg(long, short)]
+    pub output: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let (_, model) = AnyModel::load(&args.model)?;
+    let AnyModel::Word2vecSgd(m) = &model else {
+        bail!(
+            "{}: only word2vec models have word vectors to export",
+            args.model.display()
+        );
+    };
+    let n = m.export_text(&args.output)?;
+    println!(
+        "wrote {n} vectors of {} to {}",
+        m.config().dim,
+        args.output.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,638 @@
+//! Click-through-rate models over hashed categorical fields: logistic regression and a
+//! factorization machine (Rendle 2010), as xLearn and Vowpal Wabbit train them.
+//!
+//! Each field is a uint64 slot of the DataFeedDesc (one or more ids per instance); a field's id
+//! is hashed with the field's name into `buckets` rows of a table, so ids may be any 64-bit
+//! values. A row holds the feature's linear weight and, for the factorization machine, its
+//! factor vector `v` (`dim` wide, or the field's own size from `field_dims`); fields of the same
+//! factor size share one table, and the row's optimizer slots sit beside it in the Hogwild store.
+//!
+//! The prediction is `p = sigmoid(b + sum_i w_i + sum_{i<j} <v_i, v_j>)`, the pairwise term
+//! computed in linear time as `0.5 * sum_k ((sum_i v_ik)^2 - sum_i v_ik^2)`; when factor sizes
+//! differ, component `k` is shared by the features whose size exceeds `k`. The loss is the
+//! logistic loss of the label (a uint64 slot holding 0 or 1, or a float slot where positive
+//! values are clicks), with an optional L2 penalty on the touched rows. Updates are applied
+//! instance by instance with SGD, Adagrad or AdamAsync (lazy sparse rows, optional RMSProp);
+//! a batch is one optimizer call. Evaluation reports the logistic loss per batch and the AUC
+//! over the whole run (a 2^14-bin histogram of the predictions).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::{mix64, ModelConfig, ModelKind, OptimizerDesc};
+use crate::feed::{Batch, DataFeedDesc, SlotType};
+use crate::model::{Model, StageTimes};
+use crate::optim::Optimizer;
+use crate::store::Table;
+use crate::{Error, Result};
+
+/// Which CTR model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CtrKind {
+    /// Logistic regression: a bias and one weight per feature.
+    Lr,
+    /// Factorization machine: logistic regression plus pairwise factor interactions.
+    Fm,
+}
+
+/// The CTR models' settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CtrConfig {
+    /// The label slot: uint64 0/1, or float (positive = click).
+    #[serde(default = "default_label")]
+    pub label_slot: String,
+    /// The uint64 slots read as fields; empty: every used uint64 slot but the label.
+    #[serde(default)]
+    pub fields: Vec<String>,
+    /// Rows of each hashed table.
+    pub buckets: usize,
+    /// Factor size of the factorization machine (default 8); not allowed for logistic regression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dim: Option<usize>,
+    /// Per-field factor sizes overriding `dim` (factorization machine only).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub field_dims: BTreeMap<String, usize>,
+    /// L2 penalty on the weights and factors of each touched row.
+    #[serde(default)]
+    pub l2: f32,
+    /// Initial factors are uniform in `[-init_scale, init_scale]`.
+    #[serde(default = "default_init_scale")]
+    pub init_scale: f32,
+    /// Seed of the initial factors.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_label() -> String {
+    "label".into()
+}
+fn default_init_scale() -> f32 {
+    0.01
+}
+
+/// The factorization machine's factor size when none is given.
+const DEFAULT_DIM: usize = 8;
+
+impl CtrConfig {
+    /// Settings with every default over `buckets` rows.
+    pub fn new(buckets: usize) -> Self {
+        Self {
+            label_slot: default_label(),
+            fields: Vec::new(),
+            buckets,
+            dim: None,
+            field_dims: BTreeMap::new(),
+            l2: 0.0,
+            init_scale: default_init_scale(),
+            seed: 0,
+        }
+    }
+
+    /// The factor size of fields without their own (0 for logistic regression).
+    fn default_dim(&self, kind: CtrKind) -> usize {
+        match kind {
+            CtrKind::Lr => 0,
+            CtrKind::Fm => self.dim.unwrap_or(DEFAULT_DIM),
+        }
+    }
+
+    fn check(&self, kind: CtrKind) -> Result<()> {
+        let bad = |field: &str, reason: String| {
+            Err(Error::InvalidConfig {
+                field: field.into(),
+                reason,
+            })
+        };
+        if self.buckets == 0 {
+            return bad("buckets", "must be at least 1".into());
+        }
+        if kind == CtrKind::Lr && self.dim.is_some() {
+            return bad(
+                "dim",
+                "logistic regression has no factors: remove it".into(),
+            );
+        }
+        if kind == CtrKind::Lr && !self.field_dims.is_empty() {
+            return bad(
+                "field_dims",
+                "logistic regression has no factors: remove it".into(),
+            );
+        }
+        if self.dim == Some(0) {
+            return bad("dim", "must be at least 1".into());
+        }
+        if let Some((name, _)) = self.field_dims.iter().find(|(_, &d)| d == 0) {
+            return bad(&format!("field_dims.{name}"), "must be at least 1".into());
+        }
+        if self.fields.contains(&self.label_slot) {
+            return bad(
+                "fields",
+                format!("the label slot \"{}\" cannot be a field", self.label_slot),
+            );
+        }
+        if !(self.l2.is_finite() && self.l2 >= 0.0) {
+            return bad("l2", format!("{} must be finite and >= 0", self.l2));
+        }
+        if !(self.init_scale.is_finite() && self.init_scale >= 0.0) {
+            return bad(
+                "init_scale",
+                format!("{} must be finite and >= 0", self.init_scale),
+            );
+        }
+        Ok(())
+    }
+
+    /// The distinct factor sizes, ascending: one table each.
+    fn table_dims(&self, kind: CtrKind) -> Vec<usize> {
+        let mut dims: Vec<usize> = std::iter::once(self.default_dim(kind))
+            .chain(self.field_dims.values().copied())
+            .collect();
+        dims.sort_unstable();
+        dims.dedup();
+        dims
+    }
+}
+
+/// A streaming AUC: counts of positive and negative predictions in 2^14 equal bins of [0, 1].
+#[derive(Debug)]
+pub struct Auc {
+    bins: Box<[AtomicU64]>,
+}
+
+const AUC_BINS: usize = 1 << 14;
+
+impl Default for Auc {
+    fn default() -> Self {
+        Self {
+            bins: (0..2 * AUC_BINS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl Auc {
+    /// Records prediction `p` of an instance with label `positive`.
+    #[inline]
+    pub fn add(&self, p: f32, positive: bool) {
+        let bin = ((p.clamp(0.0, 1.0) * AUC_BINS as f32) as usize).min(AUC_BINS - 1);
+        self.bins[2 * bin + usize::from(positive)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The area under the ROC curve of the recorded predictions (ties within a bin count half),
+    /// or `None` without both classes; the counts are reset.
+    pub fn take(&self) -> Option<f64> {
+        let (mut pos_above, mut area, mut negatives) = (0.0f64, 0.0f64, 0.0f64);
+        for bin in (0..AUC_BINS).rev() {
+            let neg = self.bins[2 * bin].swap(0, Ordering::Relaxed) as f64;
+            let pos = self.bins[2 * bin + 1].swap(0, Ordering::Relaxed) as f64;
+            area += neg * (pos_above + pos / 2.0);
+            pos_above += pos;
+            negatives += neg;
+        }
+        (pos_above > 0.0 && negatives > 0.0).then(|| area / (pos_above * negatives))
+    }
+}
+
+/// A logistic regression or factorization machine model.
+#[derive(Debug)]
+pub struct Ctr<O> {
+    kind: CtrKind,
+    cfg: CtrConfig,
+    opt: O,
+    /// Factor size of each table, ascending.
+    dims: Vec<usize>,
+    /// One table per factor size: rows of `[w, v_1 .. v_dim]`.
+    tables: Vec<Table>,
+    bias: Table,
+    auc: Auc,
+}
+
+/// Where a worker finds one field: its batch slot, table and hash salt.
+#[derive(Debug, Clone)]
+struct Field {
+    at: usize,
+    table: usize,
+    salt: u64,
+}
+
+/// One worker's scratch buffers and slot positions.
+#[derive(Debug, Default)]
+pub struct CtrWorker {
+    fields: Vec<Field>,
+    label_at: Option<(usize, SlotType)>,
+    /// The instance's features: table and row.
+    feats: Vec<(usize, usize)>,
+    /// The features' rows, concatenated (`1 + dim` values each).
+    vals: Vec<f32>,
+    sum: Vec<f32>,
+    sumsq: Vec<f32>,
+    grad: Vec<f32>,
+}
+
+/// The per-batch optimizer steps of the tables and the bias.
+struct Steps<S> {
+    tables: Vec<S>,
+    bias: S,
+}
+
+fn table_name(kind: CtrKind, dim: usize) -> String {
+    match kind {
+        CtrKind::Lr => "weights".into(),
+        CtrKind::Fm => format!("fm_k{dim}"),
+    }
+}
+
+/// A field name's hash salt (FNV-1a of its bytes, mixed).
+fn salt(name: &str) -> u64 {
+    let mut h = 0xCBF2_9CE4_8422_2325u64;
+    for b in name.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3);
+    }
+    mix64(h)
+}
+
+impl<O: Optimizer<f32>> Ctr<O> {
+    /// A model with fresh tables (call [`Ctr::init`], the startup step, before training).
+    pub fn new(kind: CtrKind, cfg: CtrConfig, opt: O) -> Result<Self> {
+        cfg.check(kind)?;
+        let dims = cfg.table_dims(kind);
+        let tables = dims
+            .iter()
+            .map(|&d| Table::new(&table_name(kind, d), cfg.buckets, 1 + d, &opt))
+            .collect::<Result<Vec<_>>>()?;
+        let bias = Table::new("bias", 1, 1, &opt)?;
+        Ok(Self::assemble(kind, cfg, opt, dims, tables, bias))
+    }
+
+    /// A model from a checkpoint's tables (which must fit `cfg` and `opt`).
+    pub fn from_checkpoint(
+        kind: CtrKind,
+        cfg: CtrConfig,
+        opt: O,
+        ck: &mut crate::checkpoint::Checkpoint,
+    ) -> Result<Self> {
+        cfg.check(kind)?;
+        let dims = cfg.table_dims(kind);
+        let tables = dims
+            .iter()
+            .map(|&d| ck.take_table(&table_name(kind, d), cfg.buckets, 1 + d))
+            .collect::<Result<Vec<_>>>()?;
+        let bias = ck.take_table("bias", 1, 1)?;
+        for t in tables.iter().chain(std::iter::once(&bias)) {
+            t.check_optimizer::<O>()?;
+        }
+        Ok(Self::assemble(kind, cfg, opt, dims, tables, bias))
+    }
+
+    fn assemble(
+        kind: CtrKind,
+        cfg: CtrConfig,
+        opt: O,
+        dims: Vec<usize>,
+        tables: Vec<Table>,
+        bias: Table,
+    ) -> Self {
+        Self {
+            kind,
+            cfg,
+            opt,
+            dims,
+            tables,
+            bias,
+            auc: Auc::default(),
+        }
+    }
+
+    /// Which model.
+    pub fn kind(&self) -> CtrKind {
+        self.kind
+    }
+    /// The settings.
+    pub fn config(&self) -> &CtrConfig {
+        &self.cfg
+    }
+    /// The hashed tables, one per factor size (ascending).
+    pub fn feature_tables(&self) -> &[Table] {
+        &self.tables
+    }
+
+    /// The startup step: weights and bias zero, factors uniform in `[-init_scale, init_scale]`,
+    /// deterministic in the seed, the table and the row.
+    pub fn init(&self) {
+        let scale = self.cfg.init_scale;
+        for (t, table) in self.tables.iter().enumerate() {
+            let mut row = vec![0.0f32; table.dim()];
+            for r in 0..table.rows() {
+                let mut s = mix64(self.cfg.seed ^ ((t as u64) << 56) ^ r as u64);
+                for x in row.iter_mut().skip(1) {
+                    s = mix64(s);
+                    let unit = (s >> 40) as f32 / (1u64 << 24) as f32;
+                    *x = (unit * 2.0 - 1.0) * scale;
+                }
+                table.write_weights(r, &row);
+            }
+        }
+        self.bias.write_weights(0, &[0.0]);
+    }
+
+    /// A worker for batches laid out by `desc`.
+    pub fn new_worker(&self, desc: &DataFeedDesc) -> Result<CtrWorker> {
+        let used = desc.used_slots();
+        let label_at = used
+            .iter()
+            .position(|s| s.name == self.cfg.label_slot)
+            .map(|at| (at, used[at].slot_type()));
+        let names: Vec<String> = if self.cfg.fields.is_empty() {
+            used.iter()
+                .filter(|s| s.name != self.cfg.label_slot && s.slot_type() == SlotType::U64)
+                .map(|s| s.name.clone())
+                .collect()
+        } else {
+            self.cfg.fields.clone()
+        };
+        if names.is_empty() {
+            return Err(Error::InvalidConfig {
+                field: "fields".into(),
+                reason: "the DataFeedDesc has no used uint64 slot besides the label".into(),
+            });
+        }
+        if let Some(name) = self.cfg.field_dims.keys().find(|n| !names.contains(n)) {
+            return Err(Error::InvalidConfig {
+                field: format!("field_dims.{name}"),
+                reason: format!("\"{name}\" is not one of the fields {names:?}"),
+            });
+        }
+        let default = self.cfg.default_dim(self.kind);
+        let fields = names
+            .iter()
+            .map(|name| {
+                let at = used.iter().position(|s| &s.name == name).ok_or_else(|| {
+                    Error::InvalidConfig {
+                        field: format!("fields.{name}"),
+                        reason: format!("the DataFeedDesc has no used slot \"{name}\""),
+                    }
+                })?;
+                if used[at].slot_type() != SlotType::U64 {
+                    return Err(Error::InvalidConfig {
+                        field: format!("fields.{name}"),
+                        reason: "must be a uint64 slot in the DataFeedDesc".into(),
+                    });
+                }
+                let dim = self.cfg.field_dims.get(name).copied().unwrap_or(default);
+                let table = self.dims.iter().position(|&d| d == dim).unwrap_or(0);
+                Ok(Field {
+                    at,
+                    table,
+                    salt: salt(name),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let max_dim = self.dims.last().copied().unwrap_or(0);
+        Ok(CtrWorker {
+            fields,
+            label_at,
+            feats: Vec::with_capacity(64),
+            vals: Vec::with_capacity(64 * (1 + max_dim)),
+            sum: vec![0.0; max_dim],
+            sumsq: vec![0.0; max_dim],
+            grad: vec![0.0; 1 + max_dim],
+        })
+    }
+
+    /// Hashes instance `i`'s ids into `w.feats`.
+    #[inline]
+    fn gather(&self, w: &mut CtrWorker, batch: &Batch, i: usize) {
+        w.feats.clear();
+        let buckets = self.cfg.buckets as u128;
+        for f in &w.fields {
+            for &id in batch.slots[f.at].u64s(i).unwrap_or(&[]) {
+                let h = mix64(id ^ f.salt);
+                let row = ((u128::from(h) * buckets) >> 64) as usize;
+                w.feats.push((f.table, row));
+            }
+        }
+    }
+
+    /// The logit of `w.feats`, reading their rows into `w.vals` and the factor sums into
+    /// `w.sum` (the squares' sums into `w.sumsq`).
+    #[inline]
+    fn forward(&self, w: &mut CtrWorker) -> f32 {
+        w.vals.clear();
+        for &(t, row) in &w.feats {
+            let start = w.vals.len();
+            let table = &self.tables[t];
+            w.vals.resize(start + table.dim(), 0.0);
+            table.read_weights(row, &mut w.vals[start..]);
+        }
+        let mut logit = self.bias.weights(0)[0].load();
+        w.sum.fill(0.0);
+        w.sumsq.fill(0.0);
+        let mut at = 0;
+        for &(t, _) in &w.feats {
+            let d = self.dims[t];
+            logit += w.vals[at];
+            let v = &w.vals[at + 1..at + 1 + d];
+            for ((s, q), &x) in w.sum.iter_mut().zip(w.sumsq.iter_mut()).zip(v) {
+                *s += x;
+                *q += x * x;
+            }
+            at += 1 + d;
+        }
+        let pairs: f32 = w.sum.iter().zip(&w.sumsq).map(|(s, q)| s * s - q).sum();
+        logit + 0.5 * pairs
+    }
+
+    /// Applies one instance's gradient `g = p - y` to its rows and the bias.
+    #[inline]
+    fn update(&self, w: &mut CtrWorker, steps: &Steps<O::Step>, g: f32) {
+        let l2 = self.cfg.l2;
+        let mut at = 0;
+        for &(t, row) in &w.feats {
+            let d = self.dims[t];
+            let vals = &w.vals[at..at + 1 + d];
+            w.grad[0] = g + l2 * vals[0];
+            for k in 0..d {
+                let v = vals[1 + k];
+                w.grad[1 + k] = g * (w.sum[k] - v) + l2 * v;
+            }
+            self.tables[t].update_row(&self.opt, &steps.tables[t], row, &w.grad[..1 + d], 1.0);
+            at += 1 + d;
+        }
+        self.bias.update_row(&self.opt, &steps.bias, 0, &[g], 1.0);
+    }
+
+    fn begin(&self) -> Result<Steps<O::Step>> {
+        Ok(Steps {
+            tables: self
+                .tables
+                .iter()
+                .map(|t| t.begin(&self.opt, true))
+                .collect::<Result<Vec<_>>>()?,
+            bias: self.bias.begin(&self.opt, false)?,
+        })
+    }
+
+    fn finish(&self, rows: &[usize], instances: usize) {
+        for (t, &n) in self.tables.iter().zip(rows) {
+            t.finish(&self.opt, true, n);
+        }
+        self.bias.finish(&self.opt, false, instances);
+    }
+
+    /// Instance `i`'s label (0 or 1).
+    fn label(&self, batch: &Batch, (at, kind): (usize, SlotType), i: usize) -> Result<f32> {
+        let bad = |reason: String| Error::BadInstance {
+            slot: self.cfg.label_slot.clone(),
+            instance: i,
+            reason,
+        };
+        match kind {
+            SlotType::U64 => match batch.slots[at].u64s(i).unwrap_or(&[]) {
+                [0] => Ok(0.0),
+                [1] => Ok(1.0),
+                [y] => Err(bad(format!("label {y} is not 0 or 1"))),
+                v => Err(bad(format!("expected one label, got {} values", v.len()))),
+            },
+            SlotType::F32 => match batch.slots[at].f32s(i).unwrap_or(&[]) {
+                [y] if y.is_finite() => Ok(f32::from(u8::from(*y > 0.0))),
+                [y] => Err(bad(format!("label {y} is not a finite number"))),
+                v => Err(bad(format!("expected one label, got {} values", v.len()))),
+            },
+        }
+    }
+
+    /// The click probability of instance `i` of `batch` (after [`Ctr::new_worker`]).
+    pub fn predict(&self, w: &mut CtrWorker, batch: &Batch, i: usize) -> f32 {
+        self.gather(w, batch, i);
+        sigmoid(self.forward(w))
+    }
+}
+
+#[inline(always)]
+fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// The logistic loss of `logit` for label `y`: `log(1 + exp(z)) - y z`, computed stably.
+#[inline(always)]
+fn logloss(logit: f32, y: f32) -> f32 {
+    logit.max(0.0) + (-logit.abs()).exp().ln_1p() - y * logit
+}
+
+const METRICS: &[&str] = &["loss"];
+
+impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
+    type Worker = CtrWorker;
+
+    /// `loss`: the mean logistic loss per instance (before each instance's update in training).
+    fn metrics(&self) -> &'static [&'static str] {
+        METRICS
+    }
+
+    fn startup(&self) {
+        self.init();
+    }
+
+    fn worker(&self, desc: &DataFeedDesc) -> Result<CtrWorker> {
+        self.new_worker(desc)
+    }
+
+    fn train_batch(
+        &self,
+        w: &mut CtrWorker,
+        batch: &Batch,
+        out: &mut [f64],
+        stages: Option<&mut StageTimes>,
+    ) -> Result<()> {
+        let Some(label_at) = w.label_at else {
+            return Err(Error::InvalidConfig {
+                field: "label_slot".into(),
+                reason: format!(
+                    "training needs the used slot \"{}\" in the DataFeedDesc",
+                    self.cfg.label_slot
+                ),
+            });
+        };
+        let t0 = stages.as_ref().map(|_| Instant::now());
+        let steps = self.begin()?;
+        let mut rows = vec![0usize; self.tables.len()];
+        let mut loss = 0.0f64;
+        for i in 0..batch.len {
+            let y = self.label(batch, label_at, i)?;
+            self.gather(w, batch, i);
+            let logit = self.forward(w);
+            loss += f64::from(logloss(logit, y));
+            self.update(w, &steps, sigmoid(logit) - y);
+            for &(t, _) in &w.feats {
+                rows[t] += 1;
+            }
+        }
+        self.finish(&rows, batch.len);
+        if let (Some(st), Some(t0)) = (stages, t0) {
+            // Forward, backward and update are fused per instance: all of it counts as update.
+            st.update += t0.elapsed();
+        }
+        out[0] = loss / batch.len.max(1) as f64;
+        Ok(())
+    }
+
+    fn eval_batch(
+        &self,
+        w: &mut CtrWorker,
+        batch: &Batch,
+        out: &mut [f64],
+        mut predictions: Option<&mut String>,
+    ) -> Result<()> {
+        let mut loss = 0.0f64;
+        for i in 0..batch.len {
+            self.gather(w, batch, i);
+            let logit = self.forward(w);
+            let p = sigmoid(logit);
+            if let Some(label_at) = w.label_at {
+                let y = self.label(batch, label_at, i)?;
+                loss += f64::from(logloss(logit, y));
+                self.auc.add(p, y > 0.5);
+            }
+            if let Some(text) = predictions.as_deref_mut() {
+                use std::fmt::Write as _;
+                let _ = writeln!(text, "{p:.6}");
+            }
+        }
+        out[0] = match w.label_at {
+            Some(_) => loss / batch.len.max(1) as f64,
+            None => f64::NAN,
+        };
+        Ok(())
+    }
+
+    fn tables(&self) -> Vec<&Table> {
+        self.tables
+            .iter()
+            .chain(std::iter::once(&self.bias))
+            .collect()
+    }
+
+    fn describe(&self) -> String {
+        let model = match self.kind {
+            CtrKind::Lr => ModelKind::Lr(self.cfg.clone()),
+            CtrKind::Fm => ModelKind::Fm(self.cfg.clone()),
+        };
+        ModelConfig {
+            model,
+            optimizer: self.opt.describe(),
+        }
+        .to_toml()
+    }
+
+    /// `auc`: the AUC of the predictions evaluated since the last call (when both classes were
+    /// seen).
+    fn run_metrics(&self) -> Vec<(&'static str, f64)> {
+        self.auc.take().map(|a| ("auc", a)).into_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

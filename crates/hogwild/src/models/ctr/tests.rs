@@ -1,0 +1,304 @@
+use super::*;
+use crate::executor::{self, Progress, RunOptions};
+use crate::feed::{SlotBatch, SlotValues};
+use crate::optim::{Adagrad, AdamAsync, Sgd};
+use approx::assert_relative_eq;
+use std::path::{Path, PathBuf};
+
+const DESC: &str = r#"
+name: "MultiSlotDataFeed"
+batch_size: 16
+multi_slot_desc {
+  slots { name: "a" type: "uint64" is_dense: false is_used: true }
+  slots { name: "b" type: "uint64" is_dense: false is_used: true }
+  slots { name: "label" type: "uint64" is_dense: false is_used: true }
+}
+"#;
+
+fn desc() -> DataFeedDesc {
+    DataFeedDesc::from_text(DESC).unwrap()
+}
+
+fn one(a: u64, b: u64, y: u64) -> Batch {
+    let slot = |v: u64| SlotBatch {
+        values: SlotValues::U64(vec![v]),
+        offsets: vec![0, 1],
+    };
+    Batch {
+        len: 1,
+        slots: vec![slot(a), slot(b), slot(y)],
+    }
+}
+
+// One SGD step (lr 0.5) of an FM with dim 2 on features A (w 0.2, v [0.1, -0.2]) and B (w -0.3,
+// v [0.3, 0.4]), bias 0.1, label 1. numpy:
+//   logit = 0.1 + 0.2 - 0.3 + vA @ vB = -0.05; p = sig(logit) = 0.4875026; loss = 0.7184596
+//   g = p - 1; wA' = 0.2 - 0.5 g = 0.4562487; vA' = vA - 0.5 g vB = [0.17687461, -0.09750052]
+//   vB' = vB - 0.5 g vA = [0.32562487, 0.34875026]; b' = 0.1 - 0.5 g = 0.35624870
+#[test]
+fn one_fm_sgd_step_matches_numpy() {
+    let mut cfg = CtrConfig::new(1000);
+    cfg.dim = Some(2);
+    let m = Ctr::new(CtrKind::Fm, cfg, Sgd { lr: 0.5f32 }).unwrap();
+    m.init();
+    let mut w = m.new_worker(&desc()).unwrap();
+    let batch = one(11, 22, 1);
+    m.gather(&mut w, &batch, 0);
+    let [(ta, ra), (tb, rb)] = [w.feats[0], w.feats[1]];
+    assert_ne!(ra, rb);
+    let t = &m.feature_tables()[ta];
+    assert_eq!(ta, tb);
+    t.write_weights(ra, &[0.2, 0.1, -0.2]);
+    t.write_weights(rb, &[-0.3, 0.3, 0.4]);
+    m.bias.write_weights(0, &[0.1]);
+    assert_relative_eq!(m.predict(&mut w, &batch, 0), 0.4875026, epsilon = 1e-6);
+    let mut out = [0.0f64];
+    m.train_batch(&mut w, &batch, &mut out, None).unwrap();
+    assert_relative_eq!(out[0], 0.7184596, epsilon = 1e-6);
+    let mut row = [0.0f32; 3];
+    t.read_weights(ra, &mut row);
+    assert_relative_eq!(
+        &row[..],
+        &[0.4562487, 0.17687461, -0.09750052][..],
+        epsilon = 1e-6
+    );
+    t.read_weights(rb, &mut row);
+    assert_relative_eq!(row[1], 0.32562487, epsilon = 1e-6);
+    assert_relative_eq!(row[2], 0.34875026, epsilon = 1e-6);
+    assert_relative_eq!(m.bias.weights(0)[0].load(), 0.3562487, epsilon = 1e-6);
+}
+
+// Per-field sizes: field a has 1 factor, b has 3; component 0 is shared, 1 and 2 only b's.
+// logit = wA + wB + vA[0] * vB[0] = 0.5 - 0.25 + 0.5 * 2.0 = 1.25 (no pair in components 1, 2).
+#[test]
+fn per_field_sizes_share_leading_components() {
+    let mut cfg = CtrConfig::new(64);
+    cfg.field_dims.insert("a".into(), 1);
+    cfg.dim = Some(3);
+    let m = Ctr::new(CtrKind::Fm, cfg, Sgd { lr: 0.1f32 }).unwrap();
+    assert_eq!(m.feature_tables().len(), 2);
+    assert_eq!(m.feature_tables()[0].name(), "fm_k1");
+    let mut w = m.new_worker(&desc()).unwrap();
+    let batch = one(1, 2, 0);
+    m.gather(&mut w, &batch, 0);
+    let [(ta, ra), (tb, rb)] = [w.feats[0], w.feats[1]];
+    assert_eq!((ta, tb), (0, 1));
+    m.feature_tables()[0].write_weights(ra, &[0.5, 0.5]);
+    m.feature_tables()[1].write_weights(rb, &[-0.25, 2.0, 7.0, -3.0]);
+    assert_relative_eq!(m.forward(&mut w), 1.25);
+}
+
+// python: s = [0.1, 0.4, 0.35, 0.8, 0.8, 0.2], y = [0, 0, 1, 1, 0, 1]; the exact AUC (ties half)
+// over all positive-negative pairs is 0.5.
+#[test]
+fn auc_counts_pairs_with_ties_as_half() {
+    let auc = Auc::default();
+    for (p, y) in [(0.1, 0), (0.4, 0), (0.35, 1), (0.8, 1), (0.8, 0), (0.2, 1)] {
+        auc.add(p, y == 1);
+    }
+    assert_relative_eq!(auc.take().unwrap(), 0.5);
+    assert_eq!(auc.take(), None, "reset after take");
+    auc.add(0.9, true);
+    auc.add(0.1, false);
+    assert_eq!(auc.take(), Some(1.0));
+}
+
+/// A known model: logit = w[a] + w[b] + interaction (a and b share parity) over 50 ids per field.
+fn write_data(dir: &Path, name: &str, files: usize, lines: usize, seed: u64) -> Vec<PathBuf> {
+    let mut s = seed;
+    let mut next = move || {
+        s = mix64(s);
+        s
+    };
+    (0..files)
+        .map(|f| {
+            let mut text = String::new();
+            for _ in 0..lines {
+                let (a, b) = (next() % 50, next() % 50);
+                let wa = (a % 7) as f64 * 0.3 - 0.9;
+                let wb = (b % 5) as f64 * 0.4 - 0.8;
+                let inter = if a % 2 == b % 2 { 1.5 } else { -1.5 };
+                let p = 1.0 / (1.0 + (-(wa + wb + inter)).exp());
+                let y = u64::from((next() >> 11) as f64 / (1u64 << 53) as f64 <= p);
+                text.push_str(&format!("1 {a} 1 {b} 1 {y}\n"));
+            }
+            let path = dir.join(format!("{name}-{f}"));
+            std::fs::write(&path, text).unwrap();
+            path
+        })
+        .collect()
+}
+
+fn quiet() -> RunOptions {
+    RunOptions {
+        print_period: 0,
+        progress: Progress::Quiet,
+        ..RunOptions::default()
+    }
+}
+
+fn fit<O: Optimizer<f32> + OptimizerDesc>(
+    m: &Ctr<O>,
+    train: &[PathBuf],
+    test: &[PathBuf],
+    threads: usize,
+) -> (f64, f64) {
+    executor::startup(m);
+    for _ in 0..4 {
+        executor::run_from_files(m, &desc(), train, threads, &[], &quiet()).unwrap();
+    }
+    let r = executor::eval_from_files(m, &desc(), test, 1, &[], &quiet(), None).unwrap();
+    (r.get("loss").unwrap(), r.get("auc").unwrap())
+}
+
+#[test]
+fn fm_learns_interactions_lr_cannot_and_two_threads_match_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = write_data(dir.path(), "train", 2, 4000, 1);
+    let test = write_data(dir.path(), "test", 1, 3000, 2);
+    let ada = Adagrad {
+        lr: 0.1f32,
+        initial_accumulator: 0.1,
+    };
+    let lr = Ctr::new(CtrKind::Lr, CtrConfig::new(4096), ada).unwrap();
+    let (_, auc_lr) = fit(&lr, &train, &test, 1);
+    let mut cfg = CtrConfig::new(4096);
+    cfg.dim = Some(4);
+    cfg.init_scale = 0.1;
+    let fm = Ctr::new(CtrKind::Fm, cfg.clone(), ada).unwrap();
+    let (loss1, auc1) = fit(&fm, &train, &test, 1);
+    assert!(auc1 > auc_lr + 0.05, "fm {auc1} vs lr {auc_lr}");
+    assert!(auc1 > 0.8, "fm auc {auc1}");
+    let fm2 = Ctr::new(CtrKind::Fm, cfg.clone(), ada).unwrap();
+    let (loss2, auc2) = fit(&fm2, &train, &test, 2);
+    assert!(
+        auc2 > auc1 - 0.01 && loss2 < loss1 + 0.01,
+        "2 threads {auc2} {loss2} vs 1: {auc1} {loss1}"
+    );
+    let adam = Ctr::new(
+        CtrKind::Fm,
+        cfg.clone(),
+        AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8),
+    )
+    .unwrap();
+    let (_, auc_adam) = fit(&adam, &train, &test, 2);
+    assert!(auc_adam > 0.8, "adam_async auc {auc_adam}");
+    let mut rms = AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8);
+    rms.apply_sparse_rmsprop = true;
+    let rms = Ctr::new(CtrKind::Fm, cfg.clone(), rms).unwrap();
+    let (_, auc_rms) = fit(&rms, &train, &test, 1);
+    assert!(auc_rms > 0.8, "rmsprop auc {auc_rms}");
+    let sgd = Ctr::new(CtrKind::Fm, cfg, Sgd { lr: 0.05f32 }).unwrap();
+    let (_, auc_sgd) = fit(&sgd, &train, &test, 1);
+    assert!(auc_sgd > 0.8, "sgd auc {auc_sgd}");
+}
+
+#[test]
+fn predictions_are_one_probability_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let test = write_data(dir.path(), "test", 1, 40, 3);
+    let m = Ctr::new(CtrKind::Lr, CtrConfig::new(128), Sgd { lr: 0.1f32 }).unwrap();
+    m.init();
+    let out = dir.path().join("pred.txt");
+    executor::eval_from_files(&m, &desc(), &test, 1, &[], &quiet(), Some(&out)).unwrap();
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().count(), 40);
+    assert!(
+        text.lines().all(|l| l == "0.500000"),
+        "zero model predicts 0.5"
+    );
+}
+
+#[test]
+fn bad_labels_fields_and_configs_are_named() {
+    let m = Ctr::new(CtrKind::Lr, CtrConfig::new(16), Sgd { lr: 0.1f32 }).unwrap();
+    let mut w = m.new_worker(&desc()).unwrap();
+    let e = m
+        .train_batch(&mut w, &one(1, 2, 2), &mut [0.0], None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("\"label\"") && e.contains("label 2 is not 0 or 1"),
+        "{e}"
+    );
+
+    let mut cfg = CtrConfig::new(16);
+    cfg.fields = vec!["a".into(), "c".into()];
+    let m = Ctr::new(CtrKind::Lr, cfg, Sgd { lr: 0.1f32 }).unwrap();
+    let e = m.new_worker(&desc()).unwrap_err().to_string();
+    assert!(e.contains("fields.c") && e.contains("no used slot"), "{e}");
+
+    let mut cfg = CtrConfig::new(16);
+    cfg.field_dims.insert("zz".into(), 2);
+    let m = Ctr::new(CtrKind::Fm, cfg, Sgd { lr: 0.1f32 }).unwrap();
+    let e = m.new_worker(&desc()).unwrap_err().to_string();
+    assert!(e.contains("field_dims.zz"), "{e}");
+
+    for (kind, edit, field) in [
+        (
+            CtrKind::Lr,
+            Box::new(|c: &mut CtrConfig| c.dim = Some(4)) as Box<dyn Fn(&mut _)>,
+            "dim",
+        ),
+        (
+            CtrKind::Fm,
+            Box::new(|c: &mut CtrConfig| c.dim = Some(0)),
+            "dim",
+        ),
+        (
+            CtrKind::Fm,
+            Box::new(|c: &mut CtrConfig| c.buckets = 0),
+            "buckets",
+        ),
+        (CtrKind::Fm, Box::new(|c: &mut CtrConfig| c.l2 = -1.0), "l2"),
+        (
+            CtrKind::Fm,
+            Box::new(|c: &mut CtrConfig| c.fields = vec!["label".into()]),
+            "fields",
+        ),
+    ] {
+        let mut cfg = CtrConfig::new(16);
+        edit(&mut cfg);
+        let e = Ctr::new(kind, cfg, Sgd { lr: 0.1f32 })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(field), "{field}: {e}");
+    }
+}
+
+#[test]
+fn config_round_trips_through_toml_and_checkpoints() {
+    let text = r#"
+[model]
+kind = "fm"
+buckets = 256
+dim = 4
+field_dims = { a = 2 }
+
+[optimizer]
+kind = "adagrad"
+lr = 0.1
+"#;
+    let c = ModelConfig::from_toml(text, "fm.toml").unwrap();
+    let ModelKind::Fm(cfg) = &c.model else {
+        panic!("parsed as {:?}", c.model)
+    };
+    let m = Ctr::new(CtrKind::Fm, cfg.clone(), c.optimizer.adagrad().unwrap()).unwrap();
+    m.init();
+    assert_eq!(ModelConfig::from_toml(&m.describe(), "saved").unwrap(), c);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fm.ckpt");
+    crate::checkpoint::save(&path, &m.describe(), &m.tables()).unwrap();
+    let mut ck = crate::checkpoint::load(&path).unwrap();
+    let back = Ctr::from_checkpoint(
+        CtrKind::Fm,
+        cfg.clone(),
+        c.optimizer.adagrad().unwrap(),
+        &mut ck,
+    )
+    .unwrap();
+    let (mut x, mut y) = ([0.0f32; 5], [0.0f32; 5]);
+    m.feature_tables()[1].read_weights(7, &mut x);
+    back.feature_tables()[1].read_weights(7, &mut y);
+    assert_eq!(x, y);
+}

@@ -1,0 +1,1020 @@
+//! word2vec: skip-gram with negative sampling (Mikolov et al. 2013; word2vec.c, gensim's `sg=1`).
+//!
+//! An instance is one sentence: the word ids of a line (a uint64 slot, `words` by default). For
+//! every kept word of a sentence and every context word within a window shrunk at random to
+//! `1..=window`, the context word's input vector is trained to predict the word against `negative`
+//! noise words drawn from the unigram distribution raised to the power 0.75. Frequent words are
+//! subsampled (kept with probability `(sqrt(c / t) + 1) * t / c`, `t = sample * total words`), and
+//! the learning rate decays linearly from the optimizer's `lr` to `min_lr` over `epochs` passes.
+//! Updates are plain SGD applied at once, Hogwild-style, exactly as word2vec.c does.
+//!
+//! The vocabulary (one `word count` line per id, most frequent first when built from text) is
+//! built by a first pass over the training files: [`Vocab::count_text`] for plain text, whose
+//! lines are then turned into MultiSlot id files by [`text_to_ids`], or [`Vocab::count_ids`] for
+//! MultiSlot id files. Ids whose count is below `min_count` are skipped. Trained vectors are
+//! written in word2vec's text format by [`Word2Vec::export_text`], which gensim's
+//! `KeyedVectors.load_word2vec_format` reads.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ModelConfig, ModelKind, OptimizerDesc};
+use crate::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, SlotType};
+use crate::model::{Model, StageTimes};
+use crate::optim::Sgd;
+use crate::store::Table;
+use crate::{Error, Result};
+
+/// What the training files hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Input {
+    /// MultiSlot files whose words slot holds word ids (lines of the vocabulary file).
+    #[default]
+    Ids,
+    /// Plain text, one sentence per line, words separated by white space; the command line
+    /// builds the vocabulary and converts the text to MultiSlot id files before training.
+    Text,
+}
+
+/// The word2vec model's settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Word2VecConfig {
+    /// The uint64 slot holding a sentence's word ids.
+    #[serde(default = "default_words")]
+    pub words_slot: String,
+    /// The vocabulary file: one `word count` line per id, line 1 holding id 0.
+    pub vocab_file: PathBuf,
+    /// What the training files hold.
+    #[serde(default)]
+    pub input: Input,
+    /// Vector width.
+    #[serde(default = "default_dim")]
+    pub dim: usize,
+    /// Largest distance between a word and a context word.
+    #[serde(default = "default_window")]
+    pub window: usize,
+    /// Noise words per (word, context) pair.
+    #[serde(default = "default_negative")]
+    pub negative: usize,
+    /// Words seen fewer times are skipped (and left out of the vocabulary built from text).
+    #[serde(default = "default_min_count")]
+    pub min_count: u64,
+    /// Subsampling threshold of frequent words (0 disables subsampling).
+    #[serde(default = "default_sample")]
+    pub sample: f64,
+    /// The learning rate reached at the end of `epochs` passes (it starts at the optimizer's lr).
+    #[serde(default = "default_min_lr")]
+    pub min_lr: f32,
+    /// Passes over the data the learning rate decays over (train with the same `--epochs`).
+    #[serde(default = "default_epochs")]
+    pub epochs: usize,
+    /// Longest sentence: longer text lines are split when converted to ids.
+    #[serde(default = "default_max_sentence")]
+    pub max_sentence: usize,
+    /// Seed of the initial vectors and of the workers' random streams.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_words() -> String {
+    "words".into()
+}
+fn default_dim() -> usize {
+    100
+}
+fn default_window() -> usize {
+    5
+}
+fn default_negative() -> usize {
+    5
+}
+fn default_min_count() -> u64 {
+    5
+}
+fn default_sample() -> f64 {
+    1e-3
+}
+fn default_min_lr() -> f32 {
+    1e-4
+}
+fn default_epochs() -> usize {
+    1
+}
+fn default_max_sentence() -> usize {
+    10_000
+}
+
+impl Word2VecConfig {
+    /// Settings with every default and the given vocabulary file.
+    pub fn new(vocab_file: impl Into<PathBuf>) -> Self {
+        Self {
+            words_slot: default_words(),
+            vocab_file: vocab_file.into(),
+            input: Input::default(),
+            dim: default_dim(),
+            window: default_window(),
+            negative: default_negative(),
+            min_count: default_min_count(),
+            sample: default_sample(),
+            min_lr: default_min_lr(),
+            epochs: default_epochs(),
+            max_sentence: default_max_sentence(),
+            seed: 0,
+        }
+    }
+
+    fn check(&self, lr: f32) -> Result<()> {
+        let bad = |field: &str, reason: String| {
+            Err(Error::InvalidConfig {
+                field: field.into(),
+                reason,
+            })
+        };
+        if self.dim == 0 {
+            return bad("dim", "must be at least 1".into());
+        }
+        if self.window == 0 {
+            return bad("window", "must be at least 1".into());
+        }
+        if self.negative == 0 {
+            return bad("negative", "must be at least 1".into());
+        }
+        if self.epochs == 0 {
+            return bad("epochs", "must be at least 1".into());
+        }
+        if self.max_sentence == 0 {
+            return bad("max_sentence", "must be at least 1".into());
+        }
+        if !(self.sample >= 0.0 && self.sample.is_finite()) {
+            return bad("sample", format!("{} must be finite and >= 0", self.sample));
+        }
+        if !(lr.is_finite() && lr > 0.0) {
+            return bad("optimizer.lr", format!("{lr} must be positive"));
+        }
+        if !(self.min_lr.is_finite() && self.min_lr >= 0.0 && self.min_lr <= lr) {
+            return bad(
+                "min_lr",
+                format!(
+                    "{} must be between 0 and the optimizer's lr {lr}",
+                    self.min_lr
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A vocabulary: the word and its count for every id.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Vocab {
+    pub words: Vec<String>,
+    pub counts: Vec<u64>,
+}
+
+impl Vocab {
+    /// Number of ids.
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    /// Whether there are no ids.
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// Reads a vocabulary file: one `word count` line per id.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let file = std::fs::File::open(path).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            message: format!("cannot open the vocabulary: {e}"),
+        })?;
+        let mut vocab = Vocab::default();
+        for (n, line) in BufReader::new(file).lines().enumerate() {
+            let line = line.map_err(|e| Error::Io {
+                path: path.display().to_string(),
+                message: format!("line {}: {e}", n + 1),
+            })?;
+            let mut parts = line.split_whitespace();
+            let (Some(word), Some(count), None) = (parts.next(), parts.next(), parts.next()) else {
+                return Err(Error::Io {
+                    path: format!("{}:{}", path.display(), n + 1),
+                    message: format!("expected `word count`, got {line:?}"),
+                });
+            };
+            let count = count.parse::<u64>().map_err(|_| Error::Io {
+                path: format!("{}:{}", path.display(), n + 1),
+                message: format!("count {count:?} of word {word:?} is not a whole number"),
+            })?;
+            vocab.words.push(word.to_string());
+            vocab.counts.push(count);
+        }
+        if vocab.is_empty() {
+            return Err(Error::Io {
+                path: path.display().to_string(),
+                message: "the vocabulary is empty".into(),
+            });
+        }
+        Ok(vocab)
+    }
+
+    /// Writes the vocabulary file (atomically: a temporary file renamed into place).
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let io = |e: std::io::Error| Error::Io {
+            path: path.display().to_string(),
+            message: format!("cannot write the vocabulary: {e}"),
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let tmp = path.with_extension("tmp");
+        let mut out = BufWriter::new(std::fs::File::create(&tmp).map_err(io)?);
+        for (w, c) in self.words.iter().zip(&self.counts) {
+            writeln!(out, "{w} {c}").map_err(io)?;
+        }
+        out.into_inner()
+            .map_err(|e| io(e.into_error()))?
+            .sync_all()
+            .map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+
+    /// Counts the white-space separated words of text files and keeps those seen at least
+    /// `min_count` times, most frequent first (ties in byte order of the word).
+    pub fn count_text(files: &[PathBuf], min_count: u64) -> Result<Self> {
+        let mut counts: HashMap<String, u64> = HashMap::new();
+        for path in files {
+            for_each_line(path, |line| {
+                for word in line.split_ascii_whitespace() {
+                    match counts.get_mut(word) {
+                        Some(c) => *c += 1,
+                        None => {
+                            counts.insert(word.to_string(), 1);
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        let mut kept: Vec<(String, u64)> = counts
+            .into_iter()
+            .filter(|&(_, c)| c >= min_count.max(1))
+            .collect();
+        kept.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        if kept.is_empty() {
+            return Err(Error::InvalidConfig {
+                field: "min_count".into(),
+                reason: format!(
+                    "no word of {} occurs at least {min_count} times",
+                    file_names(files)
+                ),
+            });
+        }
+        let (words, counts) = kept.into_iter().unzip();
+        Ok(Vocab { words, counts })
+    }
+
+    /// Counts the ids of slot `slot` in MultiSlot files: ids `0..=max id`, each named by its
+    /// number.
+    pub fn count_ids(desc: &DataFeedDesc, files: &[PathBuf], slot: &str) -> Result<Self> {
+        let at = words_position(desc, slot)?;
+        let (mut queues, feed) = start_feed(desc, files, &FeedOptions::default())?;
+        let mut counts: Vec<u64> = Vec::new();
+        while let Some(batch) = queues[0].recv() {
+            if let crate::feed::SlotValues::U64(ids) = &batch.slots[at].values {
+                for &id in ids {
+                    let id = usize::try_from(id)
+                        .ok()
+                        .filter(|&i| i < u32::MAX as usize)
+                        .ok_or_else(|| Error::InvalidConfig {
+                            field: format!("words slot \"{slot}\""),
+                            reason: format!("word id {id} is too large for a vocabulary"),
+                        })?;
+                    if id >= counts.len() {
+                        counts.resize(id + 1, 0);
+                    }
+                    counts[id] += 1;
+                }
+            }
+        }
+        feed.join()?;
+        if counts.is_empty() {
+            return Err(Error::InvalidConfig {
+                field: format!("words slot \"{slot}\""),
+                reason: format!("no word ids in {}", file_names(files)),
+            });
+        }
+        let words = (0..counts.len()).map(|i| i.to_string()).collect();
+        Ok(Vocab { words, counts })
+    }
+}
+
+fn file_names(files: &[PathBuf]) -> String {
+    let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    names.join(", ")
+}
+
+/// Calls `f` on every line of a text file (invalid UTF-8 is replaced).
+fn for_each_line(path: &Path, mut f: impl FnMut(&str) -> Result<()>) -> Result<()> {
+    let file = std::fs::File::open(path).map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        message: format!("cannot open: {e}"),
+    })?;
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            message: format!("cannot read: {e}"),
+        })?;
+        if n == 0 {
+            return Ok(());
+        }
+        f(&String::from_utf8_lossy(&buf))?;
+    }
+}
+
+/// Converts text files to MultiSlot id files in `out_dir` (`<N>-<name>.ids` for the N-th input
+/// file, counted from 0): every
+/// line becomes `count id1 ... idN` over its words in the vocabulary, split after `max_sentence`
+/// ids; lines with no such word are left out. Returns the written files.
+pub fn text_to_ids(
+    vocab: &Vocab,
+    files: &[PathBuf],
+    out_dir: &Path,
+    max_sentence: usize,
+) -> Result<Vec<PathBuf>> {
+    let ids: HashMap<&str, usize> = vocab
+        .words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| (w.as_str(), i))
+        .collect();
+    let io = |path: &Path, e: std::io::Error| Error::Io {
+        path: path.display().to_string(),
+        message: format!("cannot write ids: {e}"),
+    };
+    std::fs::create_dir_all(out_dir).map_err(|e| io(out_dir, e))?;
+    let mut written = Vec::with_capacity(files.len());
+    let mut sentence: Vec<usize> = Vec::new();
+    let mut line_out = String::new();
+    for (n, path) in files.iter().enumerate() {
+        let name = path
+            .file_name()
+            .map_or_else(|| "text".into(), |n| n.to_string_lossy().into_owned());
+        let target = out_dir.join(format!("{n}-{name}.ids"));
+        let mut out = BufWriter::new(std::fs::File::create(&target).map_err(|e| io(&target, e))?);
+        for_each_line(path, |line| {
+            sentence.clear();
+            sentence.extend(line.split_ascii_whitespace().filter_map(|w| ids.get(w)));
+            for chunk in sentence.chunks(max_sentence.max(1)) {
+                use std::fmt::Write as _;
+                line_out.clear();
+                let _ = write!(line_out, "{}", chunk.len());
+                for id in chunk {
+                    let _ = write!(line_out, " {id}");
+                }
+                line_out.push('\n');
+                out.write_all(line_out.as_bytes())
+                    .map_err(|e| io(&target, e))?;
+            }
+            Ok(())
+        })?;
+        out.flush().map_err(|e| io(&target, e))?;
+        written.push(target);
+    }
+    Ok(written)
+}
+
+fn words_position(desc: &DataFeedDesc, name: &str) -> Result<usize> {
+    let used = desc.used_slots();
+    let at = used
+        .iter()
+        .position(|s| s.name == name)
+        .ok_or_else(|| Error::InvalidConfig {
+            field: "words_slot".into(),
+            reason: format!("the DataFeedDesc has no used slot \"{name}\""),
+        })?;
+    if used[at].slot_type() != SlotType::U64 {
+        return Err(Error::InvalidConfig {
+            field: format!("words slot \"{name}\""),
+            reason: "must be a uint64 slot in the DataFeedDesc".into(),
+        });
+    }
+    Ok(at)
+}
+
+/// Walker's alias table: draws id `i` with probability `weights[i] / sum` in constant time.
+#[derive(Debug, Clone)]
+pub(crate) struct AliasTable {
+    /// Per bucket: keep the bucket's own id when the low 32 random bits are below this.
+    threshold: Vec<u32>,
+    alias: Vec<u32>,
+}
+
+impl AliasTable {
+    /// The table for non-negative `weights` with a positive sum.
+    pub(crate) fn new(weights: &[f64]) -> Self {
+        let n = weights.len();
+        let sum: f64 = weights.iter().sum();
+        let mut scaled: Vec<f64> = weights.iter().map(|w| w * n as f64 / sum).collect();
+        let mut alias: Vec<u32> = (0..n as u32).collect();
+        let mut threshold = vec![u32::MAX; n];
+        let (mut small, mut large): (Vec<usize>, Vec<usize>) =
+            (0..n).partition(|&i| scaled[i] < 1.0);
+        while let (Some(s), Some(&l)) = (small.pop(), large.last()) {
+            threshold[s] = (scaled[s] * 4_294_967_296.0).min(u32::MAX as f64) as u32;
+            alias[s] = l as u32;
+            scaled[l] -= 1.0 - scaled[s];
+            if scaled[l] < 1.0 {
+                large.pop();
+                small.push(l);
+            }
+        }
+        Self { threshold, alias }
+    }
+
+    /// The id drawn by random bits `r`.
+    #[inline(always)]
+    pub(crate) fn sample(&self, r: u64) -> u32 {
+        let bucket = (((r >> 32) * self.threshold.len() as u64) >> 32) as usize;
+        if (r as u32) < self.threshold[bucket] {
+            bucket as u32
+        } else {
+            self.alias[bucket]
+        }
+    }
+}
+
+/// A worker's random stream (xorshift64*).
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(super::mix64(seed) | 1)
+    }
+    #[inline(always)]
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+/// `ln(1 + exp(-x))` on `[-MAX_EXP, MAX_EXP]`, tabulated and interpolated linearly (error below
+/// 3e-7): the loss of every (word, target) pair costs two loads instead of a logarithm.
+#[derive(Debug, Clone)]
+struct SoftplusTable(Vec<f32>);
+
+const SOFTPLUS_STEPS: usize = 4096;
+
+impl SoftplusTable {
+    fn new() -> Self {
+        let step = 2.0 * f64::from(MAX_EXP) / SOFTPLUS_STEPS as f64;
+        Self(
+            (0..=SOFTPLUS_STEPS + 1)
+                .map(|i| {
+                    let x = -f64::from(MAX_EXP) + i as f64 * step;
+                    (-x).exp().ln_1p() as f32
+                })
+                .collect(),
+        )
+    }
+
+    /// The value at `x` in `[-MAX_EXP, MAX_EXP]`.
+    #[inline(always)]
+    fn at(&self, x: f32) -> f32 {
+        let pos = (x + MAX_EXP) * (SOFTPLUS_STEPS as f32 / (2.0 * MAX_EXP));
+        let i = (pos as usize).min(SOFTPLUS_STEPS);
+        let frac = pos - i as f32;
+        let (a, b) = (self.0[i], self.0[i + 1]);
+        a + (b - a) * frac
+    }
+}
+
+/// Sigmoid arguments beyond this are saturated: such pairs are not updated (gensim's MAX_EXP).
+const MAX_EXP: f32 = 6.0;
+
+/// The word2vec model: input vectors (the ones exported) and output vectors, one row per id,
+/// plus the training progress that drives the learning-rate decay.
+#[derive(Debug)]
+pub struct Word2Vec {
+    cfg: Word2VecConfig,
+    opt: Sgd<f32>,
+    vocab: Vocab,
+    /// Per id: the probability (scaled to 2^32) of keeping an occurrence; 0 for skipped ids.
+    keep: Vec<u64>,
+    noise: AliasTable,
+    softplus: SoftplusTable,
+    input: Table,
+    output: Table,
+    /// Training progress mirrored for checkpoints: words done, as two 32-bit halves.
+    progress_table: Table,
+    /// Words (kept by `min_count`, before subsampling) trained on so far, over all runs.
+    progress: AtomicU64,
+    /// The words the learning rate decays over: corpus words times epochs.
+    horizon: u64,
+    /// Words trained on (after subsampling) since the last `run_metrics` call.
+    effective: AtomicU64,
+    /// Workers created so far (each gets its own random stream).
+    workers: AtomicU64,
+}
+
+/// One worker's scratch buffers and random stream.
+#[derive(Debug)]
+pub struct Word2VecWorker {
+    rng: Rng,
+    sentence: Vec<u32>,
+    pub(crate) negs: Vec<u32>,
+    l1: Vec<f32>,
+    neu1e: Vec<f32>,
+    row: Vec<f32>,
+    words_at: usize,
+}
+
+impl Word2Vec {
+    /// A model over `vocab` (its parameters not yet initialised: call [`Word2Vec::init`]).
+    pub fn new(cfg: Word2VecConfig, opt: Sgd<f32>, vocab: Vocab) -> Result<Self> {
+        cfg.check(opt.lr)?;
+        let rows = vocab.len();
+        let input = Table::new("input", rows, cfg.dim, &opt)?;
+        let output = Table::new("output", rows, cfg.dim, &opt)?;
+        let progress_table = Table::new("progress", 1, 2, &opt)?;
+        Self::assemble(cfg, opt, vocab, input, output, progress_table)
+    }
+
+    /// A model from a checkpoint's tables and the vocabulary file named in `cfg`.
+    pub fn from_checkpoint(
+        cfg: Word2VecConfig,
+        opt: Sgd<f32>,
+        ck: &mut crate::checkpoint::Checkpoint,
+    ) -> Result<Self> {
+        cfg.check(opt.lr)?;
+        let vocab = Vocab::from_file(&cfg.vocab_file)?;
+        let input = ck.take_table("input", vocab.len(), cfg.dim)?;
+        let output = ck.take_table("output", vocab.len(), cfg.dim)?;
+        let progress_table = ck.take_table("progress", 1, 2)?;
+        let m = Self::assemble(cfg, opt, vocab, input, output, progress_table)?;
+        let cells = m.progress_table.weights(0);
+        let done =
+            u64::from(cells[0].load().to_bits()) | (u64::from(cells[1].load().to_bits()) << 32);
+        m.progress.store(done, Ordering::Relaxed);
+        Ok(m)
+    }
+
+    fn assemble(
+        cfg: Word2VecConfig,
+        opt: Sgd<f32>,
+        vocab: Vocab,
+        input: Table,
+        output: Table,
+        progress_table: Table,
+    ) -> Result<Self> {
+        let min_count = cfg.min_count.max(1);
+        let total: u64 = vocab.counts.iter().filter(|&&c| c >= min_count).sum();
+        if total == 0 {
+            return Err(Error::InvalidConfig {
+                field: "min_count".into(),
+                reason: format!(
+                    "no word of the vocabulary {} occurs at least {min_count} times",
+                    cfg.vocab_file.display()
+                ),
+            });
+        }
+        let threshold = cfg.sample * total as f64;
+        let keep = vocab
+            .counts
+            .iter()
+            .map(|&c| {
+                if c < min_count {
+                    0
+                } else if threshold <= 0.0 {
+                    1 << 32
+                } else {
+                    let c = c as f64;
+                    let p = ((c / threshold).sqrt() + 1.0) * threshold / c;
+                    (p.min(1.0) * 4_294_967_296.0) as u64
+                }
+            })
+            .collect();
+        let weights: Vec<f64> = vocab
+            .counts
+            .iter()
+            .map(|&c| {
+                if c < min_count {
+                    0.0
+                } else {
+                    (c as f64).powf(0.75)
+                }
+            })
+            .collect();
+        let horizon = total.saturating_mul(cfg.epochs as u64);
+        Ok(Self {
+            noise: AliasTable::new(&weights),
+            softplus: SoftplusTable::new(),
+            keep,
+            horizon,
+            cfg,
+            opt,
+            vocab,
+            input,
+            output,
+            progress_table,
+            progress: AtomicU64::new(0),
+            effective: AtomicU64::new(0),
+            workers: AtomicU64::new(0),
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Word2VecConfig {
+        &self.cfg
+    }
+    /// The vocabulary.
+    pub fn vocab(&self) -> &Vocab {
+        &self.vocab
+    }
+    /// The input vectors (the word vectors).
+    pub fn input(&self) -> &Table {
+        &self.input
+    }
+    /// The output vectors (negative sampling's).
+    pub fn output(&self) -> &Table {
+        &self.output
+    }
+
+    /// The startup step: input vectors uniform in `[-0.5/dim, 0.5/dim]` (word2vec.c's),
+    /// deterministic in the seed and the row; output vectors zero; progress zero.
+    pub fn init(&self) {
+        let dim = self.cfg.dim;
+        let mut row = vec![0.0f32; dim];
+        for r in 0..self.input.rows() {
+            let mut rng = Rng::new(self.cfg.seed ^ (r as u64).wrapping_mul(0x9E37_79B9));
+            for x in row.iter_mut() {
+                let unit = (rng.next() >> 40) as f32 / (1u64 << 24) as f32;
+                *x = (unit - 0.5) / dim as f32;
+            }
+            self.input.write_weights(r, &row);
+        }
+        row.fill(0.0);
+        for r in 0..self.output.rows() {
+            self.output.write_weights(r, &row);
+        }
+        self.progress.store(0, Ordering::Relaxed);
+        self.progress_table.write_weights(0, &[0.0, 0.0]);
+    }
+
+    /// Scratch buffers for a worker reading ids from batch slot `words_at`.
+    pub fn new_worker(&self, words_at: usize) -> Word2VecWorker {
+        let n = self.workers.fetch_add(1, Ordering::Relaxed);
+        Word2VecWorker {
+            rng: Rng::new(self.cfg.seed.wrapping_add(0x5151) ^ n.wrapping_mul(0xA24B_AED4)),
+            sentence: Vec::with_capacity(1024),
+            negs: Vec::with_capacity(self.cfg.negative),
+            l1: vec![0.0; self.cfg.dim],
+            neu1e: vec![0.0; self.cfg.dim],
+            row: vec![0.0; self.cfg.dim],
+            words_at,
+        }
+    }
+
+    /// The learning rate after `done` words.
+    pub fn learning_rate(&self, done: u64) -> f32 {
+        let frac = (done as f64 / self.horizon.max(1) as f64).min(1.0) as f32;
+        (self.opt.lr - (self.opt.lr - self.cfg.min_lr) * frac).max(self.cfg.min_lr)
+    }
+
+    /// Words trained on so far (kept by `min_count`, counted before subsampling).
+    pub fn words_done(&self) -> u64 {
+        self.progress.load(Ordering::Relaxed)
+    }
+
+    /// Keeps the sentence's words that pass `min_count` and subsampling (with `subsample`) in
+    /// `w.sentence`; returns the number of words that pass `min_count`.
+    fn filter(
+        &self,
+        w: &mut Word2VecWorker,
+        ids: &[u64],
+        instance: usize,
+        subsample: bool,
+    ) -> Result<u64> {
+        w.sentence.clear();
+        let mut known = 0;
+        for (offset, &id) in ids.iter().enumerate() {
+            let Some(&keep) = usize::try_from(id).ok().and_then(|i| self.keep.get(i)) else {
+                return Err(Error::BadInstance {
+                    slot: self.cfg.words_slot.clone(),
+                    instance,
+                    reason: format!(
+                        "word id {id} at offset {offset} is out of range (vocabulary of {} words in {})",
+                        self.vocab.len(),
+                        self.cfg.vocab_file.display()
+                    ),
+                });
+            };
+            if keep == 0 {
+                continue;
+            }
+            known += 1;
+            if subsample && keep < (1 << 32) && keep <= w.rng.next() >> 32 {
+                continue;
+            }
+            w.sentence.push(id as u32);
+        }
+        Ok(known)
+    }
+
+    /// One skip-gram pass over `w.sentence` at learning rate `alpha` (0: only the loss); returns
+    /// the summed loss and the number of (word, context) pairs.
+    fn train_sentence(&self, w: &mut Word2VecWorker, alpha: f32, update: bool) -> (f64, u64) {
+        let n = w.sentence.len();
+        let window = self.cfg.window;
+        let (mut loss, mut pairs) = (0.0f64, 0u64);
+        for pos in 0..n {
+            let word = w.sentence[pos] as usize;
+            let reduced = (w.rng.next() % window as u64) as usize;
+            let span = window - reduced;
+            let lo = pos.saturating_sub(span);
+            let hi = (pos + span + 1).min(n);
+            for c in lo..hi {
+                if c == pos {
+                    continue;
+                }
+                let context = w.sentence[c] as usize;
+                loss += self.train_pair(w, word, context, alpha, update) as f64;
+                pairs += 1;
+            }
+        }
+        (loss, pairs)
+    }
+
+    /// Trains the input vector of `context` to predict `word` against noise words; returns the
+    /// pair's loss.
+    #[inline]
+    fn train_pair(
+        &self,
+        w: &mut Word2VecWorker,
+        word: usize,
+        context: usize,
+        alpha: f32,
+        update: bool,
+    ) -> f32 {
+        w.negs.clear();
+        for _ in 0..self.cfg.negative {
+            let t = self.noise.sample(w.rng.next());
+            if t as usize != word {
+                w.negs.push(t);
+            }
+        }
+        self.pair_step(w, word, context, alpha, update)
+    }
+
+    /// [`Word2Vec::train_pair`] with the noise words in `w.negs`.
+    #[inline]
+    pub(crate) fn pair_step(
+        &self,
+        w: &mut Word2VecWorker,
+        word: usize,
+        context: usize,
+        alpha: f32,
+        update: bool,
+    ) -> f32 {
+        self.input.read_weights(context, &mut w.l1);
+        w.neu1e.fill(0.0);
+        let mut loss = 0.0f32;
+        for d in 0..=w.negs.len() {
+            let (target, label) = if d == 0 {
+                (word, 1.0f32)
+            } else {
+                (w.negs[d - 1] as usize, 0.0)
+            };
+            self.output.read_weights(target, &mut w.row);
+            let f = dot(&w.l1, &w.row);
+            // With e = exp(-f): sigmoid(f) = 1 / (1 + e), -log(sigmoid(f)) = ln(1 + e) for the
+            // word and -log(sigmoid(-f)) = f + ln(1 + e) for noise; both are taken at f clamped
+            // to +-MAX_EXP, where ln(1 + exp(-f)) is -f (below) or about 0 (above) to within 0.003.
+            let fc = f.clamp(-MAX_EXP, MAX_EXP);
+            let e = (-fc).exp();
+            let softplus = self.softplus.at(fc) + (fc - f).max(0.0); // ln(1 + exp(-f))
+            loss += softplus + (1.0 - label) * f;
+            // Saturated pairs are left alone, as gensim does.
+            if !update || f != fc {
+                continue;
+            }
+            let p = 1.0 / (1.0 + e);
+            let g = (label - p) * alpha;
+            axpy(g, &w.row, &mut w.neu1e);
+            axpy(g, &w.l1, &mut w.row);
+            self.output.write_weights(target, &w.row);
+        }
+        if update {
+            axpy(1.0, &w.neu1e, &mut w.l1);
+            self.input.write_weights(context, &w.l1);
+        }
+        loss
+    }
+
+    /// Trains on one sentence of ids; returns its summed loss and (word, context) pairs.
+    pub fn train_sentence_ids(&self, w: &mut Word2VecWorker, ids: &[u64]) -> Result<(f64, u64)> {
+        let known = self.filter(w, ids, 0, true)?;
+        let done = self.progress.fetch_add(known, Ordering::Relaxed);
+        let alpha = self.learning_rate(done);
+        self.effective
+            .fetch_add(w.sentence.len() as u64, Ordering::Relaxed);
+        Ok(self.train_sentence(w, alpha, true))
+    }
+
+    /// Writes the vectors of the ids kept by `min_count`, most frequent first, in word2vec's
+    /// text format: a `count dim` header, then `word v1 ... v_dim` per line. Returns the count.
+    pub fn export_text(&self, path: &Path) -> Result<usize> {
+        let min_count = self.cfg.min_count.max(1);
+        let mut ids: Vec<usize> = (0..self.vocab.len())
+            .filter(|&i| self.vocab.counts[i] >= min_count)
+            .collect();
+        ids.sort_by(|&a, &b| {
+            self.vocab.counts[b]
+                .cmp(&self.vocab.counts[a])
+                .then(a.cmp(&b))
+        });
+        let io = |e: std::io::Error| Error::Io {
+            path: path.display().to_string(),
+            message: format!("cannot write vectors: {e}"),
+        };
+        let mut out = BufWriter::new(std::fs::File::create(path).map_err(io)?);
+        writeln!(out, "{} {}", ids.len(), self.cfg.dim).map_err(io)?;
+        let mut row = vec![0.0f32; self.cfg.dim];
+        let mut line = String::new();
+        for &i in &ids {
+            use std::fmt::Write as _;
+            self.input.read_weights(i, &mut row);
+            line.clear();
+            line.push_str(&self.vocab.words[i]);
+            for x in &row {
+                let _ = write!(line, " {x:.6}");
+            }
+            line.push('\n');
+            out.write_all(line.as_bytes()).map_err(io)?;
+        }
+        out.flush().map_err(io)?;
+        Ok(ids.len())
+    }
+
+    fn save_progress(&self) {
+        let done = self.progress.load(Ordering::Relaxed);
+        self.progress_table.write_weights(
+            0,
+            &[
+                f32::from_bits(done as u32),
+                f32::from_bits((done >> 32) as u32),
+            ],
+        );
+    }
+}
+
+/// The dot product, in 8 independent lanes so the compiler vectorises it.
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `y += a * x`.
+#[inline(always)]
+fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
+    for (y, x) in y.iter_mut().zip(x) {
+        *y += a * x;
+    }
+}
+
+const METRICS: &[&str] = &["loss", "words"];
+
+impl Model for Word2Vec {
+    type Worker = Word2VecWorker;
+
+    /// `loss`: the mean negative-sampling loss per (word, context) pair; `words`: the mean words
+    /// kept per sentence (after `min_count` and subsampling).
+    fn metrics(&self) -> &'static [&'static str] {
+        METRICS
+    }
+
+    fn startup(&self) {
+        self.init();
+    }
+
+    fn worker(&self, desc: &DataFeedDesc) -> Result<Word2VecWorker> {
+        Ok(self.new_worker(words_position(desc, &self.cfg.words_slot)?))
+    }
+
+    fn train_batch(
+        &self,
+        w: &mut Word2VecWorker,
+        batch: &Batch,
+        out: &mut [f64],
+        stages: Option<&mut StageTimes>,
+    ) -> Result<()> {
+        let t0 = stages.as_ref().map(|_| Instant::now());
+        let (mut loss, mut pairs, mut words) = (0.0f64, 0u64, 0u64);
+        for i in 0..batch.len {
+            let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
+            let known = self.filter(w, ids, i, true)?;
+            let done = self.progress.fetch_add(known, Ordering::Relaxed);
+            let alpha = self.learning_rate(done);
+            let (l, p) = self.train_sentence(w, alpha, true);
+            loss += l;
+            pairs += p;
+            words += w.sentence.len() as u64;
+        }
+        self.effective.fetch_add(words, Ordering::Relaxed);
+        self.save_progress();
+        if let (Some(st), Some(t0)) = (stages, t0) {
+            // Forward, backward and update are fused per pair: all of it counts as update.
+            st.update += t0.elapsed();
+        }
+        out[0] = loss / pairs.max(1) as f64;
+        out[1] = words as f64 / batch.len.max(1) as f64;
+        Ok(())
+    }
+
+    fn eval_batch(
+        &self,
+        w: &mut Word2VecWorker,
+        batch: &Batch,
+        out: &mut [f64],
+        mut predictions: Option<&mut String>,
+    ) -> Result<()> {
+        let (mut loss, mut pairs, mut words) = (0.0f64, 0u64, 0u64);
+        let dim = self.cfg.dim;
+        let mut mean = vec![0.0f32; dim];
+        for i in 0..batch.len {
+            let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
+            self.filter(w, ids, i, false)?;
+            let (l, p) = self.train_sentence(w, 0.0, false);
+            loss += l;
+            pairs += p;
+            words += w.sentence.len() as u64;
+            if let Some(text) = predictions.as_deref_mut() {
+                use std::fmt::Write as _;
+                mean.fill(0.0);
+                for &id in &w.sentence {
+                    self.input.add_weights_to(id as usize, 1.0, &mut mean);
+                }
+                let inv = 1.0 / w.sentence.len().max(1) as f32;
+                for (k, x) in mean.iter().enumerate() {
+                    let sep = if k + 1 == dim { '\n' } else { ' ' };
+                    let _ = write!(text, "{:.6}{sep}", x * inv);
+                }
+            }
+        }
+        out[0] = loss / pairs.max(1) as f64;
+        out[1] = words as f64 / batch.len.max(1) as f64;
+        Ok(())
+    }
+
+    /// The vectors and the progress table (refreshed first, so a checkpoint holds the progress).
+    fn tables(&self) -> Vec<&Table> {
+        self.save_progress();
+        vec![&self.input, &self.output, &self.progress_table]
+    }
+
+    fn describe(&self) -> String {
+        ModelConfig {
+            model: ModelKind::Word2vec(self.cfg.clone()),
+            optimizer: self.opt.describe(),
+        }
+        .to_toml()
+    }
+
+    /// `effective_words`: the words trained on (after subsampling) since the last call, when
+    /// there were any.
+    fn run_metrics(&self) -> Vec<(&'static str, f64)> {
+        let words = self.effective.swap(0, Ordering::Relaxed);
+        (words > 0)
+            .then_some(("effective_words", words as f64))
+            .into_iter()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

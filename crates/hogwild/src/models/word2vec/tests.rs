@@ -1,0 +1,354 @@
+use super::*;
+use crate::executor::{self, Progress, RunOptions};
+use approx::assert_relative_eq;
+
+fn vocab(counts: &[u64]) -> Vocab {
+    Vocab {
+        words: (0..counts.len()).map(|i| format!("w{i}")).collect(),
+        counts: counts.to_vec(),
+    }
+}
+
+fn small_cfg(dim: usize) -> Word2VecConfig {
+    let mut c = Word2VecConfig::new("unused.vocab");
+    c.dim = dim;
+    c.min_count = 1;
+    c.sample = 0.0;
+    c
+}
+
+const DESC: &str = r#"
+name: "MultiSlotDataFeed"
+batch_size: 4
+multi_slot_desc {
+  slots { name: "words" type: "uint64" is_dense: false is_used: true }
+}
+"#;
+
+// One pair step, dim 2, word 0, context 1, noise word 2, alpha 0.1. numpy (float64):
+//   sig = lambda x: 1 / (1 + np.exp(-x))
+//   l1 = [0.2, -0.1]; o0 = [0.3, 0.5]; o2 = [-0.4, 0.1]; a = 0.1; neu = 0
+//   f = l1 @ o0; g = (1 - sig(f)) * a; loss = -log(sig(f)); neu += g * o0; o0 += g * l1
+//   f = l1 @ o2; g = (0 - sig(f)) * a; loss += -log(sig(-f)); neu += g * o2; o2 += g * l1
+//   -> loss 1.3373190, o0 [0.30995, 0.495025], o2 [-0.4095503, 0.10477515],
+//      l1 + neu [0.23402561, -0.07990015]
+#[test]
+fn one_pair_step_matches_numpy() {
+    let m = Word2Vec::new(small_cfg(2), Sgd { lr: 0.1 }, vocab(&[3, 2, 1])).unwrap();
+    m.input().write_weights(1, &[0.2, -0.1]);
+    m.output().write_weights(0, &[0.3, 0.5]);
+    m.output().write_weights(2, &[-0.4, 0.1]);
+    let mut w = m.new_worker(0);
+    w.negs = vec![2];
+    let loss = m.pair_step(&mut w, 0, 1, 0.1, true);
+    assert_relative_eq!(loss, 1.337_319, epsilon = 1e-5);
+    let mut row = [0.0f32; 2];
+    m.output().read_weights(0, &mut row);
+    assert_relative_eq!(&row[..], &[0.30995, 0.495025][..], epsilon = 1e-6);
+    m.output().read_weights(2, &mut row);
+    assert_relative_eq!(&row[..], &[-0.4095503, 0.10477515][..], epsilon = 1e-6);
+    m.input().read_weights(1, &mut row);
+    assert_relative_eq!(&row[..], &[0.23402561, -0.07990015][..], epsilon = 1e-6);
+}
+
+// gensim/word2vec.c keep probability: t = sample * total; p = (sqrt(c / t) + 1) * t / c.
+// Counts [1000, 10, 1], min_count 2, sample 1e-3: total 1010 (the rare word is left out), t = 1.01;
+// python: t = 1e-3 * 1010; (math.sqrt(1000 / t) + 1) * t / 1000, and the same for c = 10.
+#[test]
+fn subsampling_and_learning_rate_follow_word2vec() {
+    let mut c = small_cfg(2);
+    c.sample = 1e-3;
+    c.min_count = 2;
+    c.epochs = 2;
+    c.min_lr = 0.001;
+    let m = Word2Vec::new(c, Sgd { lr: 0.025 }, vocab(&[1000, 10, 1])).unwrap();
+    let p = |id: usize| m.keep[id] as f64 / 4_294_967_296.0;
+    assert_relative_eq!(p(0), 0.03279050, epsilon = 1e-6);
+    assert_relative_eq!(p(1), 0.41880497, epsilon = 1e-6);
+    assert_eq!(m.keep[2], 0, "below min_count");
+    // The horizon is (1000 + 10) * 2 epochs.
+    assert_relative_eq!(m.learning_rate(0), 0.025);
+    assert_relative_eq!(m.learning_rate(1010), 0.013, epsilon = 1e-7);
+    assert_relative_eq!(m.learning_rate(5000), 0.001);
+}
+
+#[test]
+fn noise_follows_unigram_to_the_three_quarters() {
+    let counts = [16u64, 81, 1, 0];
+    let weights: Vec<f64> = counts.iter().map(|&c| (c as f64).powf(0.75)).collect();
+    let table = AliasTable::new(&weights);
+    let mut rng = Rng::new(9);
+    let mut seen = [0usize; 4];
+    let n = 200_000;
+    for _ in 0..n {
+        seen[table.sample(rng.next()) as usize] += 1;
+    }
+    // 16^0.75 = 8, 81^0.75 = 27, 1^0.75 = 1: probabilities 8/36, 27/36, 1/36, 0.
+    let expected = [8.0 / 36.0, 27.0 / 36.0, 1.0 / 36.0, 0.0];
+    for (k, (&s, &e)) in seen.iter().zip(&expected).enumerate() {
+        assert_relative_eq!(s as f64 / n as f64, e, epsilon = 0.005);
+        assert!(k != 3 || s == 0);
+    }
+}
+
+#[test]
+fn vocabulary_from_text_and_conversion_to_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.txt");
+    let b = dir.path().join("b.txt");
+    std::fs::write(&a, "the cat sat\nthe dog\n\nrare\n").unwrap();
+    std::fs::write(&b, "dog the the cat the\n").unwrap();
+    let files = vec![a, b];
+    let v = Vocab::count_text(&files, 2).unwrap();
+    assert_eq!(v.words, vec!["the", "cat", "dog"]);
+    assert_eq!(v.counts, vec![5, 2, 2]);
+    let path = dir.path().join("out/vocab.txt");
+    v.write(&path).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "the 5\ncat 2\ndog 2\n"
+    );
+    assert_eq!(Vocab::from_file(&path).unwrap(), v);
+    let parts = text_to_ids(&v, &files, &dir.path().join("ids"), 3).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&parts[0]).unwrap(),
+        "2 0 1\n2 0 2\n",
+        "unknown words dropped, empty lines left out"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&parts[1]).unwrap(),
+        "3 2 0 0\n2 1 0\n",
+        "split after max_sentence ids"
+    );
+    let e = Vocab::count_text(&files, 9).unwrap_err().to_string();
+    assert!(e.contains("min_count") && e.contains("a.txt"), "{e}");
+}
+
+#[test]
+fn vocabulary_of_id_files_counts_each_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("part-0");
+    std::fs::write(&f, "3 1 4 1\n2 5 1\n").unwrap();
+    let desc = DataFeedDesc::from_text(DESC).unwrap();
+    let v = Vocab::count_ids(&desc, &[f], "words").unwrap();
+    assert_eq!(v.counts, vec![0, 3, 0, 0, 1, 1]);
+    assert_eq!(v.words[4], "4");
+}
+
+#[test]
+fn bad_vocabularies_configs_and_ids_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v.txt");
+    std::fs::write(&path, "the 5\ncat x\n").unwrap();
+    let e = Vocab::from_file(&path).unwrap_err().to_string();
+    assert!(e.contains("v.txt:2") && e.contains("\"x\""), "{e}");
+    std::fs::write(&path, "the 5 7\n").unwrap();
+    let e = Vocab::from_file(&path).unwrap_err().to_string();
+    assert!(e.contains("v.txt:1") && e.contains("word count"), "{e}");
+    std::fs::write(&path, "").unwrap();
+    assert!(Vocab::from_file(&path)
+        .unwrap_err()
+        .to_string()
+        .contains("empty"));
+    assert!(Vocab::from_file(&dir.path().join("none")).is_err());
+
+    let v = vocab(&[3, 2]);
+    for (field, edit) in [
+        (
+            "dim",
+            Box::new(|c: &mut Word2VecConfig| c.dim = 0) as Box<dyn Fn(&mut _)>,
+        ),
+        ("window", Box::new(|c: &mut Word2VecConfig| c.window = 0)),
+        (
+            "negative",
+            Box::new(|c: &mut Word2VecConfig| c.negative = 0),
+        ),
+        ("min_lr", Box::new(|c: &mut Word2VecConfig| c.min_lr = 1.0)),
+        ("sample", Box::new(|c: &mut Word2VecConfig| c.sample = -1.0)),
+        (
+            "min_count",
+            Box::new(|c: &mut Word2VecConfig| c.min_count = 10),
+        ),
+    ] {
+        let mut c = small_cfg(4);
+        edit(&mut c);
+        let e = Word2Vec::new(c, Sgd { lr: 0.025 }, v.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(field), "{field}: {e}");
+    }
+
+    let m = Word2Vec::new(small_cfg(4), Sgd { lr: 0.025 }, v).unwrap();
+    let mut w = m.new_worker(0);
+    let e = m
+        .train_sentence_ids(&mut w, &[0, 7])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("\"words\"") && e.contains("word id 7 at offset 1"),
+        "{e}"
+    );
+    let other = DataFeedDesc::from_text(&DESC.replace("\"words\"", "\"text\"")).unwrap();
+    let e = m.worker(&other).unwrap_err().to_string();
+    assert!(e.contains("\"words\""), "{e}");
+}
+
+/// Two topics of 10 words each; every sentence draws from one topic.
+fn write_topics(dir: &Path, files: usize, lines: usize) -> Vec<PathBuf> {
+    let mut rng = Rng::new(4);
+    (0..files)
+        .map(|f| {
+            let mut text = String::new();
+            for _ in 0..lines {
+                let topic = rng.next() % 2;
+                text.push_str("12");
+                for _ in 0..12 {
+                    text.push_str(&format!(" {}", topic * 10 + rng.next() % 10));
+                }
+                text.push('\n');
+            }
+            let p = dir.join(format!("part-{f}"));
+            std::fs::write(&p, text).unwrap();
+            p
+        })
+        .collect()
+}
+
+fn cosine(m: &Word2Vec, a: usize, b: usize) -> f32 {
+    let (mut x, mut y) = (vec![0.0; m.cfg.dim], vec![0.0; m.cfg.dim]);
+    m.input().read_weights(a, &mut x);
+    m.input().read_weights(b, &mut y);
+    dot(&x, &y) / (dot(&x, &x).sqrt() * dot(&y, &y).sqrt())
+}
+
+/// Mean cosine within topics minus across topics.
+fn topic_gap(m: &Word2Vec) -> f32 {
+    let (mut within, mut across) = ((0.0, 0), (0.0, 0));
+    for a in 0..20 {
+        for b in a + 1..20 {
+            let c = cosine(m, a, b);
+            if a / 10 == b / 10 {
+                within = (within.0 + c, within.1 + 1);
+            } else {
+                across = (across.0 + c, across.1 + 1);
+            }
+        }
+    }
+    within.0 / within.1 as f32 - across.0 / across.1 as f32
+}
+
+fn trained(threads: usize, files: &[PathBuf], vocab_file: &Path) -> (Word2Vec, f64) {
+    let mut c = Word2VecConfig::new(vocab_file);
+    c.dim = 16;
+    c.min_count = 1;
+    c.window = 3;
+    c.epochs = 3;
+    c.sample = 0.0;
+    let desc = DataFeedDesc::from_text(DESC).unwrap();
+    let v = Vocab::count_ids(&desc, files, "words").unwrap();
+    let m = Word2Vec::new(c, Sgd { lr: 0.05 }, v).unwrap();
+    executor::startup(&m);
+    let opts = RunOptions {
+        print_period: 0,
+        progress: Progress::Quiet,
+        ..RunOptions::default()
+    };
+    let mut loss = 0.0;
+    for _ in 0..3 {
+        let r = executor::run_from_files(&m, &desc, files, threads, &[], &opts).unwrap();
+        loss = r.get("loss").unwrap();
+        assert_eq!(r.get("effective_words"), Some(12.0 * 400.0));
+    }
+    (m, loss)
+}
+
+#[test]
+fn learns_topics_and_two_threads_reach_one_threads_quality() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_topics(dir.path(), 2, 200);
+    let (one, loss1) = trained(1, &files, &dir.path().join("v"));
+    let (two, loss2) = trained(2, &files, &dir.path().join("v"));
+    let (g1, g2) = (topic_gap(&one), topic_gap(&two));
+    assert!(g1 > 0.5, "one thread: within - across cosine {g1}");
+    assert!(g2 > g1 - 0.1, "two threads {g2} vs one {g1}");
+    assert!(
+        loss2 < loss1 * 1.1,
+        "loss two threads {loss2} vs one {loss1}"
+    );
+    assert_eq!(one.words_done(), 3 * 12 * 400);
+}
+
+#[test]
+fn export_is_word2vec_text_format_sorted_by_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = small_cfg(3);
+    c.min_count = 2;
+    let v = Vocab {
+        words: vec!["b".into(), "a".into(), "rare".into(), "c".into()],
+        counts: vec![5, 9, 1, 5],
+    };
+    let m = Word2Vec::new(c, Sgd { lr: 0.025 }, v).unwrap();
+    m.init();
+    m.input().write_weights(1, &[0.5, -0.25, 1.0 / 3.0]);
+    let path = dir.path().join("vectors.txt");
+    assert_eq!(m.export_text(&path).unwrap(), 3);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "3 3");
+    assert_eq!(lines[1], "a 0.500000 -0.250000 0.333333");
+    let words: Vec<&str> = lines[1..]
+        .iter()
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(words, vec!["a", "b", "c"]);
+    for (line, id) in lines[2..].iter().zip([0usize, 3]) {
+        let mut row = [0.0f32; 3];
+        m.input().read_weights(id, &mut row);
+        let got: Vec<f32> = line
+            .split(' ')
+            .skip(1)
+            .map(|x| x.parse().unwrap())
+            .collect();
+        assert_eq!(got.len(), 3);
+        assert_relative_eq!(&got[..], &row[..], epsilon = 1e-6);
+    }
+    assert!(text.ends_with('\n') && !text.contains("  "));
+}
+
+#[test]
+fn checkpoint_keeps_vectors_and_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let vocab_file = dir.path().join("v.txt");
+    let v = vocab(&[4, 3, 2]);
+    v.write(&vocab_file).unwrap();
+    let mut c = small_cfg(4);
+    c.vocab_file = vocab_file;
+    let m = Word2Vec::new(c.clone(), Sgd { lr: 0.025 }, v).unwrap();
+    m.init();
+    let mut w = m.new_worker(0);
+    m.train_sentence_ids(&mut w, &[0, 1, 2, 0]).unwrap();
+    let path = dir.path().join("m.ckpt");
+    crate::checkpoint::save(&path, &m.describe(), &m.tables()).unwrap();
+    let mut ck = crate::checkpoint::load(&path).unwrap();
+    let back = Word2Vec::from_checkpoint(c, Sgd { lr: 0.025 }, &mut ck).unwrap();
+    assert_eq!(back.words_done(), 4);
+    let (mut x, mut y) = ([0.0f32; 4], [0.0f32; 4]);
+    for r in 0..3 {
+        m.input().read_weights(r, &mut x);
+        back.input().read_weights(r, &mut y);
+        assert_eq!(x, y);
+    }
+    let cfg = ModelConfig::from_toml(&m.describe(), "stored").unwrap();
+    assert!(matches!(cfg.model, ModelKind::Word2vec(_)));
+}
+
+// The tabulated ln(1 + exp(-x)) against the exact value (f64) on a grid off the table's knots.
+#[test]
+fn softplus_table_is_accurate() {
+    let t = SoftplusTable::new();
+    for k in 0..=1200 {
+        let x = -6.0 + k as f64 * 0.01 + 0.000_37f64.min(6.0 - (-6.0 + k as f64 * 0.01)).max(0.0);
+        let exact = (-x).exp().ln_1p();
+        assert_relative_eq!(f64::from(t.at(x as f32)), exact, epsilon = 1e-6);
+    }
+}

