@@ -43,6 +43,7 @@
 mod adam_async;
 mod real;
 mod rule;
+mod shared;
 
 pub use adam_async::{
     adam_async_element, advance_powers, rmsprop_element, AdamAsync, AdamAsyncState, AdamCoeffs,
@@ -50,6 +51,10 @@ pub use adam_async::{
 };
 pub use real::{Real, SparseIndex};
 pub use rule::{apply_dense, apply_sparse, Adagrad, Optimizer, Sgd, SlotState};
+pub use shared::{
+    advance_powers_shared, as_cells, cells_from_raw_parts, AtomicBF16, AtomicF16, AtomicF64,
+    SharedReal, CHUNK,
+};
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::hash::Hash;
