@@ -6,22 +6,52 @@
 //! ([`ffi::apply_dense_chunk`], [`ffi::apply_sparse_rows`]) and advances the beta powers once
 //! ([`ffi::advance_powers`]).
 //!
-//! Tensors cross the bridge as byte slices plus a [`ffi::DType`]: cxx passes slices of primitive
-//! types only, and TensorFlow's `Eigen::half` / `bfloat16` have no cxx counterpart. The bytes are
-//! reinterpreted with `bytemuck`, which checks length and alignment and returns an error instead
-//! of reading out of bounds; `Eigen::half` and `half::f16` are both IEEE binary16 and TensorFlow's
-//! `bfloat16` and `half::bf16` are both the top 16 bits of an f32, so the reinterpretation keeps
-//! every bit. No `unsafe` is needed on this side.
+//! # Two paths: exclusive and shared
+//!
+//! TensorFlow's locking semantics decide whether another kernel may update the same variables
+//! while this one runs, and the kernel picks the path from that:
+//!
+//! - **Exclusive path** (resource variables under exclusive locks: every dense
+//!   `ResourceApplyAdamAsync`, and `ResourceSparseApplyAdamAsync` with `use_locking=True`; the
+//!   kernel also checks that no two inputs share memory). No other kernel can reach the buffers, so
+//!   they cross as byte slices (`&mut [u8]` for var, m, v and the powers) and run the slice
+//!   kernels ([`AdamCoeffs::apply_dense_chunk`], [`AdamCoeffs::apply_sparse_rows`]). The bytes are
+//!   reinterpreted with `bytemuck`, which checks length and alignment and returns an error instead
+//!   of reading out of bounds.
+//! - **Shared path** (everything else: ref variables, `ApplyAdamAsync` / `SparseApplyAdamAsync`,
+//!   locked or not, since an update with `use_locking=False` takes no lock and may run beside a
+//!   locked one; sparse updates of resource variables under TensorFlow's shared locks). Two kernels
+//!   may then update the same floats at once, and `&mut` slices of that memory would be undefined
+//!   behaviour in Rust. Each buffer crosses as a [`ffi::SharedTensor`] (address and size);
+//!   `cells` checks size and alignment and views it as atomic cells
+//!   ([`hogwild::optim::SharedReal`]), and the core crate's shared kernels
+//!   ([`AdamCoeffs::apply_dense_shared`], [`AdamCoeffs::apply_sparse_rows_shared`]) read and write
+//!   every element with relaxed atomic loads and stores. Every input of the op is read that way
+//!   (grad and the hyper-parameters too, as a TF1 ref variable passed as an input shares its
+//!   buffer); the indices are copied out once, then validated and used. No Rust reference points
+//!   into a tensor buffer on this path, so kernels of this library running together are
+//!   data-race-free. With one thread the two paths give the same bits (the shared kernels run the
+//!   slice kernels' loops on local copies of up to [`hogwild::optim::CHUNK`] elements). Under
+//!   concurrency an element update can be lost (Hogwild), never torn.
+//! - **Powers**: on the shared path `beta1_power` and `beta2_power` advance with a
+//!   compare-and-swap loop ([`hogwild::optim::advance_powers_shared`]), so every call advances them
+//!   exactly once and the stored values equal the sequential ones whatever the interleaving.
+//!   DeepRec advances them with a plain load and store, which can lose an advance.
+//!
+//! What this does not cover: TensorFlow's own C++ ops that read a ref variable without its lock
+//! (a forward pass reading weights while this kernel writes them) race in C++ with any writer,
+//! stock or ours, as they do in stock TensorFlow.
+//!
+//! Half types: `Eigen::half` and `half::f16` are both IEEE binary16 and TensorFlow's `bfloat16`
+//! and `half::bf16` are both the top 16 bits of an f32, so the reinterpretation keeps every bit.
 //!
 //! Errors: every bridged function returns `Result`; cxx turns an `Err` into a C++ `rust::Error`
 //! exception, which the kernel turns into an `InvalidArgument` status. Each body also runs under
 //! `catch_unwind`, so a panic becomes an error too and never unwinds into TensorFlow.
 //!
-//! Concurrency: the kernel holds TensorFlow's locks exactly as stock training ops do. Where those
-//! semantics allow concurrent writers (ref variables without `use_locking`, sparse updates of
-//! resource variables under shared locks) two kernels may update the same floats at once, the
-//! asynchronous (Hogwild) training TensorFlow users opt into; the element rule only loads and
-//! stores whole floats.
+//! Cost: the shared path loads and stores every element with scalar atomic accesses around the
+//! vectorised rule, about 2.5x the time of the exclusive path on a dense update (see
+//! docs/benchmarks.md); sparse updates are dominated by the rows' random access either way.
 
 mod error;
 

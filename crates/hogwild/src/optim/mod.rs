@@ -37,6 +37,11 @@
 //! - **Validated before written**: hyper-parameters, powers, shapes and every index are checked
 //!   before any element changes; a bad input returns a [`crate::Error`] naming it, never a
 //!   panic. Gradients are not checked (a NaN gradient gives NaN weights, as in TensorFlow).
+//! - **Shared memory without data races.** [`AdamCoeffs::apply_dense_shared`] and
+//!   [`AdamCoeffs::apply_sparse_rows_shared`] run the same loops on slices of atomic cells
+//!   ([`SharedReal::Cell`]) that other threads may update at once (what the TF plugin runs when it
+//!   holds no exclusive lock), with the slice kernels' bits when nothing else writes; the powers
+//!   advance with a compare-and-swap loop ([`advance_powers_shared`]).
 //! - Generic over f32, f64 and the `half` crate's f16 and bf16 (every operation rounds to the half
 //!   type, as TensorFlow's Eigen half does); indices i32, i64, u32, u64, usize.
 
