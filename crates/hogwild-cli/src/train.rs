@@ -1,6 +1,7 @@
 //! `hogwild train`: train a model from a configuration file (or resume a checkpoint) on data files.
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
@@ -85,6 +86,7 @@ pub fn run(args: Args) -> Result<()> {
     if args.config.is_some() && args.resume.is_some() {
         bail!("give either --config or --resume, not both");
     }
+    let started = Instant::now();
     let desc = DataFeedDesc::from_file(&args.feed)?;
     let files = expand_files(&args.files)?;
     let threads = args.threads.unwrap_or_else(default_threads);
@@ -102,6 +104,7 @@ pub fn run(args: Args) -> Result<()> {
                 .context("loading the training files")?,
         )
     };
+    let loaded = started.elapsed();
     let model = match (&args.config, &args.resume) {
         (Some(path), None) => {
             let model = AnyModel::new(&ModelConfig::from_file(path)?)?;
@@ -111,6 +114,7 @@ pub fn run(args: Args) -> Result<()> {
         (None, Some(path)) => AnyModel::load(path)?.1,
         _ => bail!("give --config (a new model) or --resume (a saved one)"),
     };
+    let ready = started.elapsed();
     let report = match &data {
         Some(data) => {
             let mut previous = 0.0;
@@ -135,6 +139,7 @@ pub fn run(args: Args) -> Result<()> {
         None => {
             let mut options = options.clone();
             options.feed.epochs = 1;
+            options.feed.in_memory = None;
             let mut last = None;
             for epoch in 1..=args.epochs {
                 let r = with_model!(&model, m =>
@@ -155,9 +160,17 @@ pub fn run(args: Args) -> Result<()> {
             last.context("--epochs must be at least 1")?
         }
     };
+    let trained = started.elapsed();
     if let Some(path) = &args.save {
         println!("saved {}", path.display());
     }
+    println!(
+        "time: load {:.3}s, model init {:.3}s, training {:.3}s, total {:.3}s",
+        loaded.as_secs_f64(),
+        (ready - loaded).as_secs_f64(),
+        (trained - ready).as_secs_f64(),
+        trained.as_secs_f64()
+    );
     println!("feed: {}", report.feed);
     println!(
         "memory: parameters and optimizer state {:.1} MiB, data {:.1} MiB ({})",
