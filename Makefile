@@ -5,7 +5,7 @@ export LD_LIBRARY_PATH := $(CURDIR)/build/tf/lib:$(LD_LIBRARY_PATH)
 # TensorFlow's informational log lines (oneDNN notices) drown test output.
 export TF_CPP_MIN_LOG_LEVEL ?= 1
 
-.PHONY: demo test setup lint rust-test py-test bench plugin miri
+.PHONY: demo test setup lint rust-test py-test bench plugin miri fuzz
 
 demo:
 	cargo run --release -q -p hogwild-cli -- demo
@@ -16,10 +16,11 @@ setup:
 # Default members build without TensorFlow; the workspace (runner, plugin bridge) needs setup first.
 lint: setup
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets --features hogwild-cli/tf -- -D warnings
 
-rust-test: setup
-	cargo test --workspace --all-targets
+# The runner's tests load the op library, so the plugin is built first.
+rust-test: setup plugin
+	cargo test --workspace --all-targets --features hogwild-cli/tf
 	cargo test --workspace --doc
 
 py-test: setup plugin
@@ -39,11 +40,18 @@ plugin: $(PLUGIN)
 
 $(PLUGIN): $(PLUGIN_SRC) | setup
 	bash tf_plugin/build.sh
-# Miri on the Hogwild store's tests (the crate's shared mutable memory); skipped with a clear line
-# when the nightly toolchain's miri is not installed.
+
+# Miri on the Hogwild store's tests (the crate's shared mutable memory). Installs the nightly
+# toolchain's miri when it is missing; says so loudly if that cannot be done on this machine.
 miri:
+	@cargo +nightly miri --version >/dev/null 2>&1 || \
+		rustup component add miri rust-src --toolchain nightly >/dev/null 2>&1 || true
 	@if cargo +nightly miri --version >/dev/null 2>&1; then \
 		cargo +nightly miri test -p hogwild --lib store; \
 	else \
-		echo "miri: SKIPPED (cargo +nightly miri is not installed; rustup +nightly component add miri)"; \
+		echo "miri: NOT RUN: no nightly toolchain with miri on this machine (rustup toolchain install nightly -c miri,rust-src)"; \
 	fi
+
+# Bounded fuzzing of the MultiSlot line parser and the data.prototxt reader (30 s a target).
+fuzz:
+	bash scripts/fuzz.sh 30

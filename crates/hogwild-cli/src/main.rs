@@ -36,6 +36,9 @@ enum Command {
     Predict(predict::Args),
     /// Generate a small corpus, train the bag-of-words model on it and print the results.
     Demo(demo::Args),
+    /// Train a TensorFlow graph from files with several threads sharing one session (Hogwild).
+    #[cfg(feature = "tf")]
+    TfTrain(Box<hogwild_tf::TfTrainArgs>),
 }
 
 fn main() -> Result<()> {
@@ -46,5 +49,7 @@ fn main() -> Result<()> {
         Command::Eval(args) => eval::run(args),
         Command::Predict(args) => predict::run(args),
         Command::Demo(args) => demo::run(args),
+        #[cfg(feature = "tf")]
+        Command::TfTrain(args) => hogwild_tf::tf_train(&args).map(|_| ()).map_err(Into::into),
     }
 }

@@ -209,3 +209,21 @@ fn bad_shapes() {
         "data feed desc <text>: slot \"d\": shape has more than one -1 dimension"
     );
 }
+
+#[test]
+fn to_text_keeps_unset_fields_unset() {
+    // Found by fuzzing: a slot without is_used must not come back with an explicit false.
+    let desc = DataFeedDesc::from_text(
+        r#"multi_slot_desc {
+             slots { name: "a" type: "uint64" is_dense: false }
+             slots { name: "b" type: "uint64" is_used: true }
+           }"#,
+    )
+    .unwrap();
+    assert_eq!(desc.slots()[0].is_used, None);
+    assert_eq!(DataFeedDesc::from_text(&desc.to_text()).unwrap(), desc);
+    // Also found by fuzzing: control characters in names must be escaped.
+    let mut odd = desc.clone();
+    odd.multi_slot_desc.as_mut().unwrap().slots[0].name = "a\0b\x7f\tc\u{e9}".to_string();
+    assert_eq!(DataFeedDesc::from_text(&odd.to_text()).unwrap(), odd);
+}

@@ -240,3 +240,46 @@ fn check_reports_every_line_and_class() {
         .to_string()
         .starts_with(&format!("{}:3: ", path.display())));
 }
+
+#[test]
+fn ids_of_every_length_match_std_parse() {
+    // Ids of 1 to 20 digits, at every alignment, checked against `str::parse::<u64>`.
+    let desc = DataFeedDesc::from_text(
+        r#"multi_slot_desc { slots { name: "ids" type: "uint64" is_used: true } }"#,
+    )
+    .unwrap();
+    let parser = LineParser::new(&desc);
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut tokens = Vec::new();
+    for digits in 1..=20u32 {
+        for _ in 0..50 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let max = if digits == 20 {
+                u64::MAX
+            } else {
+                10u64.pow(digits) - 1
+            };
+            let min = if digits == 1 {
+                0
+            } else {
+                10u64.pow(digits - 1)
+            };
+            tokens.push((min + seed % (max - min)).to_string());
+        }
+        tokens.push("0".repeat(digits as usize)); // leading zeros
+    }
+    for start in 0..tokens.len() {
+        let take: Vec<&String> = tokens[start..].iter().take(7).collect();
+        let line = format!(
+            "{}{}",
+            take.len(),
+            take.iter().map(|t| format!(" {t}")).collect::<String>()
+        );
+        let mut batch = Batch::empty(&desc);
+        parser.parse_into(line.as_bytes(), &mut batch).unwrap();
+        let expected: Vec<u64> = take.iter().map(|t| t.parse().unwrap()).collect();
+        assert_eq!(batch.slots[0].values, SlotValues::U64(expected), "{line}");
+    }
+}

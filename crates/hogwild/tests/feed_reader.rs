@@ -509,3 +509,97 @@ fn pipe_command_that_fails_after_garbage_is_reported_as_failed() {
         )
     );
 }
+
+#[test]
+fn corrupt_gzip_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.gz");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(lines(0, 1000).as_bytes()).unwrap();
+    let mut bytes = gz.finish().unwrap();
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(&path, bytes).unwrap();
+    let (mut queues, handle) = start_feed(
+        &imdb(),
+        std::slice::from_ref(&path),
+        &FeedOptions::default(),
+    )
+    .unwrap();
+    while queues[0].recv().is_some() {}
+    let message = handle.join().unwrap_err().to_string();
+    assert!(
+        message.starts_with(&format!("{}: ", path.display())),
+        "{message}"
+    );
+}
+
+#[test]
+fn stats_ratios() {
+    let stats = hogwild::feed::FeedStats {
+        instances: 3000,
+        bytes: 50_000_000,
+        read_time: std::time::Duration::from_millis(250),
+        worker_wait: std::time::Duration::from_millis(500),
+        elapsed: std::time::Duration::from_secs(2),
+        workers: 2,
+        ..Default::default()
+    };
+    // 0.5 s waited of 2 workers x 2 s = 12.5 %; 3000 / 2 s; 50 MB / 0.25 s.
+    approx::assert_relative_eq!(stats.io_percent(), 12.5);
+    approx::assert_relative_eq!(stats.instances_per_sec(), 1500.0);
+    approx::assert_relative_eq!(stats.parse_mb_per_sec(), 200.0);
+}
+
+#[test]
+fn options_follow_the_desc() {
+    let opts = FeedOptions::for_desc(&imdb());
+    assert_eq!((opts.threads, opts.in_memory), (1, None));
+    let desc = DataFeedDesc::from_text(&IMDB.replace(
+        "name: \"MultiSlotDataFeed\"",
+        "name: \"MultiSlotInMemoryDataFeed\" thread_num: 4",
+    ))
+    .unwrap();
+    let opts = FeedOptions::for_desc(&desc);
+    assert_eq!((opts.threads, opts.in_memory), (4, Some(0)));
+}
+
+#[test]
+fn stress_many_files_readers_workers_epochs_with_bad_lines() {
+    // 9 files of 301 lines, every 50th line bad; 4 workers, 3 readers, 4 epochs, tiny queues.
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = (0..9)
+        .map(|f| {
+            let text: String = (0..301u64)
+                .map(|i| {
+                    if i % 50 == 49 {
+                        "2 1\n".to_string()
+                    } else {
+                        format!("2 {} {i} 1 {}\n", f * 1000 + i, i % 2)
+                    }
+                })
+                .collect();
+            write(dir.path(), &format!("p{f}"), &text)
+        })
+        .collect();
+    let opts = FeedOptions {
+        threads: 4,
+        readers: 3,
+        epochs: 4,
+        queue_batches: 1,
+        queue_bytes: 256,
+        errors: ErrorPolicy::Skip {
+            max_bad_lines: None,
+            max_bad_fraction: Some(0.05),
+        },
+        ..FeedOptions::default()
+    };
+    let (seen, sizes) = drain(&imdb(), &files, &opts);
+    // 6 bad lines per file (i = 49, 99, ..., 299).
+    assert_eq!(seen.len(), 9 * 295);
+    assert!(seen.values().all(|&n| n == 4));
+    assert_eq!(sizes.iter().sum::<usize>(), 9 * 295 * 4);
+    assert!(
+        sizes.iter().filter(|&&s| s < 2).count() <= 3,
+        "one short batch per reader"
+    );
+}

@@ -149,7 +149,7 @@ impl DataFeedDesc {
                 match c {
                     '"' => out.push_str("\\\""),
                     '\\' => out.push_str("\\\\"),
-                    '\n' => out.push_str("\\n"),
+                    c if c.is_ascii_control() => out.push_str(&format!("\\{:03o}", c as u8)),
                     c => out.push(c),
                 }
             }
@@ -167,12 +167,16 @@ impl DataFeedDesc {
             text += "multi_slot_desc {\n";
             for slot in &multi.slots {
                 text += &format!(
-                    "  slots {{ name: {} type: {} is_dense: {} is_used: {}",
+                    "  slots {{ name: {} type: {}",
                     quoted(&slot.name),
-                    quoted(&slot.r#type),
-                    slot.is_dense(),
-                    slot.is_used()
+                    quoted(&slot.r#type)
                 );
+                if let Some(dense) = slot.is_dense {
+                    text += &format!(" is_dense: {dense}");
+                }
+                if let Some(used) = slot.is_used {
+                    text += &format!(" is_used: {used}");
+                }
                 for dim in &slot.shape {
                     text += &format!(" shape: {dim}");
                 }

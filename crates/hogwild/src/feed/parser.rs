@@ -205,15 +205,27 @@ impl<'a> Cursor<'a> {
         let start = self.pos;
         let mut value: u64 = 0;
         let mut pos = start;
-        while pos < line.len() {
-            let digit = line[pos].wrapping_sub(b'0');
-            if digit > 9 {
+        // Eight bytes at a time while they are available (SWAR), then byte by byte.
+        while let Some(chunk) = line.get(pos..pos + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+            let (digits, chunk_value) = swar_digits(word);
+            value = value.wrapping_mul(POW10[digits]).wrapping_add(chunk_value);
+            pos += digits;
+            if digits < 8 {
                 break;
             }
-            value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
-            pos += 1;
         }
-        if pos == line.len() || is_sep(line[pos]) {
+        if line.len() - pos < 8 {
+            while pos < line.len() {
+                let digit = line[pos].wrapping_sub(b'0');
+                if digit > 9 {
+                    break;
+                }
+                value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
+                pos += 1;
+            }
+        }
+        if pos > start && (pos == line.len() || is_sep(line[pos])) {
             self.pos = pos;
             let digits = pos - start;
             // 19 decimal digits always fit in u64; longer tokens are re-checked exactly.
@@ -237,6 +249,41 @@ impl<'a> Cursor<'a> {
         self.pos = start;
         self.token()
     }
+}
+
+const POW10: [u64; 9] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+];
+
+/// The number of leading ASCII digits in the 8 bytes of `word` (first byte lowest) and their
+/// value, without a per-byte loop.
+#[inline(always)]
+fn swar_digits(word: u64) -> (usize, u64) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let values = word.wrapping_sub(0x30 * ONES);
+    // A byte's high bit is set here iff it is below b'0' (borrow) or above b'9' (carry) or
+    // non-ASCII. Borrows and carries only move upwards, so bytes below the first non-digit are
+    // exact.
+    let non_digit = (values | word.wrapping_add(0x46 * ONES)) & (0x80 * ONES);
+    let digits = (non_digit.trailing_zeros() / 8) as usize;
+    if digits == 0 {
+        return (0, 0);
+    }
+    // Move the digits to the top bytes: the bytes shifted in are zeros, i.e. leading zeros.
+    let mut v = values << (8 * (8 - digits));
+    // Pairwise combine: 8 digits -> 4 two-digit -> 2 four-digit -> 1 eight-digit number.
+    v = (v.wrapping_mul(10) + (v >> 8)) & 0x00FF_00FF_00FF_00FF;
+    v = (v.wrapping_mul(100) + (v >> 16)) & 0x0000_FFFF_0000_FFFF;
+    v = (v.wrapping_mul(10_000) + (v >> 32)) & 0x0000_0000_FFFF_FFFF;
+    (digits, v)
 }
 
 fn checked_u64(digits: &[u8]) -> Option<u64> {
@@ -396,7 +443,7 @@ fn parse_u64_value(cursor: &mut Cursor<'_>, index: u64, count: u64) -> Result<u6
     }
 }
 
-#[inline]
+#[inline(always)]
 fn parse_f32_value(cursor: &mut Cursor<'_>, index: u64, count: u64) -> Result<f32, LineErrorKind> {
     cursor.skip_sep();
     if cursor.at_end() {
@@ -406,21 +453,18 @@ fn parse_f32_value(cursor: &mut Cursor<'_>, index: u64, count: u64) -> Result<f3
         });
     }
     let token = cursor.token();
-    let kind = SlotType::F32;
-    let parsed = std::str::from_utf8(token)
-        .ok()
-        .and_then(|s| s.parse::<f32>().ok());
-    match parsed {
+    match fast_float2::parse::<f32, _>(token).ok() {
         Some(v) if v.is_finite() => Ok(v),
-        Some(_) => Err(LineErrorKind::OutOfRange {
-            index,
-            text: shown(token),
-            kind,
-        }),
-        None => Err(LineErrorKind::NotNumber {
-            index,
-            text: shown(token),
-            kind,
-        }),
+        parsed => Err(float_error(parsed.is_some(), index, token)),
+    }
+}
+
+#[cold]
+fn float_error(is_number: bool, index: u64, token: &[u8]) -> LineErrorKind {
+    let (text, kind) = (shown(token), SlotType::F32);
+    if is_number {
+        LineErrorKind::OutOfRange { index, text, kind }
+    } else {
+        LineErrorKind::NotNumber { index, text, kind }
     }
 }

@@ -74,6 +74,20 @@ impl Default for FeedOptions {
 }
 
 impl FeedOptions {
+    /// The defaults, with `threads` taken from the desc's `thread_num` when it is set (> 0), and
+    /// the in-memory dataset (shuffle seed 0) for Paddle's `MultiSlotInMemoryDataFeed`.
+    pub fn for_desc(desc: &DataFeedDesc) -> Self {
+        let defaults = FeedOptions::default();
+        FeedOptions {
+            threads: usize::try_from(desc.thread_num())
+                .ok()
+                .filter(|&n| n > 0)
+                .unwrap_or(defaults.threads),
+            in_memory: (desc.name() == "MultiSlotInMemoryDataFeed").then_some(0),
+            ..defaults
+        }
+    }
+
     pub(crate) fn batch_size(&self, desc: &DataFeedDesc) -> usize {
         self.batch_size
             .unwrap_or(desc.batch_size().max(1) as usize)
@@ -560,7 +574,7 @@ pub fn start_feed(
             what: "data file list",
         });
     }
-    if let Some(_seed) = opts.in_memory {
+    if opts.in_memory.is_some() {
         let dataset = InMemoryDataset::load(desc, files, opts)?;
         return Ok(dataset.start(opts));
     }
@@ -610,23 +624,22 @@ fn run_reader(
     batch_size: usize,
     mut send: impl FnMut(Batch) -> bool,
 ) -> Result<()> {
-    let mut emit = |b: &mut Batch| send(b.take());
+    // Time spent handing batches over (waiting on full queues) is not reading or parsing.
+    let handing_over = std::cell::Cell::new(Duration::ZERO);
+    let mut emit = |b: &mut Batch| {
+        let started = Instant::now();
+        let ok = send(b.take());
+        handing_over.set(handing_over.get() + started.elapsed());
+        ok
+    };
     while let Some(path) = queue.next() {
         if shared.stopped() {
             return Ok(());
         }
         let started = Instant::now();
-        let blocked_before = shared.blocked_nanos.load(Ordering::Relaxed);
+        handing_over.set(Duration::ZERO);
         let finished = context.read_file(shared, path, &mut batch, batch_size, &mut emit);
-        let blocked = shared
-            .blocked_nanos
-            .load(Ordering::Relaxed)
-            .saturating_sub(blocked_before);
-        shared.add_read_time(
-            started
-                .elapsed()
-                .saturating_sub(Duration::from_nanos(blocked)),
-        );
+        shared.add_read_time(started.elapsed().saturating_sub(handing_over.get()));
         if !finished? {
             return Ok(());
         }

@@ -1,0 +1,132 @@
+//! `hogwild tf-train`: trains a TensorFlow graph from files, Hogwild-style.
+
+use std::path::PathBuf;
+
+use hogwild::feed::{DataFeedDesc, FeedOptions};
+
+use crate::files::run_from_files;
+use crate::graph::SessionConfig;
+use crate::model::TfModel;
+use crate::runner::RunReport;
+use crate::Result;
+
+/// Options of `hogwild tf-train`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TfTrainArgs {
+    /// The MetaGraphDef to train (binary; see examples/export_bow_graph.py).
+    #[arg(long)]
+    pub graph: PathBuf,
+    /// An op library to load before importing the graph (repeatable), e.g.
+    /// build/plugin/libadam_async_ops.so for graphs trained with AdamAsync.
+    #[arg(long = "op-library")]
+    pub op_libraries: Vec<PathBuf>,
+    /// The data feed description (protobuf text format, Paddle's data.prototxt).
+    #[arg(long)]
+    pub data_desc: PathBuf,
+    /// Training files in the MultiSlot text format.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Worker threads, each calling Session::run on the shared session.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Passes over the training files.
+    #[arg(long, default_value_t = 1)]
+    pub epochs: usize,
+    /// Overrides the description's batch_size.
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Print the step, instances/s and the fetched values every this many batches (0: never).
+    #[arg(long, default_value_t = 100)]
+    pub print_period: usize,
+    /// Start from this checkpoint (a saver prefix) instead of running the init op.
+    #[arg(long)]
+    pub restore: Option<PathBuf>,
+    /// Save a checkpoint to this prefix after training (restorable with
+    /// tf.compat.v1.train.Saver.restore).
+    #[arg(long)]
+    pub save: Option<PathBuf>,
+    /// After training, evaluate on these files (repeatable) and print the averaged values.
+    #[arg(long = "eval")]
+    pub eval_files: Vec<PathBuf>,
+    /// Run each step's ops in the worker thread itself instead of TensorFlow's inter-op pool
+    /// (faster for small graphs; a failing op is then reported without its node name).
+    #[arg(long)]
+    pub inline_steps: bool,
+}
+
+/// What `tf-train` did.
+#[derive(Debug, Clone)]
+pub struct TfTrainReport {
+    pub train: RunReport,
+    pub eval: Option<RunReport>,
+}
+
+/// One line: `<what>: batches B  instances N  elapsed S s  R instances/s  <name> <value> ...`.
+pub fn summary_line(what: &str, r: &RunReport) -> String {
+    let mut line = format!(
+        "{what}: batches {}  instances {}  elapsed {:.3} s  {:.0} instances/s",
+        r.batches,
+        r.instances,
+        r.elapsed.as_secs_f64(),
+        r.instances_per_sec()
+    );
+    for (name, value) in &r.fetched {
+        line.push_str(&format!("  {name} {value:.8}"));
+    }
+    line
+}
+
+/// Runs `tf-train`: loads the graph, initialises or restores it, trains, saves, evaluates, and
+/// prints one summary line per pass to stdout.
+pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
+    let config = SessionConfig {
+        inter_op_threads: args.threads.max(1),
+        intra_op_threads: 1,
+        run_in_caller: args.inline_steps,
+    };
+    let model = TfModel::load(&args.graph, &args.op_libraries, &config)?;
+    match &args.restore {
+        Some(prefix) => model.graph().restore(prefix)?,
+        None => model.graph().init()?,
+    }
+    let desc = DataFeedDesc::from_file(&args.data_desc)?;
+    let feed = FeedOptions {
+        epochs: args.epochs,
+        batch_size: args.batch_size,
+        ..FeedOptions::default()
+    };
+    let train = run_from_files(
+        &model,
+        &desc,
+        &args.files,
+        args.threads,
+        &feed,
+        true,
+        args.print_period,
+    )?;
+    println!("{}", summary_line("train", &train));
+    if let Some(prefix) = &args.save {
+        model.graph().save(prefix)?;
+        println!("saved checkpoint {}", prefix.display());
+    }
+    let eval = if args.eval_files.is_empty() {
+        None
+    } else {
+        let once = FeedOptions {
+            epochs: 1,
+            ..feed.clone()
+        };
+        let r = run_from_files(
+            &model,
+            &desc,
+            &args.eval_files,
+            args.threads,
+            &once,
+            false,
+            0,
+        )?;
+        println!("{}", summary_line("eval", &r));
+        Some(r)
+    };
+    Ok(TfTrainReport { train, eval })
+}

@@ -1,0 +1,119 @@
+//! The few TensorFlow protobuf messages the runner reads or writes, declared with `prost` (the
+//! `tensorflow` crate keeps its generated protos private). Only the fields used are declared;
+//! prost skips the others when decoding. Field numbers are those of tensorflow/core/protobuf/
+//! meta_graph.proto, saver.proto and config.proto.
+
+use std::collections::HashMap;
+
+/// `MetaGraphDef`: the graph plus the names the runner needs.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MetaGraphDef {
+    /// The serialized `GraphDef`, kept as bytes and handed to TensorFlow as is.
+    #[prost(bytes = "vec", tag = "2")]
+    pub graph_def: Vec<u8>,
+    #[prost(message, optional, tag = "3")]
+    pub saver_def: Option<SaverDef>,
+    #[prost(map = "string, message", tag = "4")]
+    pub collection_def: HashMap<String, CollectionDef>,
+    #[prost(map = "string, message", tag = "5")]
+    pub signature_def: HashMap<String, SignatureDef>,
+}
+
+/// `SaverDef`: the tensors and op of a `tf.compat.v1.train.Saver`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SaverDef {
+    #[prost(string, tag = "1")]
+    pub filename_tensor_name: String,
+    #[prost(string, tag = "2")]
+    pub save_tensor_name: String,
+    #[prost(string, tag = "3")]
+    pub restore_op_name: String,
+}
+
+/// `CollectionDef`, of which only the node list kind is read.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CollectionDef {
+    #[prost(message, optional, tag = "1")]
+    pub node_list: Option<NodeList>,
+}
+
+/// `CollectionDef.NodeList`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeList {
+    #[prost(string, repeated, tag = "1")]
+    pub value: Vec<String>,
+}
+
+/// `SignatureDef`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SignatureDef {
+    #[prost(map = "string, message", tag = "1")]
+    pub inputs: HashMap<String, TensorInfo>,
+    #[prost(map = "string, message", tag = "2")]
+    pub outputs: HashMap<String, TensorInfo>,
+    #[prost(string, tag = "3")]
+    pub method_name: String,
+}
+
+/// `TensorInfo` for a dense tensor (its `name` is the first case of a oneof, which has the same
+/// wire format as a plain field).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TensorInfo {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    /// A `DataType` enum value (1 float, 9 int64).
+    #[prost(int32, tag = "2")]
+    pub dtype: i32,
+    #[prost(message, optional, tag = "3")]
+    pub tensor_shape: Option<TensorShapeProto>,
+}
+
+/// `TensorShapeProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TensorShapeProto {
+    #[prost(message, repeated, tag = "2")]
+    pub dim: Vec<Dim>,
+    #[prost(bool, tag = "3")]
+    pub unknown_rank: bool,
+}
+
+/// `TensorShapeProto.Dim`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Dim {
+    #[prost(int64, tag = "1")]
+    pub size: i64,
+}
+
+/// `ConfigProto`: the session's thread pools.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ConfigProto {
+    #[prost(int32, tag = "2")]
+    pub intra_op_parallelism_threads: i32,
+    #[prost(int32, tag = "5")]
+    pub inter_op_parallelism_threads: i32,
+}
+
+/// `RunOptions`: `inter_op_thread_pool = -1` runs a step's ops in the calling thread.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RunOptions {
+    #[prost(int32, tag = "3")]
+    pub inter_op_thread_pool: i32,
+}
+
+/// `DataType` values the runner feeds and fetches.
+pub const DT_FLOAT: i32 = 1;
+/// `DataType` of 64-bit integers.
+pub const DT_INT64: i32 = 9;
+
+/// The `DataType` name as TensorFlow prints it.
+pub fn dtype_name(dtype: i32) -> String {
+    match dtype {
+        1 => "float32".into(),
+        2 => "float64".into(),
+        3 => "int32".into(),
+        7 => "string".into(),
+        9 => "int64".into(),
+        10 => "bool".into(),
+        other => format!("DataType {other}"),
+    }
+}
