@@ -104,9 +104,6 @@ def child_hogwild(args):
     t = re.search(r"time: load ([0-9.]+)s, model init ([0-9.]+)s, training ([0-9.]+)s, "
                   r"total ([0-9.]+)s", out)
     load, init, train, total = (float(x) for x in t.groups())
-    if args.stream:
-        # Streaming runs one executor run per epoch: the file reading is inside the epochs.
-        train = sum(float(x) for x in re.findall(r"instances in ([0-9.]+)s", out))
     acc = float(re.search(r"test: .* accuracy ([0-9.]+)", out).group(1))
     mem = re.search(r"memory: parameters and optimizer state ([0-9.]+) MiB, data ([0-9.]+) MiB", out)
     io = float(re.search(r"IO wait ([0-9.]+)%", out).group(1))
@@ -132,6 +129,53 @@ def child_demo(args):
     print(json.dumps({"docs_s": rate, "train_acc": acc[0], "test_acc": acc[1]}))
 
 
+def busy_seconds():
+    """CPU time all processes on the machine spent busy so far (from /proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_seconds():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_measured(kind, args, threads):
+    """run_child, plus "others": cores that other processes used during the run."""
+    b0, o0, t0 = busy_seconds(), own_seconds(), time.perf_counter()
+    r = run_child(kind, args, threads)
+    wall = time.perf_counter() - t0
+    r["others"] = max(0.0, (busy_seconds() - b0) - (own_seconds() - o0)) / wall
+    return r
+
+
+def scaling(args, tokens):
+    """Alternating 1- and 2-thread hogwild runs; the ratio of each pair, and how busy the machine
+    was with other work meanwhile."""
+    rows = []
+    for pair in range(args.scaling_pairs):
+        one = run_measured("hogwild", args, 1)
+        two = run_measured("hogwild", args, 2)
+        ratio = one["train_only_s"] / two["train_only_s"]
+        others = max(one["others"], two["others"])
+        rows.append((ratio, others, one, two))
+        print(f"  pair {pair}: 1 thread {tokens * args.epochs / one['train_only_s'] / 1e6:.2f} M "
+              f"tokens/s, 2 threads {tokens * args.epochs / two['train_only_s'] / 1e6:.2f} M "
+              f"tokens/s, ratio {ratio:.2f}, other work {others:.2f} cores", flush=True)
+    quiet = [r for r in rows if r[1] < 0.15]
+    lines = ["| pairs | median 2 / 1 thread training throughput | median other work (cores) |",
+             "|---|---|---|",
+             f"| all {len(rows)} | {statistics.median(r[0] for r in rows):.2f} | "
+             f"{statistics.median(r[1] for r in rows):.2f} |"]
+    if quiet:
+        lines.append(f"| {len(quiet)} with other work < 0.15 cores | "
+                     f"{statistics.median(r[0] for r in quiet):.2f} | "
+                     f"{statistics.median(r[1] for r in quiet):.2f} |")
+    return "\n".join(lines)
+
+
 def run_child(kind, args, threads):
     cmd = [sys.executable, __file__, "--child", kind, "--threads", str(threads), "--epochs",
            str(args.epochs), "--hogwild", args.hogwild, "--files", args.files]
@@ -154,6 +198,8 @@ def main():
                    help="hogwild streams the files every epoch instead of loading them once")
     p.add_argument("--demo-reps", type=int, default=3,
                    help="thread scaling runs of `hogwild demo` (0: none)")
+    p.add_argument("--scaling-pairs", type=int, default=0,
+                   help="only measure hogwild's 1 -> 2 thread scaling, over this many pairs")
     p.add_argument("--child")
     args = p.parse_args()
     if args.child:
@@ -167,17 +213,24 @@ def main():
         f'bigram_buckets = 2000000\npool = "mean"\nseed = 1\n\n[optimizer]\n{args.optimizer}\n')
     print(f"BBC News: {ntrain} train / {ntest} test documents, {classes} classes, vocab {vocab}, "
           f"{tokens['train']} train tokens; dim 10, bigrams, 2M buckets, {args.epochs} epochs")
+    if args.scaling_pairs:
+        table = scaling(args, tokens["train"])
+        print(table)
+        (ROOT / "docs" / "bench_scaling.md").write_text(
+            f"# hogwild thread scaling on BBC News\n\nCommand: `scripts/bench_fasttext.sh --epochs "
+            f"{args.epochs} --scaling-pairs {args.scaling_pairs}`\n\n{table}\n")
+        return
     results = {}
     for threads in args.threads:
         for rep in range(args.reps):
             for kind in ("hogwild", "fasttext"):
-                r = run_child(kind, args, threads)
+                r = run_measured(kind, args, threads)
                 r["tokens_s"] = tokens["train"] * args.epochs / r["train_s"]
                 if "train_only_s" in r:
                     r["tokens_only_s"] = tokens["train"] * args.epochs / r["train_only_s"]
                 results.setdefault((kind, threads), []).append(r)
                 print(f"  {kind:8} threads {threads} rep {rep}: {r['tokens_s'] / 1e6:6.2f} M tokens/s  "
-                      f"cores {r['cores']:.2f}  acc {r['acc']:.4f}  peak RSS {r['rss'] / 2**20:7.1f} MiB",
+                      f"cores {r['cores']:.2f}  others {r['others']:.2f}  acc {r['acc']:.4f}  peak RSS {r['rss'] / 2**20:7.1f} MiB",
                       flush=True)
     med = {k: {f: statistics.median(x[f] for x in v) for f in v[0]} for k, v in results.items()}
     base = run_child("baseline", args, 1)["rss"]

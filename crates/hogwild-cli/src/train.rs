@@ -35,7 +35,7 @@ pub struct Args {
     /// Evaluate on these files after training (paths, patterns or `@list.txt`).
     #[arg(long, num_args = 1..)]
     pub test: Vec<String>,
-    /// Save the model here after every epoch (atomically).
+    /// Save the model here after every epoch (atomically; with --stream, at the end).
     #[arg(long)]
     pub save: Option<PathBuf>,
     /// Stream the files from disk every epoch instead of loading them into memory once (for data
@@ -49,6 +49,10 @@ pub struct Args {
     /// Keep the files' order in memory (no shuffle).
     #[arg(long)]
     pub no_shuffle: bool,
+    /// With --stream: batches each worker's queue holds at most (more absorbs uneven reading,
+    /// fewer holds less memory).
+    #[arg(long, default_value_t = 4)]
+    pub queue_batches: usize,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -94,6 +98,7 @@ pub fn run(args: Args) -> Result<()> {
     options.feed.threads = threads;
     options.feed.epochs = args.epochs;
     options.feed.in_memory = (!args.no_shuffle).then_some(args.shuffle_seed);
+    options.feed.queue_batches = args.queue_batches.max(1);
     // Load the data before the model exists: loading briefly holds the parsed files twice, and
     // the peak memory should not add that to the tables.
     let data = if args.stream {
@@ -137,27 +142,27 @@ pub fn run(args: Args) -> Result<()> {
             .context("training")?
         }
         None => {
+            // One run streams every epoch: the feed re-reads the files, nothing is held.
             let mut options = options.clone();
-            options.feed.epochs = 1;
             options.feed.in_memory = None;
-            let mut last = None;
-            for epoch in 1..=args.epochs {
-                let r = with_model!(&model, m =>
-                    executor::run_from_files(m, &desc, &files, threads, &[], &options))
-                .with_context(|| format!("training epoch {epoch}"))?;
-                print_epoch(
-                    epoch,
-                    r.instances,
-                    r.elapsed.as_secs_f64(),
-                    threads,
-                    &r.fetched,
-                );
-                if let Some(path) = &args.save {
-                    model.save(path)?;
-                }
-                last = Some(r);
+            let r = with_model!(&model, m =>
+                executor::run_from_files(m, &desc, &files, threads, &[], &options))
+            .context("training")?;
+            print!(
+                "epochs 1-{}: {} instances in {:.3}s ({:.0}/s, {threads} threads)",
+                args.epochs,
+                r.instances,
+                r.elapsed.as_secs_f64(),
+                r.instances_per_sec()
+            );
+            for (name, value) in &r.fetched {
+                print!("  {name} {value:.5}");
             }
-            last.context("--epochs must be at least 1")?
+            println!();
+            if let Some(path) = &args.save {
+                model.save(path)?;
+            }
+            r
         }
     };
     let trained = started.elapsed();
