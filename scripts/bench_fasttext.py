@@ -116,9 +116,16 @@ def child_hogwild(args):
 
 
 def child_baseline(args):
-    """Peak RSS of the hogwild process doing nothing (binary, libc, runtime)."""
-    subprocess.run([args.hogwild, "--version"], check=True, capture_output=True)
-    print(json.dumps({"rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
+    """Peak RSS of the hogwild process doing nothing (binary, libc, runtime). Measured by GNU time
+    when present: a child forked from Python starts with Python's pages counted in its maximum."""
+    if Path("/usr/bin/time").exists():
+        err = subprocess.run(["/usr/bin/time", "-f", "%M", args.hogwild, "--version"], check=True,
+                             capture_output=True, text=True).stderr
+        rss = int(err.strip().splitlines()[-1]) * 1024
+    else:
+        subprocess.run([args.hogwild, "--version"], check=True, capture_output=True)
+        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    print(json.dumps({"rss": rss}))
 
 
 def child_demo(args):
@@ -151,11 +158,22 @@ def run_measured(kind, args, threads):
     return r
 
 
+def wait_quiet(limit_s):
+    """Waits up to `limit_s` seconds for a second in which the machine used under 0.15 cores."""
+    deadline = time.perf_counter() + limit_s
+    while time.perf_counter() < deadline:
+        b0 = busy_seconds()
+        time.sleep(1.0)
+        if busy_seconds() - b0 < 0.15:
+            return
+
+
 def scaling(args, tokens):
     """Alternating 1- and 2-thread hogwild runs; the ratio of each pair, and how busy the machine
     was with other work meanwhile."""
     rows = []
     for pair in range(args.scaling_pairs):
+        wait_quiet(args.wait_quiet)
         one = run_measured("hogwild", args, 1)
         two = run_measured("hogwild", args, 2)
         ratio = one["train_only_s"] / two["train_only_s"]
@@ -200,6 +218,9 @@ def main():
                    help="thread scaling runs of `hogwild demo` (0: none)")
     p.add_argument("--scaling-pairs", type=int, default=0,
                    help="only measure hogwild's 1 -> 2 thread scaling, over this many pairs")
+    p.add_argument("--wait-quiet", type=float, default=0,
+                   help="with --scaling-pairs: wait up to this many seconds for an idle machine "
+                        "before each pair")
     p.add_argument("--child")
     args = p.parse_args()
     if args.child:
@@ -218,7 +239,7 @@ def main():
         print(table)
         (ROOT / "docs" / "bench_scaling.md").write_text(
             f"# hogwild thread scaling on BBC News\n\nCommand: `scripts/bench_fasttext.sh --epochs "
-            f"{args.epochs} --scaling-pairs {args.scaling_pairs}`\n\n{table}\n")
+            f"{args.epochs} --scaling-pairs {args.scaling_pairs} --wait-quiet {args.wait_quiet:g}`\n\n{table}\n")
         return
     results = {}
     for threads in args.threads:
