@@ -446,6 +446,15 @@ fn metric_values(
         .collect()
 }
 
+/// Appends the model's whole-run values (see [`Model::run_metrics`]) that are not fetched yet.
+fn push_run_metrics<M: Model>(model: &M, fetched: &mut Vec<(String, f64)>) {
+    for (name, value) in model.run_metrics() {
+        if !fetched.iter().any(|(n, _)| n == name) {
+            fetched.push((name.to_string(), value));
+        }
+    }
+}
+
 /// Sets `auc` to the exact value over `pairs` when they hold both classes.
 fn push_auc(fetched: &mut Vec<(String, f64)>, pairs: &mut Auc) {
     if pairs.is_empty() {
@@ -476,6 +485,7 @@ fn run_streaming<M: Model>(
     let mut feed_options = options.feed.clone();
     feed_options.threads = threads;
     feed_options.in_memory = None;
+    model.run_metrics();
     let start = Instant::now();
     let (queues, feed) = start_feed(desc, files, &feed_options)?;
     let queues: Vec<Mutex<_>> = queues.into_iter().map(|q| Mutex::new(Some(q))).collect();
@@ -518,6 +528,7 @@ fn run_streaming<M: Model>(
         start.elapsed(),
         options.debug,
     );
+    push_run_metrics(model, &mut report.fetched);
     report.data_bytes = feed_stats.peak_queue_bytes * threads;
     report.feed = feed_stats;
     if options.debug {

@@ -83,6 +83,13 @@ pub trait Model: Send + Sync {
     /// checkpoints.
     fn describe(&self) -> String;
 
+    /// Values over a whole run rather than means of per-batch values (AUC, words trained), each
+    /// since the previous call: the executor calls it once before a run (discarding what it
+    /// returns) and once after, appending the values to the run's fetched metrics.
+    fn run_metrics(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+
     /// For binary tasks: the worker's collector of (score, label) pairs, which the model fills in
     /// `train_batch` and `eval_batch`. The executor drains every thread's collector at the end of
     /// each epoch and run, merges them and reports the exact AUC as the fetched value `auc`.

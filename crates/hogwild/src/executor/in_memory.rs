@@ -93,6 +93,7 @@ pub fn train_dataset<M: Model>(
     let epochs = options.feed.epochs.max(1);
     let seed = options.feed.in_memory;
     let batch_size = options.feed.batch_size(desc);
+    model.run_metrics();
     let start = Instant::now();
     let mut order: Vec<u32> = (0..n32).collect();
     if let Some(seed) = seed {
@@ -203,6 +204,7 @@ pub fn train_dataset<M: Model>(
             None => report.fetched.push(("auc".into(), last)),
         }
     }
+    super::push_run_metrics(model, &mut report.fetched);
     let load = data.load_stats();
     report.feed = FeedStats {
         instances: report.instances,

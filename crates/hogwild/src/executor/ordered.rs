@@ -107,6 +107,7 @@ pub(super) fn predict_in_order<M: Model>(
     let mut load = options.feed.clone();
     load.threads = threads;
     let batch_size = options.feed.batch_size(desc);
+    model.run_metrics();
     let start = Instant::now();
     let mut states = Vec::new();
     let mut feed = FeedStats::default();
@@ -166,6 +167,7 @@ pub(super) fn predict_in_order<M: Model>(
         start.elapsed(),
         options.debug,
     );
+    super::push_run_metrics(model, &mut report.fetched);
     feed.instances = report.instances;
     feed.batches = report.batches;
     feed.worker_wait = wait;

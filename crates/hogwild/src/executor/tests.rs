@@ -242,6 +242,10 @@ impl Model for Probe {
     fn auc<'w>(&self, w: &'w mut Auc) -> Option<&'w mut Auc> {
         Some(w)
     }
+    /// Batches seen since the previous call.
+    fn run_metrics(&self) -> Vec<(&'static str, f64)> {
+        vec![("batches_seen", self.seen.swap(0, Ordering::Relaxed) as f64)]
+    }
 }
 
 // 3 files of 20 lines, batch size 8: however readers cut the batches, the mean over batches of the
@@ -269,7 +273,12 @@ fn metrics_are_averaged_over_batches_and_threads() {
         "unknown fetch \"recall\": the model reports size, one"
     );
     let r = run_from_files(&probe, &desc(), &files, 2, &["one"], &quiet()).unwrap();
-    assert_eq!(r.fetched.len(), 1, "auc only when fetched");
+    assert!(r.get("auc").is_none(), "auc only when fetched");
+    assert_eq!(
+        r.get("batches_seen"),
+        Some(r.batches as f64),
+        "run metrics appended"
+    );
     let e = run_from_files(&probe, &desc(), &files, 0, &[], &quiet()).unwrap_err();
     assert!(e.to_string().contains("threads"), "{e}");
 }
@@ -488,8 +497,9 @@ fn auc_is_exact_over_all_threads() {
         seen: AtomicUsize::new(0),
     };
     let r = eval_from_files(&probe(), &desc(), &files, 3, &["auc"], &quiet(), None).unwrap();
-    assert_eq!(r.fetched.len(), 1);
+    assert_eq!(r.fetched[0].0, "auc");
     approx::assert_relative_eq!(r.get("auc").unwrap(), expected, epsilon = 1e-12);
+    assert_eq!(r.get("batches_seen"), Some(r.batches as f64));
     let r = run_from_files(&probe(), &desc(), &files, 2, &[], &in_memory(2, Some(3))).unwrap();
     approx::assert_relative_eq!(r.epochs[0].get("auc").unwrap(), expected, epsilon = 1e-12);
     approx::assert_relative_eq!(r.get("auc").unwrap(), expected, epsilon = 1e-12);
