@@ -1,6 +1,12 @@
 """Benchmark: `hogwild tf-train` (the Rust runner, 1 and 2 threads) vs a Python
 tf.compat.v1.Session loop feeding the same graph (the bag-of-words classifier of
-export_bow_graph.py, AdamAsync) the same batches. Prints a table of examples/s and ratios.
+export_bow_graph.py, AdamAsync) the same batches, and vs the native executor (`hogwild train`,
+model `kind = "bow"`, AdamAsync) on the same files, batch size, vocab, dim, epochs and threads.
+Prints tables of examples/s and ratios.
+
+The native executor runs twice per thread count: `--stream` (reads and parses the files during
+training, as the runner does) and in memory (files loaded before the clock starts; its time is the
+"training" part of the `time:` line).
 
 The Python loop gets its batches pre-parsed in numpy (no file reading is timed); the runner's time
 includes reading and parsing the files in its feed threads. Each configuration runs `--repeats`
@@ -8,7 +14,8 @@ times back to back and the median is reported.
 
 Usage (after `make plugin`):
     PKG_CONFIG_PATH=build/tf cargo build --release -p hogwild-cli --features tf
-    .venv/bin/python examples/bench_tf_runner.py [--lines 4000] [--batch 32] [--repeats 3]
+    .venv/bin/python examples/bench_tf_runner.py [--lines 4000] [--batch 32] [--repeats 3] \
+        [--epochs 1]
 """
 
 import argparse
@@ -83,13 +90,41 @@ def python_loop(graph, batches):
         return n / (time.perf_counter() - start)
 
 
-def runner(binary, graph, d, paths, threads, extra=()):
+def runner(binary, graph, d, paths, threads, epochs, extra=()):
     r = subprocess.run([str(binary), "tf-train", "--graph", str(graph), "--op-library",
                         str(PLUGIN), "--data-desc", str(d / "data.prototxt"), "--threads",
-                        str(threads), "--print-period", "0", *extra, *map(str, paths)],
+                        str(threads), "--epochs", str(epochs), "--print-period", "0", *extra,
+                        *map(str, paths)],
                        capture_output=True, text=True, check=True)
     line = next(x for x in r.stdout.splitlines() if x.startswith("train:"))
     return float(re.search(r"([\d.]+) instances/s", line).group(1))
+
+
+def write_native_config(d, vocab, dim, lr=0.01):
+    """The native twin of export_bow_graph.export's network: mean embedding bag -> fc with bias ->
+    softmax cross-entropy, 2 classes, no bigrams, AdamAsync with the same learning rate."""
+    p = d / "bow.toml"
+    p.write_text(f'[model]\nkind = "bow"\nvocab = {vocab}\nclasses = 2\ndim = {dim}\n'
+                 f'bigram_buckets = 0\npool = "mean"\n\n'
+                 f'[optimizer]\nkind = "adam_async"\nlr = {lr}\n')
+    return p
+
+
+def native(binary, config, d, paths, threads, epochs, stream):
+    """examples/s of `hogwild train`: with --stream its own summary line (file reading included);
+    in memory, the instances of every epoch over the `training` time (loading excluded)."""
+    r = subprocess.run([str(binary), "train", "--config", str(config), "--feed",
+                        str(d / "data.prototxt"), "--threads", str(threads), "--epochs",
+                        str(epochs), "--quiet", *(["--stream"] if stream else []),
+                        *map(str, paths)],
+                       capture_output=True, text=True, check=True)
+    out = r.stdout
+    if stream:
+        return float(re.search(r"^epochs [\d-]+: \d+ instances in [\d.]+s \(([\d.]+)/s",
+                               out, re.M).group(1))
+    instances = sum(int(n) for n in re.findall(r"^epoch \d+: (\d+) instances", out, re.M))
+    secs = float(re.search(r"training ([\d.]+)s", out).group(1))
+    return instances / secs
 
 
 def main():
@@ -100,6 +135,9 @@ def main():
     p.add_argument("--vocab", type=int, default=30000)
     p.add_argument("--dim", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--skip-python", action="store_true",
+                   help="only the runner vs the native executor")
     p.add_argument("--binary", default=str(ROOT / "target/release/hogwild"))
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,22 +145,50 @@ def main():
         paths, batches = write_data(d, a.files, a.lines, a.vocab, a.batch)
         graph = d / "bow.meta"
         export_bow_graph.export(graph, vocab=a.vocab, dim=a.dim, optimizer="adam_async")
-        rows = {"python Session loop (1 thread)": [], "runner 1 thread": [],
-                "runner 2 threads": [], "runner 2 threads, --inline-steps": []}
+        config = write_native_config(d, a.vocab, a.dim)
+        rows = {} if a.skip_python else {"python Session loop (1 thread)": []}
+        for t in (1, 2):
+            for name in (f"runner {t} thread{'s' * (t > 1)}",
+                         f"native --stream {t} thread{'s' * (t > 1)}",
+                         f"native in-memory {t} thread{'s' * (t > 1)}"):
+                rows[name] = []
+        if not a.skip_python:
+            rows["runner 2 threads, --inline-steps"] = []
         for _ in range(a.repeats):
-            rows["python Session loop (1 thread)"].append(python_loop(graph, batches))
-            rows["runner 1 thread"].append(runner(a.binary, graph, d, paths, 1))
-            rows["runner 2 threads"].append(runner(a.binary, graph, d, paths, 2))
-            rows["runner 2 threads, --inline-steps"].append(
-                runner(a.binary, graph, d, paths, 2, ["--inline-steps"]))
-        base = statistics.median(rows["python Session loop (1 thread)"])
+            if not a.skip_python:
+                rows["python Session loop (1 thread)"].append(python_loop(graph, batches))
+            for t in (1, 2):
+                s = "s" * (t > 1)
+                rows[f"runner {t} thread{s}"].append(
+                    runner(a.binary, graph, d, paths, t, a.epochs))
+                rows[f"native --stream {t} thread{s}"].append(
+                    native(a.binary, config, d, paths, t, a.epochs, stream=True))
+                rows[f"native in-memory {t} thread{s}"].append(
+                    native(a.binary, config, d, paths, t, a.epochs, stream=False))
+            if not a.skip_python:
+                rows["runner 2 threads, --inline-steps"].append(
+                    runner(a.binary, graph, d, paths, 2, a.epochs, ["--inline-steps"]))
+        med = {name: statistics.median(xs) for name, xs in rows.items()}
         print(f"{a.files} files x {a.lines} lines, batch {a.batch}, vocab {a.vocab}, "
-              f"dim {a.dim}, AdamAsync; median of {a.repeats}")
-        print(f"| {'configuration':<34} | {'examples/s':>10} | {'vs Python loop':>14} |")
-        print(f"|{'-' * 36}|{'-' * 12}:|{'-' * 15}:|")
-        for name, xs in rows.items():
-            m = statistics.median(xs)
-            print(f"| {name:<34} | {m:>10.0f} | {m / base:>13.2f}x |")
+              f"dim {a.dim}, {a.epochs} epoch(s), AdamAsync; median of {a.repeats}")
+        if not a.skip_python:
+            base = med["python Session loop (1 thread)"]
+            print(f"| {'configuration':<34} | {'examples/s':>10} | {'vs Python loop':>14} |")
+            print(f"|{'-' * 36}|{'-' * 12}:|{'-' * 15}:|")
+            for name in ("python Session loop (1 thread)", "runner 1 thread", "runner 2 threads",
+                         "runner 2 threads, --inline-steps"):
+                print(f"| {name:<34} | {med[name]:>10.0f} | {med[name] / base:>13.2f}x |")
+            print()
+        print(f"| {'threads':>7} | {'runner':>10} | {'native --stream':>15} | "
+              f"{'native in-memory':>16} | {'runner / stream':>15} | {'runner / in-mem':>15} |")
+        print(f"|{'-' * 8}:|{'-' * 11}:|{'-' * 16}:|{'-' * 17}:|{'-' * 16}:|{'-' * 16}:|")
+        for t in (1, 2):
+            s = "s" * (t > 1)
+            r = med[f"runner {t} thread{s}"]
+            ns = med[f"native --stream {t} thread{s}"]
+            nm = med[f"native in-memory {t} thread{s}"]
+            print(f"| {t:>7} | {r:>10.0f} | {ns:>15.0f} | {nm:>16.0f} | "
+                  f"{r / ns:>14.3f}x | {r / nm:>14.3f}x |")
 
 
 if __name__ == "__main__":
