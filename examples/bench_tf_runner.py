@@ -92,7 +92,7 @@ def python_loop(graph, batches):
 
 def runner(binary, graph, d, paths, threads, epochs, extra=()):
     r = subprocess.run([str(binary), "tf-train", "--graph", str(graph), "--op-library",
-                        str(PLUGIN), "--data-desc", str(d / "data.prototxt"), "--threads",
+                        str(PLUGIN), "--feed", str(d / "data.prototxt"), "--threads",
                         str(threads), "--epochs", str(epochs), "--print-period", "0", *extra,
                         *map(str, paths)],
                        capture_output=True, text=True, check=True)

@@ -136,7 +136,7 @@ def test_checkpoint_restores_in_python_with_the_reported_accuracy(hogwild_bin, s
     d, files, graph = setup
     ckpt = d / "ckpt/bow"
     r = tf_train(hogwild_bin, "--graph", graph, "--op-library", PLUGIN,
-                 "--data-desc", d / "data.prototxt", "--threads", 2, "--epochs", 3,
+                 "--feed", d / "data.prototxt", "--threads", 2, "--epochs", 3,
                  "--print-period", 10, "--save", ckpt, "--eval", files[0], "--eval", files[1],
                  *files)
     train, ev = summary(r.stdout, "train"), summary(r.stdout, "eval")
@@ -156,7 +156,7 @@ def test_checkpoint_restores_in_python_with_the_reported_accuracy(hogwild_bin, s
 def test_single_thread_training_matches_a_python_session_loop(hogwild_bin, setup):
     d, files, graph = setup
     r = tf_train(hogwild_bin, "--graph", graph, "--op-library", PLUGIN,
-                 "--data-desc", d / "data.prototxt", "--threads", 1, "--print-period", 0,
+                 "--feed", d / "data.prototxt", "--threads", 1, "--print-period", 0,
                  "--eval", files[0], "--eval", files[1], *files)
     train, ev = summary(r.stdout, "train"), summary(r.stdout, "eval")
 
@@ -176,7 +176,7 @@ def test_single_thread_training_matches_a_python_session_loop(hogwild_bin, setup
 
 def test_a_graph_with_plugin_ops_needs_the_op_library(hogwild_bin, setup):
     d, files, graph = setup
-    r = tf_train(hogwild_bin, "--graph", graph, "--data-desc", d / "data.prototxt", *files,
+    r = tf_train(hogwild_bin, "--graph", graph, "--feed", d / "data.prototxt", *files,
                  check=False)
     assert r.returncode != 0
     assert f"{graph}: TensorFlow cannot import the graph" in r.stderr
@@ -188,7 +188,7 @@ def test_an_id_outside_the_table_names_the_op_and_the_batch(hogwild_bin, setup, 
     bad = tmp_path / "part-bad"
     bad.write_text("2 1 2 1 0\n" * BATCH + "2 1 200 1 1\n")
     r = tf_train(hogwild_bin, "--graph", graph, "--op-library", PLUGIN,
-                 "--data-desc", d / "data.prototxt", bad, check=False)
+                 "--feed", d / "data.prototxt", bad, check=False)
     assert r.returncode != 0
     assert "thread 0: training on batch 1 of this thread (1 instances)" in r.stderr
     assert "indices[1] = 200 is not in [0, 200)" in r.stderr
@@ -200,6 +200,6 @@ def test_a_malformed_line_names_the_file_and_line(hogwild_bin, setup, tmp_path):
     bad = tmp_path / "part-bad"
     bad.write_text("2 1 2 1 0\n2 1 x 1 0\n")
     r = tf_train(hogwild_bin, "--graph", graph, "--op-library", PLUGIN,
-                 "--data-desc", d / "data.prototxt", bad, check=False)
+                 "--feed", d / "data.prototxt", bad, check=False)
     assert r.returncode != 0
     assert f"{bad}:2" in r.stderr, r.stderr

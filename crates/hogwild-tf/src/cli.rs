@@ -21,7 +21,7 @@ pub struct TfTrainArgs {
     #[arg(long = "op-library")]
     pub op_libraries: Vec<PathBuf>,
     /// The data feed description (protobuf text format, Paddle's data.prototxt).
-    #[arg(long)]
+    #[arg(long = "feed", alias = "data-desc", value_name = "DATA_PROTOTXT")]
     pub data_desc: PathBuf,
     /// Training files in the MultiSlot text format.
     #[arg(required = true)]
