@@ -311,18 +311,6 @@ fn batched_instances_train_like_single_ones() {
     let a: [&[u64]; 5] = [&[1], &[2, 3], &[], &[4], &[1, 5, 6]];
     let b: [&[u64]; 5] = [&[7], &[], &[8], &[9, 10], &[7]];
     let y = [1u64, 0, 1, 0, 1];
-    let slot = |ids: &[&[u64]]| {
-        let mut offsets = vec![0];
-        let mut values = Vec::new();
-        for v in ids {
-            values.extend_from_slice(v);
-            offsets.push(values.len());
-        }
-        SlotBatch {
-            values: SlotValues::U64(values),
-            offsets,
-        }
-    };
     let labels: Vec<&[u64]> = y.iter().map(std::slice::from_ref).collect();
     let whole = Batch {
         len: 5,
@@ -381,4 +369,42 @@ fn batched_instances_train_like_single_ones() {
         .collect();
     assert_eq!(text, expected);
     assert_relative_eq!(whole_loss, losses, epsilon = 1e-9);
+}
+
+/// A batch of instances with the given ids of fields `a` and `b` and labels.
+fn slot(ids: &[&[u64]]) -> SlotBatch {
+    let mut offsets = vec![0];
+    let mut values = Vec::new();
+    for v in ids {
+        values.extend_from_slice(v);
+        offsets.push(values.len());
+    }
+    SlotBatch {
+        values: SlotValues::U64(values),
+        offsets,
+    }
+}
+
+// A row named several times by one instance is updated once per occurrence, in turn. LR with SGD
+// lr 0.5 from zero, label 1: p = 0.5, g = -0.5, each occurrence adds 0.25 to the row:
+// id 3 twice: w3 = 0.5; id 4 seventy times: w4 = 17.5; the bias once: 0.25.
+#[test]
+fn repeated_rows_in_an_instance_update_in_turn() {
+    for (id, times, expected) in [(3u64, 2usize, 0.5f32), (4, 70, 17.5)] {
+        let m = Ctr::new(CtrKind::Lr, CtrConfig::new(64), Sgd { lr: 0.5f32 }).unwrap();
+        m.init();
+        let mut w = m.new_worker(&desc()).unwrap();
+        let ids = vec![id; times];
+        let batch = Batch {
+            len: 1,
+            slots: vec![slot(&[&ids]), slot(&[&[]]), slot(&[&[1]])],
+        };
+        m.train_batch(&mut w, &batch, &mut [0.0], None).unwrap();
+        let (t, row) = w.feats[0];
+        let mut got = [0.0f32];
+        m.feature_tables()[t].read_weights(row, &mut got);
+        assert_eq!(got[0], expected, "id {id} x{times}");
+        m.bias.read_weights(0, &mut got);
+        assert_eq!(got[0], 0.25);
+    }
 }
