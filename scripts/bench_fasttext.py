@@ -4,6 +4,15 @@ Both read the same tokens (lower-cased, split on non-alphanumerics); test words 
 are dropped for both (fastText ignores them too). Each configuration runs --reps times back to back,
 alternating the two programs; the table reports medians. Peak memory is each run's own maximum
 resident set (ru_maxrss of a child process that does only that run).
+
+What is timed, for both: from the text file to a trained model. fastText: its whole
+`train_supervised` call (read the file, build the vocabulary, initialise, train). hogwild: load
+(read and parse the MultiSlot file into memory), model init and training, as `hogwild train`
+reports them ("time: ... total"); turning words into ids happened once, before, in `prepare` (the
+MultiSlot file holds ids), which is the work fastText's vocabulary pass does. hogwild's
+training-only rate is listed too. "cores" is the CPU time the run got divided by its wall time: on
+this shared 2-core machine other jobs take CPU, and 2 threads can only scale as far as 2 cores are
+free.
 """
 import argparse
 import json
@@ -70,36 +79,126 @@ def prepare():
 def child_fasttext(args):
     import fasttext
 
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     m = fasttext.train_supervised(input=str(WORK / "train.ft"), dim=10, lr=0.5, wordNgrams=2,
                                   bucket=2_000_000, epoch=args.epochs, thread=args.threads,
                                   minCount=1, verbose=0)
     train_s = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     _, precision, _ = m.test(str(WORK / "test.ft"))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"train_s": train_s, "acc": precision, "rss": rss}))
+    print(json.dumps({"train_s": train_s, "acc": precision, "rss": rss, "cores": cpu / train_s}))
 
 
 def child_hogwild(args):
     cfg = WORK / "model.toml"
-    t0 = time.perf_counter()
+    files = [str(WORK / "train.ms")] if args.files == "one" else [str(WORK / "train-*.ms")]
+    extra = ["--stream"] if args.stream else []
     out = subprocess.run([args.hogwild, "train", "--config", str(cfg), "--feed",
-                          str(WORK / "data.prototxt"), str(WORK / "train-*.ms"), "--epochs",
-                          str(args.epochs), "--threads", str(args.threads), "--quiet",
-                          "--test", str(WORK / "test.ms")],
+                          str(WORK / "data.prototxt"), *files, "--epochs", str(args.epochs),
+                          "--threads", str(args.threads), "--quiet", "--test",
+                          str(WORK / "test.ms"), *extra],
                          check=True, capture_output=True, text=True).stdout
-    wall = time.perf_counter() - t0
-    train_s = sum(float(x) for x in re.findall(r"instances in ([0-9.]+)s", out))
+    t = re.search(r"time: load ([0-9.]+)s, model init ([0-9.]+)s, training ([0-9.]+)s, "
+                  r"total ([0-9.]+)s", out)
+    load, init, train, total = (float(x) for x in t.groups())
     acc = float(re.search(r"test: .* accuracy ([0-9.]+)", out).group(1))
-    mib = float(re.search(r"optimizer state: ([0-9.]+) MiB", out).group(1))
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    print(json.dumps({"train_s": train_s, "wall_s": wall, "acc": acc, "rss": rss,
-                      "tables": mib * (1 << 20)}))
+    mem = re.search(r"memory: parameters and optimizer state ([0-9.]+) MiB, data ([0-9.]+) MiB", out)
+    io = float(re.search(r"IO wait ([0-9.]+)%", out).group(1))
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = ru.ru_utime + ru.ru_stime
+    print(json.dumps({"train_s": total, "train_only_s": train, "acc": acc,
+                      "rss": ru.ru_maxrss * 1024, "tables": float(mem.group(1)) * (1 << 20),
+                      "data": float(mem.group(2)) * (1 << 20), "io": io,
+                      "cores": cpu / max(total, 1e-9)}))
+
+
+def child_baseline(args):
+    """Peak RSS of the hogwild process doing nothing (binary, libc, runtime). Measured by GNU time
+    when present: a child forked from Python starts with Python's pages counted in its maximum."""
+    if Path("/usr/bin/time").exists():
+        err = subprocess.run(["/usr/bin/time", "-f", "%M", args.hogwild, "--version"], check=True,
+                             capture_output=True, text=True).stderr
+        rss = int(err.strip().splitlines()[-1]) * 1024
+    else:
+        subprocess.run([args.hogwild, "--version"], check=True, capture_output=True)
+        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    print(json.dumps({"rss": rss}))
+
+
+def child_demo(args):
+    out = subprocess.run([args.hogwild, "demo", "--threads", str(args.threads)], check=True,
+                         capture_output=True, text=True).stdout
+    rate = float(re.search(r"trained ([0-9.]+) documents/s", out).group(1))
+    acc = [float(x) for x in re.findall(r"^(?:train|test): .* accuracy ([0-9.]+)", out, re.M)]
+    print(json.dumps({"docs_s": rate, "train_acc": acc[0], "test_acc": acc[1]}))
+
+
+def busy_seconds():
+    """CPU time all processes on the machine spent busy so far (from /proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_seconds():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_measured(kind, args, threads):
+    """run_child, plus "others": cores that other processes used during the run."""
+    b0, o0, t0 = busy_seconds(), own_seconds(), time.perf_counter()
+    r = run_child(kind, args, threads)
+    wall = time.perf_counter() - t0
+    r["others"] = max(0.0, (busy_seconds() - b0) - (own_seconds() - o0)) / wall
+    return r
+
+
+def wait_quiet(limit_s):
+    """Waits up to `limit_s` seconds for a second in which the machine used under 0.15 cores."""
+    deadline = time.perf_counter() + limit_s
+    while time.perf_counter() < deadline:
+        b0 = busy_seconds()
+        time.sleep(1.0)
+        if busy_seconds() - b0 < 0.15:
+            return
+
+
+def scaling(args, tokens):
+    """Alternating 1- and 2-thread hogwild runs; the ratio of each pair, and how busy the machine
+    was with other work meanwhile."""
+    rows = []
+    for pair in range(args.scaling_pairs):
+        wait_quiet(args.wait_quiet)
+        one = run_measured("hogwild", args, 1)
+        two = run_measured("hogwild", args, 2)
+        ratio = one["train_only_s"] / two["train_only_s"]
+        others = max(one["others"], two["others"])
+        rows.append((ratio, others, one, two))
+        print(f"  pair {pair}: 1 thread {tokens * args.epochs / one['train_only_s'] / 1e6:.2f} M "
+              f"tokens/s, 2 threads {tokens * args.epochs / two['train_only_s'] / 1e6:.2f} M "
+              f"tokens/s, ratio {ratio:.2f}, other work {others:.2f} cores", flush=True)
+    quiet = [r for r in rows if r[1] < 0.15]
+    lines = ["| pairs | median 2 / 1 thread training throughput | median other work (cores) |",
+             "|---|---|---|",
+             f"| all {len(rows)} | {statistics.median(r[0] for r in rows):.2f} | "
+             f"{statistics.median(r[1] for r in rows):.2f} |"]
+    if quiet:
+        lines.append(f"| {len(quiet)} with other work < 0.15 cores | "
+                     f"{statistics.median(r[0] for r in quiet):.2f} | "
+                     f"{statistics.median(r[1] for r in quiet):.2f} |")
+    return "\n".join(lines)
 
 
 def run_child(kind, args, threads):
     cmd = [sys.executable, __file__, "--child", kind, "--threads", str(threads), "--epochs",
-           str(args.epochs), "--hogwild", args.hogwild]
+           str(args.epochs), "--hogwild", args.hogwild, "--files", args.files]
+    if args.stream:
+        cmd.append("--stream")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -111,11 +210,23 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--optimizer", default='kind = "sgd"\nlr = 0.5')
+    p.add_argument("--files", choices=["one", "parts"], default="one",
+                   help="hogwild reads train.ms, or the same lines split in 4 files")
+    p.add_argument("--stream", action="store_true",
+                   help="hogwild streams the files every epoch instead of loading them once")
+    p.add_argument("--demo-reps", type=int, default=3,
+                   help="thread scaling runs of `hogwild demo` (0: none)")
+    p.add_argument("--scaling-pairs", type=int, default=0,
+                   help="only measure hogwild's 1 -> 2 thread scaling, over this many pairs")
+    p.add_argument("--wait-quiet", type=float, default=0,
+                   help="with --scaling-pairs: wait up to this many seconds for an idle machine "
+                        "before each pair")
     p.add_argument("--child")
     args = p.parse_args()
     if args.child:
         args.threads = args.threads[0]
-        return {"fasttext": child_fasttext, "hogwild": child_hogwild}[args.child](args)
+        return {"fasttext": child_fasttext, "hogwild": child_hogwild, "baseline": child_baseline,
+                "demo": child_demo}[args.child](args)
 
     vocab, classes, tokens, ntrain, ntest = prepare()
     (WORK / "model.toml").write_text(
@@ -123,34 +234,76 @@ def main():
         f'bigram_buckets = 2000000\npool = "mean"\nseed = 1\n\n[optimizer]\n{args.optimizer}\n')
     print(f"BBC News: {ntrain} train / {ntest} test documents, {classes} classes, vocab {vocab}, "
           f"{tokens['train']} train tokens; dim 10, bigrams, 2M buckets, {args.epochs} epochs")
+    if args.scaling_pairs:
+        table = scaling(args, tokens["train"])
+        print(table)
+        (ROOT / "docs" / "bench_scaling.md").write_text(
+            f"# hogwild thread scaling on BBC News\n\nCommand: `scripts/bench_fasttext.sh --epochs "
+            f"{args.epochs} --scaling-pairs {args.scaling_pairs} --wait-quiet {args.wait_quiet:g}`\n\n{table}\n")
+        return
     results = {}
     for threads in args.threads:
         for rep in range(args.reps):
             for kind in ("hogwild", "fasttext"):
-                r = run_child(kind, args, threads)
+                r = run_measured(kind, args, threads)
                 r["tokens_s"] = tokens["train"] * args.epochs / r["train_s"]
+                if "train_only_s" in r:
+                    r["tokens_only_s"] = tokens["train"] * args.epochs / r["train_only_s"]
                 results.setdefault((kind, threads), []).append(r)
                 print(f"  {kind:8} threads {threads} rep {rep}: {r['tokens_s'] / 1e6:6.2f} M tokens/s  "
-                      f"acc {r['acc']:.4f}  peak RSS {r['rss'] / 2**20:7.1f} MiB", flush=True)
+                      f"cores {r['cores']:.2f}  others {r['others']:.2f}  acc {r['acc']:.4f}  peak RSS {r['rss'] / 2**20:7.1f} MiB",
+                      flush=True)
     med = {k: {f: statistics.median(x[f] for x in v) for f in v[0]} for k, v in results.items()}
-    lines = ["| program | threads | M tokens/s (median) | tokens/s ratio ours/fastText | test accuracy | "
-             "peak RSS MiB | tables + state MiB |", "|---|---|---|---|---|---|---|"]
+    base = run_child("baseline", args, 1)["rss"]
+    lines = ["| program | threads | M tokens/s (median) | ours / fastText | hogwild training only | "
+             "cores | test accuracy | peak RSS MiB |", "|---|---|---|---|---|---|---|---|"]
     for threads in args.threads:
         h, f = med[("hogwild", threads)], med[("fasttext", threads)]
         for kind, m in (("hogwild", h), ("fastText", f)):
             ratio = f"{h['tokens_s'] / f['tokens_s']:.2f}" if kind == "hogwild" else ""
-            tables = f"{m['tables'] / 2**20:.1f}" if "tables" in m else ""
-            lines.append(f"| {kind} | {threads} | {m['tokens_s'] / 1e6:.2f} | {ratio} | "
-                         f"{m['acc']:.4f} | {m['rss'] / 2**20:.1f} | {tables} |")
+            only = f"{m['tokens_only_s'] / 1e6:.2f}" if "tokens_only_s" in m else ""
+            lines.append(f"| {kind} | {threads} | {m['tokens_s'] / 1e6:.2f} | {ratio} | {only} | "
+                         f"{m['cores']:.2f} | {m['acc']:.4f} | {m['rss'] / 2**20:.1f} |")
+    lines += ["", "hogwild memory (MiB): peak RSS = tables + data + process baseline + rest",
+              "", "| threads | peak RSS | tables + optimizer state | data | process baseline | rest | "
+              "RSS / tables | RSS / (tables + data + baseline) | workers' IO wait % |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for threads in args.threads:
+        h = med[("hogwild", threads)]
+        rest = h["rss"] - h["tables"] - h["data"] - base
+        lines.append(f"| {threads} | {h['rss'] / 2**20:.1f} | {h['tables'] / 2**20:.1f} | "
+                     f"{h['data'] / 2**20:.1f} | {base / 2**20:.1f} | {rest / 2**20:.1f} | "
+                     f"{h['rss'] / h['tables']:.3f} | "
+                     f"{h['rss'] / (h['tables'] + h['data'] + base):.3f} | {h['io']:.1f} |")
     if 1 in args.threads and 2 in args.threads:
+        lines.append("")
         for kind in ("hogwild", "fasttext"):
             s = med[(kind, 2)]["tokens_s"] / med[(kind, 1)]["tokens_s"]
-            lines.append(f"\n{kind}: 2 threads / 1 thread throughput = {s:.2f}x")
+            lines.append(f"{kind}: 2 threads / 1 thread throughput = {s:.2f}x (end to end)")
+        s = med[("hogwild", 2)]["tokens_only_s"] / med[("hogwild", 1)]["tokens_only_s"]
+        lines.append(f"hogwild: 2 threads / 1 thread training-only throughput = {s:.2f}x")
+    if args.demo_reps > 0 and 1 in args.threads and 2 in args.threads:
+        demo = {}
+        for rep in range(args.demo_reps):
+            for threads in (1, 2):
+                demo.setdefault(threads, []).append(run_child("demo", args, threads))
+        d = {t: {f: statistics.median(x[f] for x in v) for f in v[0]} for t, v in demo.items()}
+        lines += ["", "`hogwild demo` (synthetic, 80k documents, AdamAsync, 5 epochs), medians of "
+                  f"{args.demo_reps}:", "", "| threads | documents/s | train accuracy | test accuracy |",
+                  "|---|---|---|---|"]
+        for t in (1, 2):
+            lines.append(f"| {t} | {d[t]['docs_s']:.0f} | {d[t]['train_acc']:.4f} | "
+                         f"{d[t]['test_acc']:.4f} |")
+        lines.append(f"\ndemo: 2 threads / 1 thread throughput = "
+                     f"{d[2]['docs_s'] / d[1]['docs_s']:.2f}x")
+    load = os.getloadavg()
+    lines.append(f"\nload average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     table = "\n".join(lines)
     print(table)
+    mode = (" --stream" if args.stream else "") + (" --files parts" if args.files == "parts" else "")
     (ROOT / "docs" / "bench_fasttext.md").write_text(
         f"# hogwild vs fastText on BBC News\n\nCommand: `scripts/bench_fasttext.sh --epochs "
-        f"{args.epochs} --reps {args.reps}`\n\n{table}\n")
+        f"{args.epochs} --reps {args.reps}{mode}`\n\n{table}\n")
     plot(results, args)
 
 

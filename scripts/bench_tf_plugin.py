@@ -3,6 +3,9 @@
   .venv/bin/python scripts/bench_tf_plugin.py [--repeats 3] [--steps 20]
 
 dense:  ResourceApplyAdamAsync vs ResourceApplyAdam on 16 M floats (eager op calls);
+dense ref: ApplyAdamAsync on TF1 ref variables, use_locking=False (the shared path: atomic
+        accesses, as other kernels may update the variables at once) vs stock ApplyAdam on ref
+        variables, in one compat.v1 session;
 sparse: ResourceSparseApplyAdamAsync vs Keras 3 Adam (IndexedSlices) and TF1 AdamOptimizer
         (compat.v1 graph, resource variable) on a 1M x 64 embedding with 1,024 touched rows.
 Prints median ms/step over --repeats runs of --steps steps each.
@@ -51,6 +54,24 @@ def dense(steps, repeats):
     return t_ours, t_stock
 
 
+def dense_ref(steps, repeats):
+    n = 16 * 1024 * 1024
+    with tf.Graph().as_default(), v1.Session() as sess:
+        mk = lambda init: v1.Variable(init, use_resource=False)
+        grad = mk(v1.random_normal([n], seed=0) * 1e-3)
+        ours = [mk(tf.zeros(n)) for _ in range(3)] + [mk(0.9), mk(0.999)]
+        stock = [mk(tf.zeros(n)) for _ in range(3)]
+        s = [tf.constant(x) for x in (0.001, 0.9, 0.999, 1e-8)]
+        op_ours = ops.apply_adam_async(*ours, *s, grad).op
+        op_stock = tf.raw_ops.ApplyAdam(var=stock[0], m=stock[1], v=stock[2], beta1_power=0.9,
+                                        beta2_power=0.999, lr=s[0], beta1=s[1], beta2=s[2],
+                                        epsilon=s[3], grad=grad).op
+        sess.run(v1.global_variables_initializer())
+        t_ours = timed(lambda: sess.run(op_ours), steps, repeats)
+        t_stock = timed(lambda: sess.run(op_stock), steps, repeats)
+    return t_ours, t_stock
+
+
 def sparse(steps, repeats):
     rows, dim, touched = 1_000_000, 64, 1024
     rng = np.random.default_rng(1)
@@ -89,11 +110,18 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     a = p.parse_args()
     d_ours, d_stock = dense(a.steps, a.repeats)
+    r_ours, r_stock = dense_ref(a.steps, a.repeats)
     s_ours, s_keras, s_tf1 = sparse(a.steps, a.repeats)
     print(f"| case | ours ms/step | baseline | baseline ms/step | speed-up |")
     print(f"|---|---|---|---|---|")
     print(f"| dense, 16 M floats | {d_ours:.2f} | ResourceApplyAdam | {d_stock:.2f} | "
           f"{d_stock / d_ours:.2f}x |")
+    print(f"| dense ref unlocked (shared path), 16 M floats | {r_ours:.2f} | ResourceApplyAdam | "
+          f"{d_stock:.2f} | {d_stock / r_ours:.2f}x |")
+    print(f"| dense ref unlocked (shared path), 16 M floats | {r_ours:.2f} | ApplyAdam (ref) | "
+          f"{r_stock:.2f} | {r_stock / r_ours:.2f}x |")
+    print(f"| dense ref unlocked vs dense resource (exclusive) | {r_ours:.2f} | "
+          f"ResourceApplyAdamAsync | {d_ours:.2f} | {d_ours / r_ours:.2f}x |")
     print(f"| sparse, 1M x 64, 1,024 rows | {s_ours:.3f} | Keras 3 Adam | {s_keras:.1f} | "
           f"{s_keras / s_ours:.0f}x |")
     print(f"| sparse, 1M x 64, 1,024 rows | {s_ours:.3f} | TF1 AdamOptimizer | {s_tf1:.1f} | "

@@ -232,6 +232,165 @@ def test_concurrent_locked_updates_count_every_power_step():
     assert state[3].numpy() == want
 
 
+# --- the shared path: kernels that do not hold an exclusive lock (atomic accesses only) ---
+#
+# Ref variables always take the shared path, resource variables take it for sparse updates under
+# shared locks (use_locking=False); dense resource updates and locked sparse resource updates take
+# the exclusive slice path. With one thread the two paths must give the same bits.
+
+SHARED_DTYPES = [tf.float16, tf.bfloat16, tf.float32, tf.float64]
+SHARED_HYPER = (0.01, 0.9, 0.99, 1e-3)  # lr, beta1, beta2, epsilon; beta2 < 1 in bfloat16 too
+v1 = tf.compat.v1
+
+
+def ref_step(var0, grad, dtype, steps, use_locking, indices=None, **attrs):
+    """`steps` updates of ref variables in a TF1 session; returns var, m, v, beta1_power,
+    beta2_power as numpy arrays."""
+    with tf.Graph().as_default(), v1.Session() as sess:
+        mk = lambda x: v1.Variable(tf.constant(x, dtype), use_resource=False)
+        state = [mk(var0), mk(np.zeros_like(var0)), mk(np.zeros_like(var0)), mk(0.9), mk(0.99)]
+        hyper = [tf.constant(x, dtype) for x in SHARED_HYPER]
+        g = tf.constant(grad, dtype)
+        if indices is None:
+            update = ops.apply_adam_async(*state, *hyper, g, use_locking=use_locking, **attrs)
+        else:
+            update = ops.sparse_apply_adam_async(*state, *hyper, g, tf.constant(indices),
+                                                 use_locking=use_locking, **attrs)
+        sess.run(v1.global_variables_initializer())
+        for _ in range(steps):
+            sess.run(update.op)
+        return sess.run([tf.bitcast(x, tf.uint16 if dtype.size == 2 else
+                                    {4: tf.uint32, 8: tf.uint64}[dtype.size]) for x in state])
+
+
+def resource_step(var0, grad, dtype, steps, use_locking, indices=None, **attrs):
+    """The same updates on resource variables (eager)."""
+    state = [tf.Variable(tf.constant(x, dtype)) for x in
+             (var0, np.zeros_like(var0), np.zeros_like(var0), 0.9, 0.99)]
+    hyper = [tf.constant(x, dtype) for x in SHARED_HYPER]
+    g = tf.constant(grad, dtype)
+    for _ in range(steps):
+        if indices is None:
+            ops.resource_apply_adam_async(*handles(state), *hyper, g, use_locking=use_locking,
+                                          **attrs)
+        else:
+            ops.resource_sparse_apply_adam_async(*handles(state), *hyper, g,
+                                                 tf.constant(indices), use_locking=use_locking,
+                                                 **attrs)
+    kind = tf.uint16 if dtype.size == 2 else {4: tf.uint32, 8: tf.uint64}[dtype.size]
+    return [tf.bitcast(x.read_value(), kind).numpy() for x in state]
+
+
+# 100,000 elements: the dense update is sharded over TensorFlow's threads on both paths.
+@pytest.mark.parametrize("dtype", SHARED_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("nesterov", [False, True])
+@pytest.mark.parametrize("use_locking", [False, True])
+def test_ref_dense_shared_path_gives_the_exclusive_path_bits(dtype, nesterov, use_locking):
+    rng = np.random.default_rng(6)
+    var0 = rng.normal(size=(12_500, 8))
+    grad = rng.normal(size=(12_500, 8))
+    want = resource_step(var0, grad, dtype, 3, False, use_nesterov=nesterov)
+    got = ref_step(var0, grad, dtype, 3, use_locking, use_nesterov=nesterov)
+    for name, a, b in zip(["var", "m", "v", "beta1_power", "beta2_power"], got, want):
+        np.testing.assert_array_equal(a, b, err_msg=f"{name}, {dtype.name}, nesterov={nesterov}, "
+                                                    f"use_locking={use_locking}")
+
+
+@pytest.mark.parametrize("dtype", SHARED_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("rmsprop", [False, True])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_sparse_shared_paths_give_the_exclusive_path_bits(dtype, rmsprop, index_dtype):
+    rng = np.random.default_rng(7)
+    var0 = rng.normal(size=(40, 6))
+    indices = np.array([3, 17, 3, 0, 39, 17, 3], index_dtype)  # duplicates apply in order
+    grad = rng.normal(size=(len(indices), 6))
+    attrs = dict(apply_sparse_rmsprop=rmsprop)
+    want = resource_step(var0, grad, dtype, 3, True, indices, **attrs)  # exclusive lock
+    shared_resource = resource_step(var0, grad, dtype, 3, False, indices, **attrs)
+    shared_ref = ref_step(var0, grad, dtype, 3, False, indices, **attrs)
+    for path, got in [("resource, shared locks", shared_resource), ("ref, unlocked", shared_ref)]:
+        for name, a, b in zip(["var", "m", "v", "beta1_power", "beta2_power"], got, want):
+            np.testing.assert_array_equal(a, b, err_msg=f"{path}: {name}, {dtype.name}, "
+                                                        f"rmsprop={rmsprop}")
+
+
+def sequential_powers(dtype, calls):
+    p1, p2 = dtype(0.9), dtype(0.999)
+    for _ in range(calls):
+        p1, p2 = dtype(p1 * dtype(0.9)), dtype(p2 * dtype(0.999))
+    return p1, p2
+
+
+# Several Python threads run the same unlocked update op in one TF1 session, so kernels update the
+# same ref variables at once: no crash, finite results, and every power advance is counted (the
+# powers advance with a compare-and-swap loop, so they hold the sequential bits).
+@pytest.mark.parametrize("sparse", [False, True])
+def test_concurrent_unlocked_ref_updates_are_finite_and_count_every_power_step(sparse):
+    n_threads, per_thread, rows, dim = 4, 30, 2_000, 50
+    rng = np.random.default_rng(8)
+    with tf.Graph().as_default(), v1.Session() as sess:
+        mk = lambda x: v1.Variable(np.asarray(x, np.float32), use_resource=False)
+        state = [mk(rng.normal(size=(rows, dim))), mk(np.zeros((rows, dim))),
+                 mk(np.zeros((rows, dim))), mk(0.9), mk(0.999)]
+        if sparse:
+            indices = tf.constant(rng.integers(0, 20, size=64), tf.int64)  # many collisions
+            grad = tf.constant(rng.normal(size=(64, dim)).astype(np.float32))
+            update = ops.sparse_apply_adam_async(*state, *scalars(np.float32), grad, indices)
+        else:
+            grad = tf.constant(rng.normal(size=(rows, dim)).astype(np.float32))
+            update = ops.apply_adam_async(*state, *scalars(np.float32), grad)
+        sess.run(v1.global_variables_initializer())
+        errors = []
+
+        def work():
+            try:
+                for _ in range(per_thread):
+                    sess.run(update.op)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work) for _ in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        var, m, v, p1, p2 = sess.run(state)
+    assert np.isfinite(var).all() and np.isfinite(m).all() and np.isfinite(v).all()
+    assert (v >= 0).all()
+    assert (p1, p2) == sequential_powers(np.float32, n_threads * per_thread)
+
+
+# Sparse updates of resource variables take shared locks: threads run them at once.
+def test_concurrent_shared_lock_resource_updates_count_every_power_step():
+    n_threads, per_thread = 4, 40
+    rng = np.random.default_rng(9)
+    state = make_state(rng.normal(size=(500, 16)), np.float32)
+    indices = rng.integers(0, 10, size=32).astype(np.int32)
+    grad = rng.normal(size=(32, 16)).astype(np.float32)
+    errors = []
+
+    def work(rmsprop):
+        try:
+            for _ in range(per_thread):
+                ops.resource_sparse_apply_adam_async(*handles(state), *scalars(np.float32), grad,
+                                                     indices, apply_sparse_rmsprop=rmsprop)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    # Half the threads run the RMSProp rule, which leaves the powers alone.
+    threads = [threading.Thread(target=work, args=(i % 2 == 1,)) for i in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, name in enumerate(["var", "m", "v"]):
+        assert np.isfinite(state[i].numpy()).all(), name
+    want = sequential_powers(np.float32, n_threads // 2 * per_thread)
+    assert (state[3].numpy(), state[4].numpy()) == want
+
+
 # --- bad input: a clear InvalidArgument, the process lives on ---
 
 def run_dense(var_shape=(4,), m_shape=None, grad_shape=None, power_shape=(), lr=0.001):

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
-use hogwild::executor::{self, Progress, RunOptions};
-use hogwild::feed::DataFeedDesc;
+use hogwild::executor::{self, EpochReport, Progress, RunOptions};
+use hogwild::feed::{DataFeedDesc, InMemoryDataset};
 use hogwild::models::{BowConfig, ModelConfig, ModelKind, OptimizerConfig, Pool};
 
 use crate::models::{default_threads, AnyModel};
@@ -26,11 +26,11 @@ pub struct Args {
     pub dir: Option<PathBuf>,
 }
 
-const VOCAB: u64 = 10_000;
+const VOCAB: u64 = 2_000;
 const CLASSES: u64 = 4;
-const TOPIC_WORDS: u64 = 150;
-const TRAIN_DOCS: usize = 12_000;
-const TEST_DOCS: usize = 3_000;
+const TOPIC_WORDS: u64 = 100;
+const TRAIN_DOCS: usize = 80_000;
+const TEST_DOCS: usize = 20_000;
 const TRAIN_PARTS: usize = 8;
 
 const DESC: &str = r#"name: "MultiSlotDataFeed"
@@ -59,9 +59,12 @@ impl Rng {
 /// One document in MultiSlot format. Each class owns `TOPIC_WORDS` ids; a word is one of its
 /// class's topic words with probability 0.12, otherwise a background word with Zipf-like
 /// frequencies shared by all classes; 3 % of labels are flipped, so accuracy stays below 100 %.
+/// Words are drawn independently (bigrams carry no signal, so the model uses none), and the corpus
+/// is large for its small vocabulary, so the model cannot memorise documents: train and test
+/// accuracy stay within about a point.
 fn document(rng: &mut Rng, out: &mut String) {
     let class = rng.next() % CLASSES;
-    let len = 15 + rng.next() % 50;
+    let len = 20 + rng.next() % 41;
     let _ = write!(out, "{len}");
     for _ in 0..len {
         let id = if rng.unit() < 0.12 {
@@ -125,7 +128,7 @@ pub fn run(args: Args) -> Result<()> {
             vocab: VOCAB as usize,
             classes: CLASSES as usize,
             dim: 10,
-            bigram_buckets: 1 << 18,
+            bigram_buckets: 0,
             pool: Pool::Mean,
             seed: 1,
         }),
@@ -146,26 +149,36 @@ pub fn run(args: Args) -> Result<()> {
         dir.display()
     );
     println!(
-        "bag of words, dim 10, hashed bigrams, AdamAsync lr 0.01, {threads} threads, {} epochs",
+        "bag of words, dim 10, AdamAsync lr 0.01, {threads} threads, {} epochs, data loaded once",
         args.epochs
     );
-    let model = AnyModel::new(&config)?;
-    with_model!(&model, m => executor::startup(m));
-    let options = RunOptions {
+    let mut options = RunOptions {
         print_period: TRAIN_DOCS / 64 / 2,
         progress: Progress::Auto,
         ..RunOptions::default()
     };
-    for epoch in 1..=args.epochs {
-        let r = with_model!(&model, m =>
-            executor::run_from_files(m, &desc, &train, threads, &[], &options))?;
+    options.feed.threads = threads;
+    options.feed.epochs = args.epochs;
+    options.feed.in_memory = Some(1);
+    let data = InMemoryDataset::load(&desc, &train, &options.feed)?;
+    let model = AnyModel::new(&config)?;
+    with_model!(&model, m => executor::startup(m));
+    let print = |e: &EpochReport| {
         println!(
-            "epoch {epoch}: loss {:.4}  accuracy {:.4}  ({:.0} documents/s)",
-            r.get("loss").unwrap_or(f64::NAN),
-            r.get("accuracy").unwrap_or(f64::NAN),
-            r.instances_per_sec()
+            "epoch {}: loss {:.4}  accuracy {:.4}  ({:.2}s)",
+            e.epoch,
+            e.get("loss").unwrap_or(f64::NAN),
+            e.get("accuracy").unwrap_or(f64::NAN),
+            e.elapsed.as_secs_f64()
         );
-    }
+        Ok(())
+    };
+    let r = with_model!(&model, m =>
+        executor::train_dataset(m, &desc, &data, threads, &[], &options, Some(&print)))?;
+    println!(
+        "trained {} documents/s on {threads} threads",
+        r.instances_per_sec().round()
+    );
     let quiet = RunOptions {
         progress: Progress::Quiet,
         print_period: 0,

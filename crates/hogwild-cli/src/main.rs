@@ -44,7 +44,20 @@ enum Command {
     TfTrain(Box<hogwild_tf::TfTrainArgs>),
 }
 
+/// Output piped into a program that stops reading (`| head`) ends the process quietly, as in other
+/// Unix tools, instead of a panic in `println!` (Rust ignores SIGPIPE by default).
+#[cfg(unix)]
+fn quiet_broken_pipe() {
+    // SAFETY: called first thing in `main`, before any other thread exists; restoring a signal's
+    // default disposition has no other precondition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> Result<()> {
+    #[cfg(unix)]
+    quiet_broken_pipe();
     match Cli::parse().command {
         Command::Check(args) => check::run(args),
         Command::Convert(args) => convert::run(args),

@@ -7,7 +7,7 @@ use clap::Args as ClapArgs;
 use hogwild::executor;
 use hogwild::feed::DataFeedDesc;
 
-use crate::models::{expand_files, prepare_inputs, AnyModel};
+use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel};
 use crate::train::ReportArgs;
 use crate::with_model;
 
@@ -25,10 +25,11 @@ pub struct Args {
     /// Where to write the predictions.
     #[arg(long, short)]
     pub output: PathBuf,
-    /// Worker threads. With 1 (the default) lines follow the input order; with more, batches
-    /// appear in the order they finish.
-    #[arg(long, default_value_t = 1)]
-    pub threads: usize,
+    /// Worker threads (default: every core). Lines always follow the input order (files in the
+    /// order given, lines in file order): each file is loaded in turn and its batches are written
+    /// in sequence whichever thread finishes first.
+    #[arg(long)]
+    pub threads: Option<usize>,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -38,8 +39,9 @@ pub fn run(args: Args) -> Result<()> {
     let desc = DataFeedDesc::from_file(&args.feed)?;
     let files = prepare_inputs(&config, &desc, expand_files(&args.files)?, false)?;
     let options = args.report.options();
+    let threads = args.threads.unwrap_or_else(default_threads);
     let report = with_model!(&model, m => executor::eval_from_files(
-        m, &desc, &files, args.threads, &[], &options, Some(&args.output)))?;
+        m, &desc, &files, threads, &[], &options, Some(&args.output)))?;
     println!(
         "wrote {} predictions to {}",
         report.instances,

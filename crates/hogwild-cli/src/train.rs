@@ -1,11 +1,12 @@
 //! `hogwild train`: train a model from a configuration file (or resume a checkpoint) on data files.
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
-use hogwild::executor::{self, Progress, RunOptions};
-use hogwild::feed::DataFeedDesc;
+use hogwild::executor::{self, EpochReport, Progress, RunOptions};
+use hogwild::feed::{DataFeedDesc, InMemoryDataset};
 use hogwild::models::ModelConfig;
 
 use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel};
@@ -34,9 +35,24 @@ pub struct Args {
     /// Evaluate on these files after training (paths, patterns or `@list.txt`).
     #[arg(long, num_args = 1..)]
     pub test: Vec<String>,
-    /// Save the model here after every epoch (atomically).
+    /// Save the model here after every epoch (atomically; with --stream, at the end).
     #[arg(long)]
     pub save: Option<PathBuf>,
+    /// Stream the files from disk every epoch instead of loading them into memory once (for data
+    /// larger than memory).
+    #[arg(long)]
+    pub stream: bool,
+    /// Seed of the shuffles of in-memory training: once over all instances, then every epoch
+    /// within each thread's share.
+    #[arg(long, default_value_t = 1, conflicts_with = "no_shuffle")]
+    pub shuffle_seed: u64,
+    /// Keep the files' order in memory (no shuffle).
+    #[arg(long)]
+    pub no_shuffle: bool,
+    /// With --stream: batches each worker's queue holds at most (more absorbs uneven reading,
+    /// fewer holds less memory).
+    #[arg(long, default_value_t = 4)]
+    pub queue_batches: usize,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -71,54 +87,120 @@ impl ReportArgs {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if args.config.is_some() && args.resume.is_some() {
+        bail!("give either --config or --resume, not both");
+    }
+    let started = Instant::now();
     let desc = DataFeedDesc::from_file(&args.feed)?;
-    let (config, model, files) = match (&args.config, &args.resume) {
-        (Some(_), Some(_)) => bail!("give either --config or --resume, not both"),
-        (None, None) => bail!("give --config (a new model) or --resume (a saved one)"),
-        (Some(path), None) => {
-            let config = ModelConfig::from_file(path)?;
-            let files = prepare_inputs(&config, &desc, expand_files(&args.files)?, true)?;
-            let model = AnyModel::new(&config)?;
-            with_model!(&model, m => executor::startup(m));
-            (config, model, files)
-        }
+    // The configuration decides how the input files are prepared (word2vec text becomes id files
+    // after a vocabulary pass), so it is read first; a saved model carries its own.
+    let (config, saved) = match (&args.config, &args.resume) {
+        (Some(path), None) => (ModelConfig::from_file(path)?, None),
         (None, Some(path)) => {
             let (config, model) = AnyModel::load(path)?;
-            let files = prepare_inputs(&config, &desc, expand_files(&args.files)?, false)?;
-            (config, model, files)
+            (config, Some(model))
+        }
+        _ => bail!("give --config (a new model) or --resume (a saved one)"),
+    };
+    let files = prepare_inputs(&config, &desc, expand_files(&args.files)?, saved.is_none())?;
+    let threads = args.threads.unwrap_or_else(default_threads);
+    let mut options = args.report.options();
+    options.feed.threads = threads;
+    options.feed.epochs = args.epochs;
+    options.feed.in_memory = (!args.no_shuffle).then_some(args.shuffle_seed);
+    options.feed.queue_batches = args.queue_batches.max(1);
+    // Load the data before a new model exists: loading briefly holds the parsed files twice, and
+    // the peak memory should not add that to the tables.
+    let data = if args.stream {
+        None
+    } else {
+        Some(
+            InMemoryDataset::load(&desc, &files, &options.feed)
+                .context("loading the training files")?,
+        )
+    };
+    let loaded = started.elapsed();
+    let model = match saved {
+        Some(model) => model,
+        None => {
+            let model = AnyModel::new(&config)?;
+            with_model!(&model, m => executor::startup(m));
+            model
         }
     };
-    let threads = args.threads.unwrap_or_else(default_threads);
-    let options = args.report.options();
-    for epoch in 1..=args.epochs {
-        let report = with_model!(&model, m =>
-            executor::run_from_files(m, &desc, &files, threads, &[], &options))
-        .with_context(|| format!("training epoch {epoch}"))?;
-        print!(
-            "epoch {epoch}: {} instances in {:.2}s ({:.0}/s, {threads} threads)",
-            report.instances,
-            report.elapsed.as_secs_f64(),
-            report.instances_per_sec()
-        );
-        for (name, value) in &report.fetched {
-            print!("  {name} {value:.5}");
+    let ready = started.elapsed();
+    let report = match &data {
+        Some(data) => {
+            let mut previous = 0.0;
+            let hook = |e: &EpochReport| -> hogwild::Result<()> {
+                let now = e.elapsed.as_secs_f64();
+                print_epoch(e.epoch, e.instances, now - previous, threads, &e.fetched);
+                previous = now;
+                if let Some(path) = &args.save {
+                    model.save(path).map_err(|err| hogwild::Error::Checkpoint {
+                        path: path.display().to_string(),
+                        reason: format!("{err:#}"),
+                    })?;
+                }
+                Ok(())
+            };
+            let hook = std::sync::Mutex::new(hook);
+            let call = |e: &EpochReport| (hook.lock().unwrap_or_else(|p| p.into_inner()))(e);
+            with_model!(&model, m =>
+                executor::train_dataset(m, &desc, data, threads, &[], &options, Some(&call)))
+            .context("training")?
         }
-        println!();
-        if let Some(path) = &args.save {
-            model.save(path)?;
+        None => {
+            // One run streams every epoch: the feed re-reads the files, nothing is held.
+            let mut options = options.clone();
+            options.feed.in_memory = None;
+            let r = with_model!(&model, m =>
+                executor::run_from_files(m, &desc, &files, threads, &[], &options))
+            .context("training")?;
+            print!(
+                "epochs 1-{}: {} instances in {:.3}s ({:.0}/s, {threads} threads)",
+                args.epochs,
+                r.instances,
+                r.elapsed.as_secs_f64(),
+                r.instances_per_sec()
+            );
+            for (name, value) in &r.fetched {
+                print!("  {name} {value:.5}");
+            }
+            println!();
+            if let Some(path) = &args.save {
+                model.save(path)?;
+            }
+            r
         }
-    }
+    };
+    let trained = started.elapsed();
     if let Some(path) = &args.save {
         println!("saved {}", path.display());
     }
     println!(
-        "parameters and optimizer state: {:.1} MiB",
-        model.memory_bytes() as f64 / (1 << 20) as f64
+        "time: load {:.3}s, model init {:.3}s, training {:.3}s, total {:.3}s",
+        loaded.as_secs_f64(),
+        (ready - loaded).as_secs_f64(),
+        (trained - ready).as_secs_f64(),
+        trained.as_secs_f64()
+    );
+    println!("feed: {}", report.feed);
+    println!(
+        "memory: parameters and optimizer state {:.1} MiB, data {:.1} MiB ({})",
+        model.memory_bytes() as f64 / (1 << 20) as f64,
+        report.data_bytes as f64 / (1 << 20) as f64,
+        if args.stream {
+            "feed queues, peak of one queue x threads"
+        } else {
+            "in-memory dataset and instance orders"
+        }
     );
     if !args.test.is_empty() {
         let test = prepare_inputs(&config, &desc, expand_files(&args.test)?, false)?;
+        let eval = args.report.options();
         let report = with_model!(&model, m =>
-            executor::eval_from_files(m, &desc, &test, threads, &[], &options, None))
+            executor::eval_from_files(m, &desc, &test, threads, &[], &eval, None))
         .context("evaluating on the test files")?;
         print!("test: {} instances", report.instances);
         for (name, value) in &report.fetched {
@@ -127,4 +209,15 @@ pub fn run(args: Args) -> Result<()> {
         println!();
     }
     Ok(())
+}
+
+fn print_epoch(epoch: usize, instances: u64, secs: f64, threads: usize, fetched: &[(String, f64)]) {
+    print!(
+        "epoch {epoch}: {instances} instances in {secs:.3}s ({:.0}/s, {threads} threads)",
+        instances as f64 / secs.max(1e-9)
+    );
+    for (name, value) in fetched {
+        print!("  {name} {value:.5}");
+    }
+    println!();
 }

@@ -87,6 +87,9 @@ pub enum Error {
     /// A worker thread returned an error or panicked; the run was stopped.
     #[error("worker thread {thread} failed: {message}")]
     WorkerFailed { thread: usize, message: String },
+    /// A metric cannot be computed from what the run saw.
+    #[error("metric {name}: {reason}")]
+    Metric { name: &'static str, reason: String },
 }
 
 fn slot_prefix(slot: Option<&str>) -> String {

@@ -29,22 +29,24 @@
 //! # Ok(()) }
 //! ```
 
+mod in_memory;
+mod ordered;
 mod report;
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+pub use in_memory::train_dataset;
 pub use report::Progress;
 
-use crate::feed::{start_feed, DataFeedDesc, FeedOptions, FeedStats, WorkerQueue};
+use crate::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, FeedStats, InMemoryDataset};
+use crate::metrics::Auc;
 use crate::model::{Model, StageTimes};
 use crate::{Error, Result};
-use report::Reporter;
+use report::{LocalWindow, Reporter};
 
 /// How a run reports and reads.
 #[derive(Debug, Clone)]
@@ -55,7 +57,9 @@ pub struct RunOptions {
     pub progress: Progress,
     /// Measure and print per-stage times (read, forward, backward, update).
     pub debug: bool,
-    /// The data feed's options; its thread count is set to the run's.
+    /// The data feed's options; its thread count is set to the run's. `feed.epochs` passes are made
+    /// in one run. With `feed.in_memory = Some(seed)` training loads the files once and every
+    /// worker draws its batches straight from memory (see [`train_dataset`]).
     pub feed: FeedOptions,
 }
 
@@ -70,18 +74,51 @@ impl Default for RunOptions {
     }
 }
 
+/// The metrics of one epoch of an in-memory training run, reported when its last thread ends it.
+#[derive(Debug, Clone)]
+pub struct EpochReport {
+    /// 1-based.
+    pub epoch: usize,
+    /// Every metric the model reports (and `auc` when it collects scores), averaged over the
+    /// epoch's batches.
+    pub fetched: Vec<(String, f64)>,
+    pub instances: u64,
+    /// Time from the start of the run to the end of this epoch.
+    pub elapsed: Duration,
+}
+
+impl EpochReport {
+    /// The value called `name`.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.fetched.iter().find(|(n, _)| n == name).map(|x| x.1)
+    }
+}
+
+/// Called once per finished epoch, from the worker thread that finished it last (the others may
+/// already be training the next epoch). An error stops the run.
+pub type EpochHook<'a> = dyn Fn(&EpochReport) -> Result<()> + Sync + 'a;
+
 /// What a run returns.
 #[derive(Debug, Clone)]
 pub struct RunReport {
-    /// The fetched metrics, in the order asked, each averaged over every batch of every thread.
+    /// The fetched metrics, in the order asked, each averaged over every batch of every thread;
+    /// then `auc`, exact over every instance of the run (of its last epoch, for in-memory
+    /// training), when the model collects scores.
     pub fetched: Vec<(String, f64)>,
     pub batches: u64,
     pub instances: u64,
     pub elapsed: Duration,
     /// Per-stage times summed over threads (debug mode only).
     pub stages: Option<StageTimes>,
-    /// The feed's counters.
+    /// The feed's counters. For in-memory runs: lines, bytes and read time of the load, and as
+    /// `worker_wait` the time workers spent gathering their batches from memory.
     pub feed: FeedStats,
+    /// One report per epoch (in-memory training runs).
+    pub epochs: Vec<EpochReport>,
+    /// Bytes of data held besides the model: the in-memory dataset and the workers' instance
+    /// orders, or the most the feed's queues held (streaming; the peak of one queue times the
+    /// number of workers).
+    pub data_bytes: usize,
 }
 
 impl RunReport {
@@ -102,8 +139,10 @@ pub fn startup<M: Model>(model: &M) {
     model.startup();
 }
 
-/// Trains `model` in `threads` worker threads on `files` read as `desc` says. `fetch` names the
-/// metrics to return (empty: all the model reports).
+/// Trains `model` in `threads` worker threads on `files` read as `desc` says, for
+/// `options.feed.epochs` passes. `fetch` names the metrics to return (empty: all the model
+/// reports). With `options.feed.in_memory` set, the files are loaded once and the run is
+/// [`train_dataset`]'s; otherwise the feed streams them, re-reading them every epoch.
 pub fn run_from_files<M: Model>(
     model: &M,
     desc: &DataFeedDesc,
@@ -112,11 +151,25 @@ pub fn run_from_files<M: Model>(
     fetch: &[&str],
     options: &RunOptions,
 ) -> Result<RunReport> {
-    run(model, desc, files, threads, fetch, options, Mode::Train)
+    if options.feed.in_memory.is_some() {
+        check_threads(threads)?;
+        if files.is_empty() {
+            return Err(Error::Empty {
+                what: "data file list",
+            });
+        }
+        let mut load = options.feed.clone();
+        load.threads = threads;
+        let data = InMemoryDataset::load(desc, files, &load)?;
+        return train_dataset(model, desc, &data, threads, fetch, options, None);
+    }
+    run_streaming(model, desc, files, threads, fetch, options, true)
 }
 
-/// Evaluates `model` on `files` without changing it; with `predictions`, writes one line per
-/// instance to that file (with more than one thread, batches appear in the order they finish).
+/// Evaluates `model` on `files` without changing it. With `predictions`, writes one line per
+/// instance to that file **in input order** whatever the thread count: each file is loaded into
+/// memory in turn, its batches are shared by the threads, and a reorder buffer writes them in
+/// sequence (so memory holds one file at a time). Without, the feed streams the files.
 pub fn eval_from_files<M: Model>(
     model: &M,
     desc: &DataFeedDesc,
@@ -126,39 +179,31 @@ pub fn eval_from_files<M: Model>(
     options: &RunOptions,
     predictions: Option<&Path>,
 ) -> Result<RunReport> {
-    run(
-        model,
-        desc,
-        files,
-        threads,
-        fetch,
-        options,
-        Mode::Eval { predictions },
-    )
+    match predictions {
+        Some(path) => ordered::predict_in_order(model, desc, files, threads, fetch, options, path),
+        None => run_streaming(model, desc, files, threads, fetch, options, false),
+    }
 }
 
-#[derive(Clone, Copy)]
-enum Mode<'a> {
-    Train,
-    Eval { predictions: Option<&'a Path> },
+fn check_threads(threads: usize) -> Result<()> {
+    if threads == 0 {
+        return Err(Error::InvalidConfig {
+            field: "threads".into(),
+            reason: "must be at least 1".into(),
+        });
+    }
+    Ok(())
 }
 
-/// What each worker hands back.
-#[derive(Default)]
-struct WorkerTotals {
-    sums: Vec<f64>,
-    batches: u64,
-    instances: u64,
-    stages: StageTimes,
-}
-
-/// The metric positions `fetch` asks for.
+/// The metric positions `fetch` asks for (`auc` is always accepted: it is added after the run
+/// when the model collects scores).
 fn fetch_positions(available: &[&str], fetch: &[&str]) -> Result<Vec<usize>> {
     if fetch.is_empty() {
         return Ok((0..available.len()).collect());
     }
     fetch
         .iter()
+        .filter(|name| **name != "auc" || available.contains(&"auc"))
         .map(|name| {
             available
                 .iter()
@@ -181,85 +226,163 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-fn run<M: Model>(
-    model: &M,
-    desc: &DataFeedDesc,
-    files: &[PathBuf],
-    threads: usize,
-    fetch: &[&str],
-    options: &RunOptions,
-    mode: Mode<'_>,
-) -> Result<RunReport> {
-    if threads == 0 {
-        return Err(Error::InvalidConfig {
-            field: "threads".into(),
-            reason: "must be at least 1".into(),
-        });
+/// What a run shares between its worker threads.
+struct Context<'a> {
+    names: &'static [&'static str],
+    train: bool,
+    debug: bool,
+    reporter: Reporter,
+    flush_every: u64,
+    stop: AtomicBool,
+    failure: Mutex<Option<Error>>,
+    /// Called once when a worker fails (stops the feed).
+    on_failure: &'a (dyn Fn() + Sync),
+}
+
+impl<'a> Context<'a> {
+    fn new(
+        names: &'static [&'static str],
+        train: bool,
+        threads: usize,
+        options: &RunOptions,
+        on_failure: &'a (dyn Fn() + Sync),
+    ) -> Self {
+        let reporter = Reporter::new(
+            names,
+            options.print_period,
+            options.progress,
+            Instant::now(),
+        );
+        let flush_every = reporter.flush_every(threads);
+        Self {
+            names,
+            train,
+            debug: options.debug,
+            reporter,
+            flush_every,
+            stop: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            on_failure,
+        }
     }
-    let names = model.metrics();
-    let positions = fetch_positions(names, fetch)?;
-    let mut workers = (0..threads)
-        .map(|_| model.worker(desc))
-        .collect::<Result<Vec<_>>>()?;
-    let predictions = match mode {
-        Mode::Eval {
-            predictions: Some(path),
-        } => Some(Mutex::new(BufWriter::new(File::create(path).map_err(
-            |e| Error::Io {
-                path: path.display().to_string(),
-                message: format!("cannot create the predictions file: {e}"),
-            },
-        )?))),
-        _ => None,
-    };
-    let mut feed_options = options.feed.clone();
-    feed_options.threads = threads;
-    model.run_metrics();
-    let start = Instant::now();
-    let (queues, feed) = start_feed(desc, files, &feed_options)?;
-    let reporter = Reporter::new(names, options.print_period, options.progress, start);
-    let stop = AtomicBool::new(false);
-    let failure: Mutex<Option<Error>> = Mutex::new(None);
-    let totals: Vec<WorkerTotals> = std::thread::scope(|s| {
-        let handles: Vec<_> = queues
-            .into_iter()
-            .zip(workers.iter_mut())
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn fail(&self, thread: usize, message: String) {
+        self.stop.store(true, Ordering::Relaxed);
+        (self.on_failure)();
+        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        f.get_or_insert(Error::WorkerFailed { thread, message });
+    }
+
+    fn take_failure(&self) -> Option<Error> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+}
+
+/// One thread's running totals; each thread owns its own (no shared counters).
+struct ThreadState {
+    out: Vec<f64>,
+    sums: Vec<f64>,
+    batches: u64,
+    instances: u64,
+    stages: StageTimes,
+    /// Time spent waiting for or gathering batches.
+    wait: Duration,
+    local: LocalWindow,
+    auc: Auc,
+}
+
+impl ThreadState {
+    fn new(metrics: usize) -> Self {
+        Self {
+            out: vec![0.0; metrics],
+            sums: vec![0.0; metrics],
+            batches: 0,
+            instances: 0,
+            stages: StageTimes::default(),
+            wait: Duration::ZERO,
+            local: LocalWindow::new(metrics),
+            auc: Auc::default(),
+        }
+    }
+
+    /// Moves the pairs the model collected in `worker` into this thread's collector.
+    fn drain_auc<M: Model>(&mut self, model: &M, worker: &mut M::Worker) {
+        if let Some(a) = model.auc(worker) {
+            self.auc.merge(std::mem::take(a));
+        }
+    }
+}
+
+impl Default for ThreadState {
+    fn default() -> Self {
+        Self::new(0)
+    }
+}
+
+/// Trains or evaluates one batch and records its metrics.
+fn step<M: Model>(
+    model: &M,
+    worker: &mut M::Worker,
+    ctx: &Context<'_>,
+    t: &mut ThreadState,
+    batch: &Batch,
+    lines: Option<&mut String>,
+) -> Result<()> {
+    if ctx.train {
+        let stages = ctx.debug.then_some(&mut t.stages);
+        model.train_batch(worker, batch, &mut t.out, stages)?;
+    } else {
+        model.eval_batch(worker, batch, &mut t.out, lines)?;
+    }
+    for (s, v) in t.sums.iter_mut().zip(&t.out) {
+        *s += v;
+    }
+    t.batches += 1;
+    t.instances += batch.len as u64;
+    if !ctx.reporter.is_quiet() {
+        t.local.add(&t.out, batch.len);
+        if t.local.batches >= ctx.flush_every {
+            ctx.reporter.record(&mut t.local);
+        }
+    }
+    Ok(())
+}
+
+/// Runs `body` in one thread per worker; a thread that fails or panics stops the others (they see
+/// `ctx.stopped()`) and its error is kept in `ctx`. Returns every thread's state.
+fn in_threads<M: Model>(
+    model: &M,
+    workers: &mut [M::Worker],
+    ctx: &Context<'_>,
+    body: impl Fn(usize, &mut M::Worker, &mut ThreadState) -> Result<()> + Sync,
+) -> Vec<ThreadState> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = workers
+            .iter_mut()
             .enumerate()
-            .map(|(thread, (mut queue, worker))| {
-                let (reporter, stop, failure, feed) = (&reporter, &stop, &failure, &feed);
-                let predictions = predictions.as_ref();
-                let debug = options.debug;
+            .map(|(thread, worker)| {
+                let body = &body;
                 s.spawn(move || {
-                    let mut totals = WorkerTotals {
-                        sums: vec![0.0; names.len()],
-                        ..Default::default()
-                    };
-                    let body = catch_unwind(AssertUnwindSafe(|| {
-                        work(
-                            model,
-                            worker,
-                            &mut queue,
-                            mode,
-                            predictions,
-                            debug,
-                            stop,
-                            reporter,
-                            &mut totals,
-                        )
-                    }));
-                    let message = match body {
+                    let mut t = ThreadState::new(ctx.names.len());
+                    let result = catch_unwind(AssertUnwindSafe(|| body(thread, worker, &mut t)));
+                    let message = match result {
                         Ok(Ok(())) => None,
                         Ok(Err(e)) => Some(e.to_string()),
                         Err(p) => Some(panic_message(p.as_ref())),
                     };
                     if let Some(message) = message {
-                        stop.store(true, Ordering::Relaxed);
-                        feed.stop();
-                        let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
-                        f.get_or_insert(Error::WorkerFailed { thread, message });
+                        ctx.fail(thread, message);
                     }
-                    drop(queue);
-                    totals
+                    t.drain_auc(model, worker);
+                    ctx.reporter.record(&mut t.local);
+                    t
                 })
             })
             .collect();
@@ -267,119 +390,151 @@ fn run<M: Model>(
             .into_iter()
             .map(|h| h.join().unwrap_or_default())
             .collect()
+    })
+}
+
+/// Sums the threads' totals into a report (everything but the feed's counters).
+fn summarize(
+    names: &'static [&'static str],
+    fetch: &[&str],
+    positions: &[usize],
+    states: Vec<ThreadState>,
+    elapsed: Duration,
+    debug: bool,
+) -> (RunReport, Duration) {
+    let mut sums = vec![0.0; names.len()];
+    let (mut batches, mut instances, mut wait) = (0, 0, Duration::ZERO);
+    let mut stages = StageTimes::default();
+    let mut auc = Auc::default();
+    for t in states {
+        for (a, b) in sums.iter_mut().zip(&t.sums) {
+            *a += b;
+        }
+        batches += t.batches;
+        instances += t.instances;
+        wait += t.wait;
+        stages.add(&t.stages);
+        auc.merge(t.auc);
+    }
+    let mut fetched = metric_values(names, positions, &sums, batches);
+    if fetch.is_empty() || fetch.contains(&"auc") {
+        push_auc(&mut fetched, &mut auc);
+    }
+    let report = RunReport {
+        fetched,
+        batches,
+        instances,
+        elapsed,
+        stages: debug.then_some(stages),
+        feed: FeedStats::default(),
+        epochs: Vec::new(),
+        data_bytes: 0,
+    };
+    (report, wait)
+}
+
+fn metric_values(
+    names: &[&str],
+    positions: &[usize],
+    sums: &[f64],
+    batches: u64,
+) -> Vec<(String, f64)> {
+    let denom = batches.max(1) as f64;
+    positions
+        .iter()
+        .map(|&i| (names[i].to_string(), sums[i] / denom))
+        .collect()
+}
+
+/// Appends the model's whole-run values (see [`Model::run_metrics`]) that are not fetched yet.
+fn push_run_metrics<M: Model>(model: &M, fetched: &mut Vec<(String, f64)>) {
+    for (name, value) in model.run_metrics() {
+        if !fetched.iter().any(|(n, _)| n == name) {
+            fetched.push((name.to_string(), value));
+        }
+    }
+}
+
+/// Sets `auc` to the exact value over `pairs` when they hold both classes.
+fn push_auc(fetched: &mut Vec<(String, f64)>, pairs: &mut Auc) {
+    if pairs.is_empty() {
+        return;
+    }
+    let Ok(value) = pairs.value() else { return };
+    match fetched.iter_mut().find(|(n, _)| n == "auc") {
+        Some(entry) => entry.1 = value,
+        None => fetched.push(("auc".to_string(), value)),
+    }
+}
+
+fn run_streaming<M: Model>(
+    model: &M,
+    desc: &DataFeedDesc,
+    files: &[PathBuf],
+    threads: usize,
+    fetch: &[&str],
+    options: &RunOptions,
+    train: bool,
+) -> Result<RunReport> {
+    check_threads(threads)?;
+    let names = model.metrics();
+    let positions = fetch_positions(names, fetch)?;
+    let mut workers = (0..threads)
+        .map(|_| model.worker(desc))
+        .collect::<Result<Vec<_>>>()?;
+    let mut feed_options = options.feed.clone();
+    feed_options.threads = threads;
+    feed_options.in_memory = None;
+    model.run_metrics();
+    let start = Instant::now();
+    let (queues, feed) = start_feed(desc, files, &feed_options)?;
+    let queues: Vec<Mutex<_>> = queues.into_iter().map(|q| Mutex::new(Some(q))).collect();
+    let stop_feed = || feed.stop();
+    let ctx = Context::new(names, train, threads, options, &stop_feed);
+    let states = in_threads(model, &mut workers, &ctx, |thread, worker, t| {
+        // The queue drops when this thread ends, so readers stop sending to it.
+        let Some(mut queue) = queues[thread]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        else {
+            return Ok(());
+        };
+        while !ctx.stopped() {
+            let t0 = ctx.debug.then(Instant::now);
+            let Some(batch) = queue.recv() else {
+                break;
+            };
+            if let Some(t0) = t0 {
+                t.stages.read += t0.elapsed();
+            }
+            step(model, worker, &ctx, t, &batch, None)?;
+        }
+        Ok(())
     });
+    ctx.reporter.finish();
+    let failure = ctx.take_failure();
+    drop(ctx);
     let feed_result = feed.join();
-    reporter.finish();
-    if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+    if let Some(e) = failure {
         return Err(e);
     }
     let feed_stats = feed_result?;
-    if let Some(p) = predictions {
-        let mut w = p.into_inner().unwrap_or_else(|p| p.into_inner());
-        w.flush().map_err(|e| Error::Io {
-            path: mode_path(mode),
-            message: format!("cannot write predictions: {e}"),
-        })?;
-    }
-    let elapsed = start.elapsed();
-    let mut all = WorkerTotals {
-        sums: vec![0.0; names.len()],
-        ..Default::default()
-    };
-    for t in &totals {
-        for (a, b) in all.sums.iter_mut().zip(&t.sums) {
-            *a += b;
-        }
-        all.batches += t.batches;
-        all.instances += t.instances;
-        all.stages.add(&t.stages);
-    }
-    let denom = all.batches.max(1) as f64;
-    let mut fetched: Vec<(String, f64)> = positions
-        .iter()
-        .map(|&i| (names[i].to_string(), all.sums[i] / denom))
-        .collect();
-    fetched.extend(
-        model
-            .run_metrics()
-            .into_iter()
-            .map(|(n, v)| (n.to_string(), v)),
+    let (mut report, _) = summarize(
+        names,
+        fetch,
+        &positions,
+        states,
+        start.elapsed(),
+        options.debug,
     );
-    let report = RunReport {
-        fetched,
-        batches: all.batches,
-        instances: all.instances,
-        elapsed,
-        stages: options.debug.then_some(all.stages),
-        feed: feed_stats,
-    };
+    push_run_metrics(model, &mut report.fetched);
+    report.data_bytes = feed_stats.peak_queue_bytes * threads;
+    report.feed = feed_stats;
     if options.debug {
         report::print_stages(&report, threads);
     }
     Ok(report)
-}
-
-fn mode_path(mode: Mode<'_>) -> String {
-    match mode {
-        Mode::Eval {
-            predictions: Some(p),
-        } => p.display().to_string(),
-        _ => String::new(),
-    }
-}
-
-#[allow(clippy::too_many_arguments)] // the worker's whole context, borrowed from the run
-fn work<M: Model>(
-    model: &M,
-    worker: &mut M::Worker,
-    queue: &mut WorkerQueue,
-    mode: Mode<'_>,
-    predictions: Option<&Mutex<BufWriter<File>>>,
-    debug: bool,
-    stop: &AtomicBool,
-    reporter: &Reporter,
-    totals: &mut WorkerTotals,
-) -> Result<()> {
-    let mut out = vec![0.0f64; totals.sums.len()];
-    let mut lines = String::new();
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        let t0 = debug.then(Instant::now);
-        let Some(batch) = queue.recv() else {
-            return Ok(());
-        };
-        if let Some(t0) = t0 {
-            totals.stages.read += t0.elapsed();
-        }
-        match mode {
-            Mode::Train => model.train_batch(
-                worker,
-                &batch,
-                &mut out,
-                debug.then_some(&mut totals.stages),
-            )?,
-            Mode::Eval { .. } => {
-                lines.clear();
-                let text = predictions.is_some().then_some(&mut lines);
-                model.eval_batch(worker, &batch, &mut out, text)?;
-                if let Some(p) = predictions {
-                    let mut w = p.lock().unwrap_or_else(|p| p.into_inner());
-                    w.write_all(lines.as_bytes()).map_err(|e| Error::Io {
-                        path: mode_path(mode),
-                        message: format!("cannot write predictions: {e}"),
-                    })?;
-                }
-            }
-        }
-        for (s, v) in totals.sums.iter_mut().zip(&out) {
-            *s += v;
-        }
-        totals.batches += 1;
-        totals.instances += batch.len as u64;
-        reporter.record(&out, batch.len);
-    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ pub mod optim;
 pub use error::{Error, Result};
 pub mod checkpoint;
 pub mod executor;
+pub mod metrics;
 pub mod model;
 pub mod models;
 pub mod store;

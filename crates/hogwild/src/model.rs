@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use crate::feed::{Batch, DataFeedDesc};
+use crate::metrics::Auc;
 use crate::store::Table;
 use crate::Result;
 
@@ -87,5 +88,12 @@ pub trait Model: Send + Sync {
     /// returns) and once after, appending the values to the run's fetched metrics.
     fn run_metrics(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
+    }
+
+    /// For binary tasks: the worker's collector of (score, label) pairs, which the model fills in
+    /// `train_batch` and `eval_batch`. The executor drains every thread's collector at the end of
+    /// each epoch and run, merges them and reports the exact AUC as the fetched value `auc`.
+    fn auc<'w>(&self, _worker: &'w mut Self::Worker) -> Option<&'w mut Auc> {
+        None
     }
 }

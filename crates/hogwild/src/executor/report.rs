@@ -30,6 +30,38 @@ struct Window {
     window_start: Instant,
 }
 
+/// One worker's batches not yet handed to the shared [`Reporter`].
+pub(super) struct LocalWindow {
+    pub(super) sums: Vec<f64>,
+    pub(super) batches: u64,
+    pub(super) instances: u64,
+}
+
+impl LocalWindow {
+    pub(super) fn new(metrics: usize) -> Self {
+        Self {
+            sums: vec![0.0; metrics],
+            batches: 0,
+            instances: 0,
+        }
+    }
+
+    /// Adds one batch.
+    pub(super) fn add(&mut self, values: &[f64], instances: usize) {
+        for (s, v) in self.sums.iter_mut().zip(values) {
+            *s += v;
+        }
+        self.batches += 1;
+        self.instances += instances as u64;
+    }
+
+    fn clear(&mut self) {
+        self.sums.iter_mut().for_each(|s| *s = 0.0);
+        self.batches = 0;
+        self.instances = 0;
+    }
+}
+
 pub(super) struct Reporter {
     names: &'static [&'static str],
     period: u64,
@@ -70,23 +102,38 @@ impl Reporter {
         }
     }
 
-    /// Records one batch's metrics; prints when the step is a multiple of the period.
-    pub(super) fn record(&self, values: &[f64], instances: usize) {
-        if self.quiet || self.period == 0 {
+    /// Whether nothing will be printed.
+    pub(super) fn is_quiet(&self) -> bool {
+        self.quiet || self.period == 0
+    }
+
+    /// Batches a worker gathers locally before handing them to [`Reporter::record`]: the shared
+    /// window is locked a few times per printed line, not once per batch.
+    pub(super) fn flush_every(&self, threads: usize) -> u64 {
+        (self.period / (4 * threads.max(1) as u64)).clamp(1, 64)
+    }
+
+    /// Records `local`'s batches (metric sums, batch and instance counts) and empties it; prints
+    /// when the step passes a multiple of the period.
+    pub(super) fn record(&self, local: &mut LocalWindow) {
+        if self.is_quiet() || local.batches == 0 {
+            local.clear();
             return;
         }
         let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
-        w.batches += 1;
-        w.instances += instances as u64;
-        w.window_batches += 1;
-        w.window_instances += instances as u64;
-        for (s, v) in w.sums.iter_mut().zip(values) {
+        let before = w.batches / self.period;
+        w.batches += local.batches;
+        w.instances += local.instances;
+        w.window_batches += local.batches;
+        w.window_instances += local.instances;
+        for (s, v) in w.sums.iter_mut().zip(&local.sums) {
             *s += v;
         }
+        local.clear();
         if let Some(bar) = &self.bar {
             bar.set_message(format!("step {} {} instances", w.batches, w.instances));
         }
-        if !w.batches.is_multiple_of(self.period) {
+        if w.batches / self.period == before {
             return;
         }
         let now = Instant::now();

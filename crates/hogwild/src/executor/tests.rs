@@ -1,9 +1,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
+use std::sync::Mutex;
 
 use super::*;
 use crate::checkpoint;
-use crate::feed::{Batch, DataFeedDesc};
+use crate::feed::{Batch, DataFeedDesc, InMemoryDataset};
+use crate::metrics::Auc;
 use crate::models::{Bow, BowConfig, Pool};
 use crate::optim::{AdamAsync, Sgd};
 use crate::store::Table;
@@ -181,21 +183,26 @@ struct Probe {
 }
 
 impl Model for Probe {
-    type Worker = ();
+    /// Collects (first word id, label is 1) pairs.
+    type Worker = Auc;
     fn metrics(&self) -> &'static [&'static str] {
         &["size", "one"]
     }
     fn startup(&self) {}
-    fn worker(&self, _desc: &DataFeedDesc) -> Result<()> {
-        Ok(())
+    fn worker(&self, _desc: &DataFeedDesc) -> Result<Auc> {
+        Ok(Auc::default())
     }
     fn train_batch(
         &self,
-        _w: &mut (),
+        w: &mut Auc,
         batch: &Batch,
         out: &mut [f64],
         _stages: Option<&mut StageTimes>,
     ) -> Result<()> {
+        for i in 0..batch.len {
+            let first = batch.slots[0].u64s(i).unwrap()[0];
+            w.push(first as f32, batch.slots[1].u64s(i).unwrap()[0] == 1);
+        }
         let n = self.seen.fetch_add(1, Ordering::Relaxed);
         if self.panic_at == Some(n) {
             panic!("probe failure at batch {n}");
@@ -206,14 +213,22 @@ impl Model for Probe {
     }
     fn eval_batch(
         &self,
-        w: &mut (),
+        w: &mut Auc,
         batch: &Batch,
         out: &mut [f64],
         predictions: Option<&mut String>,
     ) -> Result<()> {
         if let Some(p) = predictions {
-            for _ in 0..batch.len {
-                p.push_str("x\n");
+            // The instance's words, as read: predictions can be checked against the input.
+            for i in 0..batch.len {
+                let words: Vec<String> = batch.slots[0]
+                    .u64s(i)
+                    .unwrap()
+                    .iter()
+                    .map(u64::to_string)
+                    .collect();
+                p.push_str(&words.join(" "));
+                p.push('\n');
             }
         }
         self.train_batch(w, batch, out, None)
@@ -223,6 +238,13 @@ impl Model for Probe {
     }
     fn describe(&self) -> String {
         "probe".into()
+    }
+    fn auc<'w>(&self, w: &'w mut Auc) -> Option<&'w mut Auc> {
+        Some(w)
+    }
+    /// Batches seen since the previous call.
+    fn run_metrics(&self) -> Vec<(&'static str, f64)> {
+        vec![("batches_seen", self.seen.swap(0, Ordering::Relaxed) as f64)]
     }
 }
 
@@ -245,10 +267,17 @@ fn metrics_are_averaged_over_batches_and_threads() {
         60.0 / r.batches as f64,
         epsilon = 1e-12
     );
-    let e = run_from_files(&probe, &desc(), &files, 2, &["auc"], &quiet()).unwrap_err();
+    let e = run_from_files(&probe, &desc(), &files, 2, &["recall"], &quiet()).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "unknown fetch \"auc\": the model reports size, one"
+        "unknown fetch \"recall\": the model reports size, one"
+    );
+    let r = run_from_files(&probe, &desc(), &files, 2, &["one"], &quiet()).unwrap();
+    assert!(r.get("auc").is_none(), "auc only when fetched");
+    assert_eq!(
+        r.get("batches_seen"),
+        Some(r.batches as f64),
+        "run metrics appended"
     );
     let e = run_from_files(&probe, &desc(), &files, 0, &[], &quiet()).unwrap_err();
     assert!(e.to_string().contains("threads"), "{e}");
@@ -307,4 +336,171 @@ fn a_desc_without_the_words_slot_is_refused() {
     let other = DataFeedDesc::from_text(&DESC.replace("\"words\"", "\"tokens\"")).unwrap();
     let e = run_from_files(&model, &other, &[], 1, &[], &quiet()).unwrap_err();
     assert!(e.to_string().contains("no used slot \"words\""), "{e}");
+}
+
+fn in_memory(epochs: usize, seed: Option<u64>) -> RunOptions {
+    let mut o = quiet();
+    o.feed.epochs = epochs;
+    o.feed.in_memory = seed;
+    o
+}
+
+/// The words and labels of every line of `files`, in order.
+fn read_lines(files: &[PathBuf]) -> Vec<(Vec<u64>, u64)> {
+    files
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .map(|line| {
+            let v: Vec<u64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
+            let n = v[0] as usize;
+            (v[1..=n].to_vec(), v[n + 2])
+        })
+        .collect()
+}
+
+/// The exact AUC of `pairs` by counting every (positive, negative) pair, ties one half.
+fn pairwise_auc(pairs: &[(f32, bool)]) -> f64 {
+    let (mut wins, mut n) = (0.0, 0.0);
+    for p in pairs.iter().filter(|p| p.1) {
+        for q in pairs.iter().filter(|q| !q.1) {
+            n += 1.0;
+            wins += if p.0 > q.0 {
+                1.0
+            } else if p.0 == q.0 {
+                0.5
+            } else {
+                0.0
+            };
+        }
+    }
+    wins / n
+}
+
+#[test]
+fn in_memory_training_runs_every_epoch_in_one_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = write_corpus(dir.path(), "train", 4, 300, 11);
+    let test = write_corpus(dir.path(), "test", 1, 300, 12);
+    let model = Bow::new(bow_cfg(), adam()).unwrap();
+    startup(&model);
+    let seen = Mutex::new(Vec::new());
+    let hook = |e: &EpochReport| {
+        seen.lock().unwrap().push((e.epoch, e.instances));
+        Ok(())
+    };
+    let r = run_from_files(&model, &desc(), &train, 3, &[], &in_memory(3, Some(5))).unwrap();
+    assert_eq!(r.instances, 3600);
+    assert_eq!(r.epochs.len(), 3);
+    assert!(r.epochs[2].get("loss").unwrap() < r.epochs[0].get("loss").unwrap());
+    assert_eq!(r.feed.lines, 1200);
+    assert!(r.data_bytes > 0);
+    let acc = eval_from_files(&model, &desc(), &test, 2, &["accuracy"], &quiet(), None)
+        .unwrap()
+        .get("accuracy")
+        .unwrap();
+    assert!(acc > 0.85, "test accuracy {acc}");
+    let data = InMemoryDataset::load(&desc(), &train, &FeedOptions::default()).unwrap();
+    train_dataset(
+        &model,
+        &desc(),
+        &data,
+        2,
+        &[],
+        &in_memory(2, None),
+        Some(&hook),
+    )
+    .unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![(1, 1200), (2, 1200)]);
+}
+
+#[test]
+fn in_memory_training_is_reproducible_with_one_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = write_corpus(dir.path(), "train", 2, 200, 71);
+    let run = |seed| {
+        let model = Bow::new(bow_cfg(), adam()).unwrap();
+        startup(&model);
+        run_from_files(&model, &desc(), &train, 1, &[], &in_memory(2, seed)).unwrap();
+        bits(&model.tables())
+    };
+    assert_eq!(run(Some(1)), run(Some(1)));
+    assert_ne!(run(Some(1)), run(Some(2)));
+}
+
+#[test]
+fn an_epoch_hook_error_stops_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = write_corpus(dir.path(), "train", 1, 100, 81);
+    let model = Bow::new(bow_cfg(), adam()).unwrap();
+    startup(&model);
+    let data = InMemoryDataset::load(&desc(), &train, &FeedOptions::default()).unwrap();
+    let hook = |_: &EpochReport| {
+        Err(Error::Io {
+            path: "model.ckpt".into(),
+            message: "disk full".into(),
+        })
+    };
+    let e = train_dataset(
+        &model,
+        &desc(),
+        &data,
+        2,
+        &[],
+        &in_memory(5, Some(1)),
+        Some(&hook),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("model.ckpt: disk full"), "{e}");
+}
+
+#[test]
+fn predictions_follow_the_input_order_with_many_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_corpus(dir.path(), "o", 3, 250, 91);
+    let probe = Probe {
+        panic_at: None,
+        seen: AtomicUsize::new(0),
+    };
+    let out = dir.path().join("pred.txt");
+    let r = eval_from_files(&probe, &desc(), &files, 3, &[], &quiet(), Some(&out)).unwrap();
+    assert_eq!(r.instances, 750);
+    let expected: Vec<String> = read_lines(&files)
+        .iter()
+        .map(|(w, _)| w.iter().map(u64::to_string).collect::<Vec<_>>().join(" "))
+        .collect();
+    let got: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn auc_is_exact_over_all_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_corpus(dir.path(), "a", 3, 200, 101);
+    let pairs: Vec<(f32, bool)> = read_lines(&files)
+        .iter()
+        .map(|(w, y)| (w[0] as f32, *y == 1))
+        .collect();
+    let expected = pairwise_auc(&pairs);
+    let probe = || Probe {
+        panic_at: None,
+        seen: AtomicUsize::new(0),
+    };
+    let r = eval_from_files(&probe(), &desc(), &files, 3, &["auc"], &quiet(), None).unwrap();
+    assert_eq!(r.fetched[0].0, "auc");
+    approx::assert_relative_eq!(r.get("auc").unwrap(), expected, epsilon = 1e-12);
+    assert_eq!(r.get("batches_seen"), Some(r.batches as f64));
+    let r = run_from_files(&probe(), &desc(), &files, 2, &[], &in_memory(2, Some(3))).unwrap();
+    approx::assert_relative_eq!(r.epochs[0].get("auc").unwrap(), expected, epsilon = 1e-12);
+    approx::assert_relative_eq!(r.get("auc").unwrap(), expected, epsilon = 1e-12);
 }

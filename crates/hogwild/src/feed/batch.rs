@@ -161,6 +161,15 @@ impl Batch {
         std::mem::replace(self, fresh)
     }
 
+    /// Empties the batch, keeping its buffers (so a reused batch allocates nothing).
+    pub(crate) fn clear(&mut self) {
+        for slot in &mut self.slots {
+            slot.values.truncate(0);
+            slot.offsets.truncate(1);
+        }
+        self.len = 0;
+    }
+
     /// Appends instance `i` of `from` (same layout).
     pub(crate) fn push_instance(&mut self, from: &Batch, i: usize) {
         for (dst, src) in self.slots.iter_mut().zip(&from.slots) {

@@ -168,12 +168,29 @@ impl<O: Optimizer<f32>> Bow<O> {
     }
 
     /// The startup step: embedding rows uniform in `[-1/dim, 1/dim]` (fastText's), deterministic in
-    /// the seed and the row; output layer zero.
+    /// the seed and the row (so the rows are filled in parallel, one range per core, with the same
+    /// result); output layer zero.
     pub fn init(&self) {
+        let rows = self.emb.rows();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(rows.div_ceil(1 << 16));
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                s.spawn(move || self.init_rows(t * rows / threads..(t + 1) * rows / threads));
+            }
+        });
+        let zero = vec![0.0f32; self.cfg.dim + 1];
+        for c in 0..self.cfg.classes {
+            self.fc.write_weights(c, &zero);
+        }
+    }
+
+    fn init_rows(&self, range: std::ops::Range<usize>) {
         let dim = self.cfg.dim;
         let scale = 1.0 / dim as f32;
         let mut row = vec![0.0f32; dim];
-        for r in 0..self.emb.rows() {
+        for r in range {
             let mut s = splitmix(self.cfg.seed ^ (r as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
             for x in row.iter_mut() {
                 s = splitmix(s);
@@ -181,10 +198,6 @@ impl<O: Optimizer<f32>> Bow<O> {
                 *x = (unit * 2.0 - 1.0) * scale;
             }
             self.emb.write_weights(r, &row);
-        }
-        let zero = vec![0.0f32; dim + 1];
-        for c in 0..self.cfg.classes {
-            self.fc.write_weights(c, &zero);
         }
     }
 

@@ -238,6 +238,19 @@ impl<T: Real> AdamCoeffs<T> {
         };
         dispatch_sparse(self, rule, rows)
     }
+
+    /// The compiled loop of `rule` over zipped slices (the shortest length wins; callers check).
+    /// The shared-memory kernels run it on their local copies.
+    pub(super) fn run_rule(
+        &self,
+        rule: AdamRule,
+        var: &mut [T],
+        m: &mut [T],
+        v: &mut [T],
+        grad: &[T],
+    ) {
+        dispatch_dense(self, rule, var, m, v, grad);
+    }
 }
 
 /// The rule `RULE` (an [`AdamRule`] as `u8`) over zipped slices: the one loop every path compiles.

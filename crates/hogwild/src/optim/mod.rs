@@ -37,12 +37,18 @@
 //! - **Validated before written**: hyper-parameters, powers, shapes and every index are checked
 //!   before any element changes; a bad input returns a [`crate::Error`] naming it, never a
 //!   panic. Gradients are not checked (a NaN gradient gives NaN weights, as in TensorFlow).
+//! - **Shared memory without data races.** [`AdamCoeffs::apply_dense_shared`] and
+//!   [`AdamCoeffs::apply_sparse_rows_shared`] run the same loops on slices of atomic cells
+//!   ([`SharedReal::Cell`]) that other threads may update at once (what the TF plugin runs when it
+//!   holds no exclusive lock), with the slice kernels' bits when nothing else writes; the powers
+//!   advance with a compare-and-swap loop ([`advance_powers_shared`]).
 //! - Generic over f32, f64 and the `half` crate's f16 and bf16 (every operation rounds to the half
 //!   type, as TensorFlow's Eigen half does); indices i32, i64, u32, u64, usize.
 
 mod adam_async;
 mod real;
 mod rule;
+mod shared;
 
 pub use adam_async::{
     adam_async_element, advance_powers, rmsprop_element, AdamAsync, AdamAsyncState, AdamCoeffs,
@@ -50,6 +56,10 @@ pub use adam_async::{
 };
 pub use real::{Real, SparseIndex};
 pub use rule::{apply_dense, apply_sparse, Adagrad, Optimizer, Sgd, SlotState};
+pub use shared::{
+    advance_powers_shared, as_cells, cells_from_raw_parts, AtomicBF16, AtomicF16, AtomicF64,
+    SharedReal, CHUNK,
+};
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::hash::Hash;

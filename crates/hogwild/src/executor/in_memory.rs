@@ -1,0 +1,254 @@
+//! Training from an in-memory dataset: every epoch of a run in one pass of the machinery, with no
+//! reader thread and no queue.
+//!
+//! The instances are shuffled once (seeded) and split into one contiguous share per worker; each
+//! worker keeps its share's indices, reshuffles them every later epoch with its own seeded
+//! generator, and gathers its batches from the shared dataset into one reused batch. Threads start
+//! once per run, never wait on each other (an epoch ends per worker; its metrics are merged when
+//! the last worker ends it), and allocate nothing per batch.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use super::{
+    check_threads, fetch_positions, in_threads, metric_values, push_auc, step, summarize, Context,
+    EpochHook, EpochReport, RunOptions, RunReport,
+};
+use crate::channel::ByteSize;
+use crate::feed::{Batch, DataFeedDesc, FeedStats, InMemoryDataset};
+use crate::metrics::Auc;
+use crate::model::Model;
+use crate::{Error, Result};
+
+/// SplitMix64: a small, well-mixed generator for reproducible shuffles.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0), by Lemire's multiply-shift.
+    fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next()) * n as u128) >> 64) as usize
+    }
+}
+
+/// A seeded Fisher-Yates shuffle.
+fn shuffle(order: &mut [u32], rng: &mut SplitMix64) {
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i + 1));
+    }
+}
+
+/// Worker `w`'s share of `n` instances: the `w`-th of `threads` contiguous ranges of the order.
+fn share(n: usize, threads: usize, w: usize) -> std::ops::Range<usize> {
+    w * n / threads..(w + 1) * n / threads
+}
+
+/// One epoch's metrics, merged from the workers as each ends it.
+struct EpochTotals {
+    sums: Vec<f64>,
+    batches: u64,
+    instances: u64,
+    auc: Auc,
+    finished: usize,
+}
+
+/// Trains `model` on `data` (laid out by `desc`) for `options.feed.epochs` epochs in `threads`
+/// worker threads. `options.feed.in_memory` seeds the shuffles (`None`: file order, no shuffle);
+/// `options.feed.batch_size` overrides the desc's. The same seed and thread count give the same
+/// batches. `on_epoch` is called once per finished epoch (see [`EpochHook`]); the report lists
+/// every epoch's metrics.
+pub fn train_dataset<M: Model>(
+    model: &M,
+    desc: &DataFeedDesc,
+    data: &InMemoryDataset,
+    threads: usize,
+    fetch: &[&str],
+    options: &RunOptions,
+    on_epoch: Option<&EpochHook<'_>>,
+) -> Result<RunReport> {
+    check_threads(threads)?;
+    let names = model.metrics();
+    let positions = fetch_positions(names, fetch)?;
+    let all = data.as_batch();
+    let n = all.len;
+    if n == 0 {
+        return Err(Error::Empty {
+            what: "training data",
+        });
+    }
+    let n32 = u32::try_from(n).map_err(|_| Error::InvalidConfig {
+        field: "in_memory".into(),
+        reason: format!("{n} instances, at most {} fit in memory mode", u32::MAX),
+    })?;
+    let mut workers = (0..threads)
+        .map(|_| model.worker(desc))
+        .collect::<Result<Vec<_>>>()?;
+    let epochs = options.feed.epochs.max(1);
+    let seed = options.feed.in_memory;
+    let batch_size = options.feed.batch_size(desc);
+    model.run_metrics();
+    let start = Instant::now();
+    let mut order: Vec<u32> = (0..n32).collect();
+    if let Some(seed) = seed {
+        shuffle(&mut order, &mut SplitMix64(seed));
+    }
+    let totals: Mutex<Vec<EpochTotals>> = Mutex::new(
+        (0..epochs)
+            .map(|_| EpochTotals {
+                sums: vec![0.0; names.len()],
+                batches: 0,
+                instances: 0,
+                auc: Auc::default(),
+                finished: 0,
+            })
+            .collect(),
+    );
+    let reports: Mutex<Vec<EpochReport>> = Mutex::new(Vec::with_capacity(epochs));
+    let nothing = || {};
+    let ctx = Context::new(names, true, threads, options, &nothing);
+    let states = in_threads(model, &mut workers, &ctx, |thread, worker, t| {
+        let mut mine = order[share(n, threads, thread)].to_vec();
+        let mut rng =
+            SplitMix64(seed.unwrap_or(0) ^ (thread as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407));
+        let mut batch = Batch::empty_like(all);
+        let mut epoch_sums = vec![0.0; names.len()];
+        for epoch in 0..epochs {
+            if seed.is_some() && epoch > 0 {
+                shuffle(&mut mine, &mut rng);
+            }
+            let (batches_before, instances_before) = (t.batches, t.instances);
+            epoch_sums.copy_from_slice(&t.sums);
+            for chunk in mine.chunks(batch_size) {
+                if ctx.stopped() {
+                    return Ok(());
+                }
+                let t0 = Instant::now();
+                batch.clear();
+                for &i in chunk {
+                    batch.push_instance(all, i as usize);
+                }
+                let gathered = t0.elapsed();
+                t.wait += gathered;
+                t.stages.read += gathered;
+                step(model, worker, &ctx, t, &batch, None)?;
+            }
+            t.drain_auc(model, worker);
+            let report = {
+                let mut all_epochs = totals.lock().unwrap_or_else(|p| p.into_inner());
+                let e = &mut all_epochs[epoch];
+                for ((s, now), before) in e.sums.iter_mut().zip(&t.sums).zip(&epoch_sums) {
+                    *s += now - before;
+                }
+                e.batches += t.batches - batches_before;
+                e.instances += t.instances - instances_before;
+                e.auc.merge(std::mem::take(&mut t.auc));
+                e.finished += 1;
+                (e.finished == threads).then(|| {
+                    let mut fetched = metric_values(
+                        names,
+                        &(0..names.len()).collect::<Vec<_>>(),
+                        &e.sums,
+                        e.batches,
+                    );
+                    let mut pairs = std::mem::take(&mut e.auc);
+                    push_auc(&mut fetched, &mut pairs);
+                    EpochReport {
+                        epoch: epoch + 1,
+                        fetched,
+                        instances: e.instances,
+                        elapsed: start.elapsed(),
+                    }
+                })
+            };
+            if let Some(report) = report {
+                if let Some(hook) = on_epoch {
+                    hook(&report)?;
+                }
+                reports
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(report);
+            }
+        }
+        Ok(())
+    });
+    ctx.reporter.finish();
+    if let Some(e) = ctx.take_failure() {
+        return Err(e);
+    }
+    let (mut report, wait) = summarize(
+        names,
+        fetch,
+        &positions,
+        states,
+        start.elapsed(),
+        options.debug,
+    );
+    // Each epoch's pairs went to its own report: the run's AUC is the last epoch's.
+    let epochs_done = reports.into_inner().unwrap_or_else(|p| p.into_inner());
+    let want_auc = fetch.is_empty() || fetch.contains(&"auc");
+    if let Some(last) = epochs_done
+        .last()
+        .and_then(|e| e.get("auc"))
+        .filter(|_| want_auc)
+    {
+        match report.fetched.iter_mut().find(|(n, _)| n == "auc") {
+            Some(entry) => entry.1 = last,
+            None => report.fetched.push(("auc".into(), last)),
+        }
+    }
+    super::push_run_metrics(model, &mut report.fetched);
+    let load = data.load_stats();
+    report.feed = FeedStats {
+        instances: report.instances,
+        batches: report.batches,
+        lines: load.lines,
+        bytes: load.bytes,
+        bad_lines: load.bad_lines,
+        bad_examples: load.bad_examples.clone(),
+        read_time: load.read_time,
+        worker_wait: wait,
+        elapsed: report.elapsed,
+        workers: threads,
+        ..FeedStats::default()
+    };
+    report.data_bytes = all.byte_size() + n * std::mem::size_of::<u32>() * 2;
+    report.epochs = epochs_done;
+    if options.debug {
+        super::report::print_stages(&report, threads);
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_cover_every_instance_once() {
+        for (n, threads) in [(10, 3), (1, 2), (7, 7), (1000, 4)] {
+            let mut seen: Vec<usize> = (0..threads).flat_map(|w| share(n, threads, w)).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "{n} over {threads}");
+        }
+    }
+
+    #[test]
+    fn shuffles_are_seeded_permutations() {
+        let mut a: Vec<u32> = (0..100).collect();
+        let mut b = a.clone();
+        shuffle(&mut a, &mut SplitMix64(9));
+        shuffle(&mut b, &mut SplitMix64(9));
+        assert_eq!(a, b);
+        assert_ne!(a, (0..100).collect::<Vec<_>>());
+        a.sort_unstable();
+        assert_eq!(a, (0..100).collect::<Vec<_>>());
+    }
+}
