@@ -80,10 +80,14 @@ def ours_run(hogwild, text, threads, config, feed, ckpt):
     out, _, rss, cpu = run_measured([hogwild, "train", "--config", config, "--feed", feed, str(text),
                                 "--threads", str(threads), "--epochs", "1", "--quiet",
                                 "--save", ckpt])
-    m = re.search(r"epoch 1: \d+ instances in ([\d.]+)s.*effective_words ([\d.]+)", out)
+    # Effective words: the run metric `effective_words` where the epoch line carries it, else
+    # the mean kept words per sentence (`words`, after subsampling) times the sentences.
+    m = re.search(r"epoch 1: (\d+) instances in ([\d.]+)s.*?  words ([\d.]+)"
+                  r"(?:.*effective_words ([\d.]+))?", out)
     if not m:
         sys.exit("no epoch line in hogwild's output:\n" + out[-2000:])
-    secs, eff = float(m.group(1)), float(m.group(2))
+    secs = float(m.group(2))
+    eff = float(m.group(4)) if m.group(4) else int(m.group(1)) * float(m.group(3))
     return {"words_per_s": eff / secs, "seconds": secs, "effective_words": int(eff),
             "rss_mib": rss, "cpu_s": cpu}
 

@@ -218,13 +218,21 @@ struct Field {
     salt: u64,
 }
 
-/// One worker's scratch buffers and slot positions.
+/// One worker's scratch buffers and slot positions. Aligned to 128 bytes (two cache lines, the
+/// unit the adjacent-line prefetcher moves) so that workers kept side by side in a `Vec` never
+/// share a line: the buffers' lengths are written for every instance.
 #[derive(Debug, Default)]
+#[repr(align(128))]
 pub struct CtrWorker {
     fields: Vec<Field>,
     label_at: Option<(usize, SlotType)>,
     /// The instance's features: table and row.
     feats: Vec<(usize, usize)>,
+    /// Every instance's features of the batch, hashed up front so that the rows of instances
+    /// ahead can be prefetched; instance `i`'s are
+    /// `batch_feats[batch_starts[i]..batch_starts[i + 1]]`.
+    batch_feats: Vec<(usize, usize)>,
+    batch_starts: Vec<usize>,
     /// The features' rows, concatenated (`1 + dim` values each).
     vals: Vec<f32>,
     sum: Vec<f32>,
@@ -395,6 +403,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
             fields,
             label_at,
             feats: Vec::with_capacity(64),
+            batch_feats: Vec::with_capacity(64 * 256),
+            batch_starts: Vec::with_capacity(257),
             vals: Vec::with_capacity(64 * (1 + max_dim)),
             sum: vec![0.0; max_dim],
             sumsq: vec![0.0; max_dim],
@@ -406,13 +416,61 @@ impl<O: Optimizer<f32>> Ctr<O> {
     #[inline]
     fn gather(&self, w: &mut CtrWorker, batch: &Batch, i: usize) {
         w.feats.clear();
+        self.push_features(&w.fields, &mut w.feats, batch, i);
+    }
+
+    /// Appends instance `i`'s features (table and hashed row) to `feats`.
+    #[inline]
+    fn push_features(
+        &self,
+        fields: &[Field],
+        feats: &mut Vec<(usize, usize)>,
+        batch: &Batch,
+        i: usize,
+    ) {
         let buckets = self.cfg.buckets as u128;
-        for f in &w.fields {
+        for f in fields {
             for &id in batch.slots[f.at].u64s(i).unwrap_or(&[]) {
                 let h = mix64(id ^ f.salt);
                 let row = ((u128::from(h) * buckets) >> 64) as usize;
-                w.feats.push((f.table, row));
+                feats.push((f.table, row));
             }
+        }
+    }
+
+    /// Hashes every instance of `batch` into `w.batch_feats` and prefetches the rows of the
+    /// first [`PREFETCH_INSTANCES`].
+    fn gather_batch(&self, w: &mut CtrWorker, batch: &Batch) {
+        w.batch_feats.clear();
+        w.batch_starts.clear();
+        w.batch_starts.push(0);
+        for i in 0..batch.len {
+            self.push_features(&w.fields, &mut w.batch_feats, batch, i);
+            w.batch_starts.push(w.batch_feats.len());
+        }
+        for i in 0..PREFETCH_INSTANCES.min(batch.len) {
+            self.prefetch_instance(w, i);
+        }
+    }
+
+    /// Makes instance `i`'s features (from [`Ctr::gather_batch`]) current in `w.feats` and
+    /// prefetches the rows of the instance [`PREFETCH_INSTANCES`] ahead: random rows of a table
+    /// larger than the cache then arrive while the instances before them train.
+    #[inline]
+    fn next_instance(&self, w: &mut CtrWorker, i: usize) {
+        w.feats.clear();
+        w.feats
+            .extend_from_slice(&w.batch_feats[w.batch_starts[i]..w.batch_starts[i + 1]]);
+        if i + PREFETCH_INSTANCES + 1 < w.batch_starts.len() {
+            self.prefetch_instance(w, i + PREFETCH_INSTANCES);
+        }
+    }
+
+    /// Prefetches the rows of instance `i` of the batch.
+    #[inline]
+    fn prefetch_instance(&self, w: &CtrWorker, i: usize) {
+        for &(t, row) in &w.batch_feats[w.batch_starts[i]..w.batch_starts[i + 1]] {
+            self.tables[t].prefetch_weights(row);
         }
     }
 
@@ -511,6 +569,10 @@ impl<O: Optimizer<f32>> Ctr<O> {
     }
 }
 
+/// How many instances ahead of the one training [`Ctr`] prefetches rows: an instance takes a
+/// few hundred nanoseconds, about one memory latency.
+const PREFETCH_INSTANCES: usize = 2;
+
 #[inline(always)]
 fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
@@ -560,9 +622,10 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         let steps = self.begin()?;
         let mut rows = vec![0usize; self.tables.len()];
         let mut loss = 0.0f64;
+        self.gather_batch(w, batch);
         for i in 0..batch.len {
             let y = self.label(batch, label_at, i)?;
-            self.gather(w, batch, i);
+            self.next_instance(w, i);
             let logit = self.forward(w);
             loss += f64::from(logloss(logit, y));
             self.update(w, &steps, sigmoid(logit) - y);
@@ -587,8 +650,9 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         mut predictions: Option<&mut String>,
     ) -> Result<()> {
         let mut loss = 0.0f64;
+        self.gather_batch(w, batch);
         for i in 0..batch.len {
-            self.gather(w, batch, i);
+            self.next_instance(w, i);
             let logit = self.forward(w);
             let p = sigmoid(logit);
             if let Some(label_at) = w.label_at {

@@ -501,6 +501,11 @@ impl SoftplusTable {
     }
 }
 
+/// How many (word, context) pairs ahead of the one training [`Word2Vec::train_sentence`]
+/// prefetches rows: a pair takes about a microsecond, a memory access a tenth of that, so two
+/// pairs ahead the rows have arrived without crowding the cache.
+const PREFETCH_PAIRS: usize = 2;
+
 /// Sigmoid arguments beyond this are saturated: such pairs are not updated (gensim's MAX_EXP).
 const MAX_EXP: f32 = 6.0;
 
@@ -529,12 +534,18 @@ pub struct Word2Vec {
     workers: AtomicU64,
 }
 
-/// One worker's scratch buffers and random stream.
+/// One worker's scratch buffers and random stream. Aligned to 128 bytes (two cache lines, the
+/// unit the adjacent-line prefetcher moves) so that workers kept side by side in a `Vec` never
+/// share a line: the random state and the buffers' lengths are written for every pair.
 #[derive(Debug)]
+#[repr(align(128))]
 pub struct Word2VecWorker {
     rng: Rng,
     sentence: Vec<u32>,
-    pub(crate) negs: Vec<u32>,
+    /// The sentence's (word, context, end of its noise words in `pair_negs`) triples, drawn
+    /// before any is trained so that the rows of the pairs ahead can be prefetched.
+    pairs: Vec<(u32, u32, usize)>,
+    pair_negs: Vec<u32>,
     l1: Vec<f32>,
     neu1e: Vec<f32>,
     row: Vec<f32>,
@@ -679,7 +690,8 @@ impl Word2Vec {
         Word2VecWorker {
             rng: Rng::new(self.cfg.seed.wrapping_add(0x5151) ^ n.wrapping_mul(0xA24B_AED4)),
             sentence: Vec::with_capacity(1024),
-            negs: Vec::with_capacity(self.cfg.negative),
+            pairs: Vec::with_capacity(1024 * 2 * self.cfg.window),
+            pair_negs: Vec::with_capacity(1024 * 2 * self.cfg.window * self.cfg.negative),
             l1: vec![0.0; self.cfg.dim],
             neu1e: vec![0.0; self.cfg.dim],
             row: vec![0.0; self.cfg.dim],
@@ -735,12 +747,43 @@ impl Word2Vec {
 
     /// One skip-gram pass over `w.sentence` at learning rate `alpha` (0: only the loss); returns
     /// the summed loss and the number of (word, context) pairs.
+    ///
+    /// The pairs and their noise words are drawn first, in the order a pair-by-pair pass would
+    /// draw them (so the result does not depend on it); then, while a pair trains, the rows of
+    /// the pair [`PREFETCH_PAIRS`] ahead are prefetched. The output rows of noise words are
+    /// random rows of a table larger than the cache: waiting on them was the largest cost.
     fn train_sentence(&self, w: &mut Word2VecWorker, alpha: f32, update: bool) -> (f64, u64) {
+        self.draw_pairs(w);
+        let pairs = std::mem::take(&mut w.pairs);
+        let pair_negs = std::mem::take(&mut w.pair_negs);
+        for k in 0..PREFETCH_PAIRS.min(pairs.len()) {
+            self.prefetch_pair(&pairs, &pair_negs, k);
+        }
+        let mut loss = 0.0f64;
+        let mut start = 0;
+        for (k, &(word, context, end)) in pairs.iter().enumerate() {
+            if k + PREFETCH_PAIRS < pairs.len() {
+                self.prefetch_pair(&pairs, &pair_negs, k + PREFETCH_PAIRS);
+            }
+            let negs = &pair_negs[start..end];
+            loss += self.pair_step(w, negs, word as usize, context as usize, alpha, update) as f64;
+            start = end;
+        }
+        let count = pairs.len() as u64;
+        w.pairs = pairs;
+        w.pair_negs = pair_negs;
+        (loss, count)
+    }
+
+    /// Fills `w.pairs` and `w.pair_negs` for `w.sentence`: for every word, a window shrunk at
+    /// random, then for every context word in it the noise words (the word itself left out).
+    fn draw_pairs(&self, w: &mut Word2VecWorker) {
+        w.pairs.clear();
+        w.pair_negs.clear();
         let n = w.sentence.len();
         let window = self.cfg.window;
-        let (mut loss, mut pairs) = (0.0f64, 0u64);
         for pos in 0..n {
-            let word = w.sentence[pos] as usize;
+            let word = w.sentence[pos];
             let reduced = (w.rng.next() % window as u64) as usize;
             let span = window - reduced;
             let lo = pos.saturating_sub(span);
@@ -749,40 +792,39 @@ impl Word2Vec {
                 if c == pos {
                     continue;
                 }
-                let context = w.sentence[c] as usize;
-                loss += self.train_pair(w, word, context, alpha, update) as f64;
-                pairs += 1;
+                for _ in 0..self.cfg.negative {
+                    let t = self.noise.sample(w.rng.next());
+                    if t != word {
+                        w.pair_negs.push(t);
+                    }
+                }
+                w.pairs.push((word, w.sentence[c], w.pair_negs.len()));
             }
         }
-        (loss, pairs)
     }
 
-    /// Trains the input vector of `context` to predict `word` against noise words; returns the
-    /// pair's loss.
-    #[inline]
-    fn train_pair(
-        &self,
-        w: &mut Word2VecWorker,
-        word: usize,
-        context: usize,
-        alpha: f32,
-        update: bool,
-    ) -> f32 {
-        w.negs.clear();
-        for _ in 0..self.cfg.negative {
-            let t = self.noise.sample(w.rng.next());
-            if t as usize != word {
-                w.negs.push(t);
-            }
+    /// Prefetches the rows pair `k` reads: its context's input row, its word's and noise words'
+    /// output rows.
+    #[inline(always)]
+    fn prefetch_pair(&self, pairs: &[(u32, u32, usize)], pair_negs: &[u32], k: usize) {
+        let (word, context, end) = pairs[k];
+        let start = if k == 0 { 0 } else { pairs[k - 1].2 };
+        self.input.prefetch_weights(context as usize);
+        self.output.prefetch_weights(word as usize);
+        for &t in &pair_negs[start..end] {
+            self.output.prefetch_weights(t as usize);
         }
-        self.pair_step(w, word, context, alpha, update)
     }
 
-    /// [`Word2Vec::train_pair`] with the noise words in `w.negs`.
+    /// Trains the input vector of `context` to predict `word` against the noise words `negs`;
+    /// returns the pair's loss. The context's input row is read once into `w.l1` and its
+    /// correction gathered in `w.neu1e`; each target's output row is read into `w.row`, updated
+    /// there and written back once.
     #[inline]
     pub(crate) fn pair_step(
         &self,
         w: &mut Word2VecWorker,
+        negs: &[u32],
         word: usize,
         context: usize,
         alpha: f32,
@@ -791,11 +833,11 @@ impl Word2Vec {
         self.input.read_weights(context, &mut w.l1);
         w.neu1e.fill(0.0);
         let mut loss = 0.0f32;
-        for d in 0..=w.negs.len() {
+        for d in 0..=negs.len() {
             let (target, label) = if d == 0 {
                 (word, 1.0f32)
             } else {
-                (w.negs[d - 1] as usize, 0.0)
+                (negs[d - 1] as usize, 0.0)
             };
             self.output.read_weights(target, &mut w.row);
             let f = dot(&w.l1, &w.row);

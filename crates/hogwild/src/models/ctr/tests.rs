@@ -302,3 +302,109 @@ lr = 0.1
     back.feature_tables()[1].read_weights(7, &mut y);
     assert_eq!(x, y);
 }
+
+// The features of a whole batch are hashed up front (and their rows prefetched): a batch of
+// instances with zero, one or several ids per field trains to the same bits as the same instances
+// fed one batch each, and evaluates each instance as `predict` does.
+#[test]
+fn batched_instances_train_like_single_ones() {
+    let a: [&[u64]; 5] = [&[1], &[2, 3], &[], &[4], &[1, 5, 6]];
+    let b: [&[u64]; 5] = [&[7], &[], &[8], &[9, 10], &[7]];
+    let y = [1u64, 0, 1, 0, 1];
+    let labels: Vec<&[u64]> = y.iter().map(std::slice::from_ref).collect();
+    let whole = Batch {
+        len: 5,
+        slots: vec![slot(&a), slot(&b), slot(&labels)],
+    };
+    let single = |i: usize| Batch {
+        len: 1,
+        slots: vec![slot(&a[i..=i]), slot(&b[i..=i]), slot(&labels[i..=i])],
+    };
+    let mut cfg = CtrConfig::new(64);
+    cfg.dim = Some(3);
+    let models: Vec<_> = (0..2)
+        .map(|_| {
+            let m = Ctr::new(
+                CtrKind::Fm,
+                cfg.clone(),
+                Adagrad {
+                    lr: 0.3f32,
+                    initial_accumulator: 0.1,
+                },
+            )
+            .unwrap();
+            m.init();
+            m
+        })
+        .collect();
+    let mut w0 = models[0].new_worker(&desc()).unwrap();
+    let mut w1 = models[1].new_worker(&desc()).unwrap();
+    let mut out = [0.0f64];
+    models[0]
+        .train_batch(&mut w0, &whole, &mut out, None)
+        .unwrap();
+    let whole_loss = out[0] * 5.0;
+    let mut losses = 0.0;
+    for i in 0..5 {
+        models[1]
+            .train_batch(&mut w1, &single(i), &mut out, None)
+            .unwrap();
+        losses += out[0];
+    }
+    for (t0, t1) in models[0].tables().iter().zip(models[1].tables()) {
+        let cells = |t: &Table| {
+            t.elements()
+                .iter()
+                .map(|c| c.load().to_bits())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(cells(t0), cells(t1), "table {}", t0.name());
+    }
+    let mut text = String::new();
+    models[0]
+        .eval_batch(&mut w0, &whole, &mut out, Some(&mut text))
+        .unwrap();
+    let expected: String = (0..5)
+        .map(|i| format!("{:.6}\n", models[0].predict(&mut w0, &whole, i)))
+        .collect();
+    assert_eq!(text, expected);
+    assert_relative_eq!(whole_loss, losses, epsilon = 1e-9);
+}
+
+/// A batch of instances with the given ids of fields `a` and `b` and labels.
+fn slot(ids: &[&[u64]]) -> SlotBatch {
+    let mut offsets = vec![0];
+    let mut values = Vec::new();
+    for v in ids {
+        values.extend_from_slice(v);
+        offsets.push(values.len());
+    }
+    SlotBatch {
+        values: SlotValues::U64(values),
+        offsets,
+    }
+}
+
+// A row named several times by one instance is updated once per occurrence, in turn. LR with SGD
+// lr 0.5 from zero, label 1: p = 0.5, g = -0.5, each occurrence adds 0.25 to the row:
+// id 3 twice: w3 = 0.5; id 4 seventy times: w4 = 17.5; the bias once: 0.25.
+#[test]
+fn repeated_rows_in_an_instance_update_in_turn() {
+    for (id, times, expected) in [(3u64, 2usize, 0.5f32), (4, 70, 17.5)] {
+        let m = Ctr::new(CtrKind::Lr, CtrConfig::new(64), Sgd { lr: 0.5f32 }).unwrap();
+        m.init();
+        let mut w = m.new_worker(&desc()).unwrap();
+        let ids = vec![id; times];
+        let batch = Batch {
+            len: 1,
+            slots: vec![slot(&[&ids]), slot(&[&[]]), slot(&[&[1]])],
+        };
+        m.train_batch(&mut w, &batch, &mut [0.0], None).unwrap();
+        let (t, row) = w.feats[0];
+        let mut got = [0.0f32];
+        m.feature_tables()[t].read_weights(row, &mut got);
+        assert_eq!(got[0], expected, "id {id} x{times}");
+        m.bias.read_weights(0, &mut got);
+        assert_eq!(got[0], 0.25);
+    }
+}

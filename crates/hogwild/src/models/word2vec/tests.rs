@@ -39,8 +39,7 @@ fn one_pair_step_matches_numpy() {
     m.output().write_weights(0, &[0.3, 0.5]);
     m.output().write_weights(2, &[-0.4, 0.1]);
     let mut w = m.new_worker(0);
-    w.negs = vec![2];
-    let loss = m.pair_step(&mut w, 0, 1, 0.1, true);
+    let loss = m.pair_step(&mut w, &[2], 0, 1, 0.1, true);
     assert_relative_eq!(loss, 1.337_319, epsilon = 1e-5);
     let mut row = [0.0f32; 2];
     m.output().read_weights(0, &mut row);
