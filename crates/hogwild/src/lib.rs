@@ -14,14 +14,21 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod channel;
-mod error;
-pub mod feed;
-pub mod optim;
-
-pub use error::{Error, Result};
 pub mod checkpoint;
+mod error;
 pub mod executor;
+pub mod feed;
 pub mod metrics;
 pub mod model;
 pub mod models;
+pub mod optim;
+mod rng;
 pub mod store;
+
+pub use error::{Error, Result};
+pub use executor::{
+    eval_from_files, run_from_files, startup, train_dataset, RunOptions, RunReport,
+};
+pub use feed::{Batch, DataFeedDesc, FeedOptions, SlotBatch, SlotValues};
+pub use model::Model;
+pub use store::Table;

@@ -18,32 +18,8 @@ use crate::channel::ByteSize;
 use crate::feed::{Batch, DataFeedDesc, FeedStats, InMemoryDataset};
 use crate::metrics::Auc;
 use crate::model::Model;
+use crate::rng::{shuffle, SplitMix64};
 use crate::{Error, Result};
-
-/// SplitMix64: a small, well-mixed generator for reproducible shuffles.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0), by Lemire's multiply-shift.
-    fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next()) * n as u128) >> 64) as usize
-    }
-}
-
-/// A seeded Fisher-Yates shuffle.
-fn shuffle(order: &mut [u32], rng: &mut SplitMix64) {
-    for i in (1..order.len()).rev() {
-        order.swap(i, rng.below(i + 1));
-    }
-}
 
 /// Worker `w`'s share of `n` instances: the `w`-th of `threads` contiguous ranges of the order.
 fn share(n: usize, threads: usize, w: usize) -> std::ops::Range<usize> {

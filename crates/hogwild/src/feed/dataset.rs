@@ -9,6 +9,7 @@ use std::time::Instant;
 use super::batch::Batch;
 use super::desc::DataFeedDesc;
 use super::reader::{FeedHandle, FeedOptions, FeedStats, ReadContext, Shared, WorkerQueue};
+use crate::rng::{shuffle, SplitMix64};
 use crate::{Error, Result};
 
 /// All instances of a set of files, parsed and held in memory.
@@ -16,31 +17,6 @@ pub struct InMemoryDataset {
     desc: DataFeedDesc,
     data: Arc<Batch>,
     load_stats: FeedStats,
-}
-
-/// SplitMix64: a small, well-mixed generator for reproducible shuffles.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0), by Lemire's multiply-shift.
-    fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next()) * n as u128) >> 64) as usize
-    }
-}
-
-/// A seeded Fisher-Yates shuffle.
-fn shuffle(order: &mut [usize], rng: &mut SplitMix64) {
-    for i in (1..order.len()).rev() {
-        order.swap(i, rng.below(i + 1));
-    }
 }
 
 impl InMemoryDataset {
