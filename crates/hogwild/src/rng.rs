@@ -26,6 +26,29 @@ pub(crate) fn shuffle<T>(order: &mut [T], rng: &mut SplitMix64) {
     }
 }
 
+/// Reproducible test inputs: `n` values uniform in `[0, scale)` (`positive`) or
+/// `[-scale/2, scale/2)`, converted to `T`.
+#[cfg(test)]
+pub(crate) fn test_values<T: crate::optim::Real>(
+    seed: u64,
+    n: usize,
+    scale: f64,
+    positive: bool,
+) -> Vec<T> {
+    let mut rng = SplitMix64(seed);
+    (0..n)
+        .map(|_| {
+            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            let x = if positive {
+                u * scale
+            } else {
+                (u - 0.5) * scale
+            };
+            T::from(x).unwrap_or(T::zero())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,6 +80,17 @@ pub enum AdamRule {
     RmsProp,
 }
 
+impl AdamRule {
+    /// The dense rule: Adam, or Adam with nesterov momentum.
+    pub fn dense(use_nesterov: bool) -> Self {
+        if use_nesterov {
+            AdamRule::Nesterov
+        } else {
+            AdamRule::Adam
+        }
+    }
+}
+
 /// The per-call coefficients of an update, computed once from the hyper-parameters and the beta
 /// powers before the step. Kernels that shard an update (the TF plugin's) compute these once, run
 /// the element rule on every shard, then call [`advance_powers`] once.
@@ -196,11 +207,7 @@ impl<T: Real> AdamCoeffs<T> {
             &["var", "m", "v", "grad"],
             &[var.len(), m.len(), v.len(), grad.len()],
         )?;
-        let rule = if use_nesterov {
-            AdamRule::Nesterov
-        } else {
-            AdamRule::Adam
-        };
+        let rule = AdamRule::dense(use_nesterov);
         dispatch_dense(self, rule, var, m, v, grad);
         Ok(())
     }
@@ -527,26 +534,7 @@ mod tests {
     //! tails.
 
     use super::*;
-
-    /// splitmix64, seeded: the inputs are reproducible.
-    fn values<T: Real>(seed: u64, n: usize, scale: f64, positive: bool) -> Vec<T> {
-        let mut state = seed;
-        (0..n)
-            .map(|_| {
-                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                let mut z = state;
-                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                let u = ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64;
-                let x = if positive {
-                    u * scale
-                } else {
-                    (u - 0.5) * scale
-                };
-                T::from(x).unwrap_or(T::zero())
-            })
-            .collect()
-    }
+    use crate::rng::test_values as values;
 
     type Loop<T> = fn(&AdamCoeffs<T>, &mut [T], &mut [T], &mut [T], &[T]);
 

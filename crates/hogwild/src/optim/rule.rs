@@ -218,11 +218,8 @@ impl<T: Real> Optimizer<T> for super::AdamAsync<T> {
             });
         };
         let c = AdamCoeffs::new(self.lr, self.beta1, self.beta2, self.epsilon, b1p, b2p)?;
-        let rule = if !sparse && self.use_nesterov {
-            AdamRule::Nesterov
-        } else {
-            AdamRule::Adam
-        };
+        // Nesterov momentum applies to dense updates only (DeepRec's sparse ops have no switch).
+        let rule = AdamRule::dense(!sparse && self.use_nesterov);
         Ok((c, rule))
     }
     fn finish(&self, scalars: &mut [T], sparse: bool, touched: usize) {

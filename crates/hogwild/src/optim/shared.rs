@@ -235,11 +235,7 @@ impl<T: SharedReal> AdamCoeffs<T> {
             &["var", "m", "v", "grad"],
             &[var.len(), m.len(), v.len(), grad.len()],
         )?;
-        let rule = if use_nesterov {
-            AdamRule::Nesterov
-        } else {
-            AdamRule::Adam
-        };
+        let rule = AdamRule::dense(use_nesterov);
         Scratch::new(var.len()).run(self, rule, var, m, v, grad);
         Ok(())
     }
@@ -355,26 +351,7 @@ mod tests {
     use std::sync::atomic::AtomicU32;
 
     use super::*;
-
-    /// splitmix64, seeded: the inputs are reproducible.
-    fn values<T: Real>(seed: u64, n: usize, scale: f64, positive: bool) -> Vec<T> {
-        let mut state = seed;
-        (0..n)
-            .map(|_| {
-                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                let mut z = state;
-                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                let u = ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64;
-                let x = if positive {
-                    u * scale
-                } else {
-                    (u - 0.5) * scale
-                };
-                T::from(x).unwrap_or(T::zero())
-            })
-            .collect()
-    }
+    use crate::rng::test_values as values;
 
     fn cells<T: SharedReal>(xs: &[T]) -> Vec<T::Cell> {
         xs.iter().map(|&x| T::cell(x)).collect()
