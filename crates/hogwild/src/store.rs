@@ -14,8 +14,9 @@
 //! so they cost what racy `f32` accesses would, but a concurrent read and write is defined behaviour
 //! (a read sees some value that was written), not a data race. An element's read-modify-write (load
 //! weight and slots, apply the optimizer rule, store back) is *not* atomic as a whole: a concurrent
-//! update of the same element may be lost, which is exactly Hogwild's contract. The only `unsafe`
-//! code here is a cache prefetch hint, which touches no memory; `Table` is `Send + Sync` because
+//! update of the same element may be lost, which is exactly Hogwild's contract. The `unsafe`
+//! code here is a cache prefetch hint, which touches no memory, and the ownership of the cells'
+//! memory (`cells.rs`: a huge-page mapping for large tables); `Table` is `Send + Sync` because
 //! its fields are, and Miri checks the tests (`make miri`).
 //!
 //! # Layout
@@ -33,7 +34,10 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::optim::Optimizer;
+
+mod cells;
 use crate::{Error, Result};
+use cells::Cells;
 
 /// Most optimizer slots per element a table supports (AdamAsync uses 2).
 pub const MAX_SLOTS: usize = 4;
@@ -86,7 +90,7 @@ pub struct Table {
     dim: usize,
     slots: usize,
     stride: usize,
-    data: Box<[AtomicF32]>,
+    data: Cells,
     scalars: Box<[AtomicF32]>,
 }
 
@@ -138,13 +142,20 @@ impl Table {
                 table: name.to_string(),
                 reason: format!("{rows} x {stride} elements overflow the address space"),
             })?;
+        let data = Cells::zeroed(len).ok_or_else(|| Error::InvalidTable {
+            table: name.to_string(),
+            reason: format!(
+                "cannot allocate {rows} x {stride} elements ({:.1} GiB)",
+                len as f64 * 4.0 / (1u64 << 30) as f64
+            ),
+        })?;
         Ok(Self {
             name: name.to_string(),
             rows,
             dim,
             slots,
             stride,
-            data: (0..len).map(|_| AtomicF32::default()).collect(),
+            data,
             scalars: scalars.iter().map(|&x| AtomicF32::new(x)).collect(),
         })
     }
@@ -436,6 +447,16 @@ mod tests {
         let t = Table::with_layout("emb", 2, 3, 0, &[]).unwrap();
         assert!(t.check_optimizer::<AdamAsync<f32>>().is_err());
         assert!(t.set_scalars(&[1.0]).is_err());
+        let e = Table::with_layout("emb", usize::MAX / 2, 3, 0, &[]).unwrap_err();
+        assert!(e.to_string().contains("overflow the address space"), "{e}");
+        if !cfg!(miri) {
+            // 2^40 rows of 64: 256 TiB, more than any machine maps.
+            let e = Table::with_layout("emb", 1 << 40, 64, 0, &[]).unwrap_err();
+            assert!(
+                e.to_string().contains("table emb") && e.to_string().contains("cannot allocate"),
+                "{e}"
+            );
+        }
     }
 
     // The powers after k finished steps are beta^(k+1): 0.9^(1+2*50) and 0.999^(1+2*50), from
