@@ -346,20 +346,20 @@ impl Table {
     }
 }
 
-/// Prefetches the cache line holding `cell` into every cache level (a no-op off x86-64 and
+/// Prefetches the cache line holding `value` into every cache level (a no-op off x86-64 and
 /// under Miri, which does not model caches).
 #[inline(always)]
-fn prefetch(cell: &AtomicF32) {
+pub(crate) fn prefetch<T>(value: &T) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: `_mm_prefetch` is a hint that never faults and neither reads nor writes memory in
     // the language's sense (it changes no value and cannot race); the pointer comes from a live
     // reference, and SSE, the intrinsic's only requirement, is part of the x86-64 baseline.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(cell).cast::<i8>());
+        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(value).cast::<i8>());
     }
     #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    let _ = cell;
+    let _ = value;
 }
 
 #[cfg(test)]

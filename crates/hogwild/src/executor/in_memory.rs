@@ -14,8 +14,7 @@ use super::{
     check_threads, fetch_positions, in_threads, metric_values, push_auc, step, summarize, Context,
     EpochHook, EpochReport, RunOptions, RunReport,
 };
-use crate::channel::ByteSize;
-use crate::feed::{Batch, DataFeedDesc, FeedStats, InMemoryDataset};
+use crate::feed::{DataFeedDesc, FeedStats, InMemoryDataset};
 use crate::metrics::Auc;
 use crate::model::Model;
 use crate::rng::{shuffle, SplitMix64};
@@ -52,8 +51,7 @@ pub fn train_dataset<M: Model>(
     check_threads(threads)?;
     let names = model.metrics();
     let positions = fetch_positions(names, fetch)?;
-    let all = data.as_batch();
-    let n = all.len;
+    let n = data.len();
     if n == 0 {
         return Err(Error::Empty {
             what: "training data",
@@ -93,7 +91,7 @@ pub fn train_dataset<M: Model>(
         let mut mine = order[share(n, threads, thread)].to_vec();
         let mut rng =
             SplitMix64(seed.unwrap_or(0) ^ (thread as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407));
-        let mut batch = Batch::empty_like(all);
+        let mut batch = data.empty_batch();
         let mut epoch_sums = vec![0.0; names.len()];
         for epoch in 0..epochs {
             if seed.is_some() && epoch > 0 {
@@ -107,9 +105,7 @@ pub fn train_dataset<M: Model>(
                 }
                 let t0 = Instant::now();
                 batch.clear();
-                for &i in chunk {
-                    batch.push_instance(all, i as usize);
-                }
+                data.gather(&mut batch, chunk);
                 let gathered = t0.elapsed();
                 t.wait += gathered;
                 t.stages.read += gathered;
@@ -195,7 +191,7 @@ pub fn train_dataset<M: Model>(
         workers: threads,
         ..FeedStats::default()
     };
-    report.data_bytes = all.byte_size() + n * std::mem::size_of::<u32>() * 2;
+    report.data_bytes = data.byte_size() + n * std::mem::size_of::<u32>() * 2;
     report.epochs = epochs_done;
     if options.debug {
         super::report::print_stages(&report, threads);

@@ -17,8 +17,7 @@ use std::time::{Duration, Instant};
 use super::{
     check_threads, fetch_positions, in_threads, step, summarize, Context, RunOptions, RunReport,
 };
-use crate::channel::ByteSize;
-use crate::feed::{Batch, DataFeedDesc, FeedStats, InMemoryDataset};
+use crate::feed::{DataFeedDesc, FeedStats, InMemoryDataset};
 use crate::model::Model;
 use crate::{Error, Result};
 
@@ -116,16 +115,15 @@ pub(super) fn predict_in_order<M: Model>(
     let ctx = Context::new(names, false, threads, options, &nothing);
     for file in files {
         let data = InMemoryDataset::load(desc, std::slice::from_ref(file), &load)?;
-        let all = data.as_batch();
-        data_bytes = data_bytes.max(all.byte_size());
+        data_bytes = data_bytes.max(data.byte_size());
         let stats = data.load_stats();
         feed.lines += stats.lines;
         feed.bytes += stats.bytes;
         feed.read_time += stats.read_time;
-        let count = all.len.div_ceil(batch_size);
+        let count = data.len().div_ceil(batch_size);
         let next = AtomicUsize::new(0);
         let file_states = in_threads(model, &mut workers, &ctx, |_, worker, t| {
-            let mut batch = Batch::empty_like(all);
+            let mut batch = data.empty_batch();
             loop {
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 if k >= count || ctx.stopped() {
@@ -134,8 +132,8 @@ pub(super) fn predict_in_order<M: Model>(
                 reorder.admit(first_batch + k, || ctx.stopped());
                 let t0 = Instant::now();
                 batch.clear();
-                for i in k * batch_size..((k + 1) * batch_size).min(all.len) {
-                    batch.push_instance(all, i);
+                for i in k * batch_size..((k + 1) * batch_size).min(data.len()) {
+                    data.push_to(&mut batch, i);
                 }
                 t.wait += t0.elapsed();
                 let mut lines = String::new();

@@ -171,10 +171,14 @@ impl Batch {
     }
 
     /// Appends instance `i` of `from` (same layout).
+    #[inline]
     pub(crate) fn push_instance(&mut self, from: &Batch, i: usize) {
         for (dst, src) in self.slots.iter_mut().zip(&from.slots) {
             let (a, b) = (src.offsets[i], src.offsets[i + 1]);
+            // One value (a CTR field, a label) is the common case: a push, not a memcpy call.
             match (&mut dst.values, &src.values) {
+                (SlotValues::U64(d), SlotValues::U64(s)) if b == a + 1 => d.push(s[a]),
+                (SlotValues::F32(d), SlotValues::F32(s)) if b == a + 1 => d.push(s[a]),
                 (SlotValues::U64(d), SlotValues::U64(s)) => d.extend_from_slice(&s[a..b]),
                 (SlotValues::F32(d), SlotValues::F32(s)) => d.extend_from_slice(&s[a..b]),
                 _ => unreachable!("batches of one desc share their layout"),
@@ -182,21 +186,6 @@ impl Batch {
             dst.end_instance();
         }
         self.len += 1;
-    }
-
-    /// Appends all instances of `from` (same layout).
-    pub(crate) fn append(&mut self, from: &Batch) {
-        for (dst, src) in self.slots.iter_mut().zip(&from.slots) {
-            let base = dst.values.len();
-            match (&mut dst.values, &src.values) {
-                (SlotValues::U64(d), SlotValues::U64(s)) => d.extend_from_slice(s),
-                (SlotValues::F32(d), SlotValues::F32(s)) => d.extend_from_slice(s),
-                _ => unreachable!("batches of one desc share their layout"),
-            }
-            dst.offsets
-                .extend(src.offsets[1..].iter().map(|o| o + base));
-        }
-        self.len += from.len;
     }
 }
 
