@@ -85,7 +85,9 @@ pub trait Model: Send + Sync {
 
     /// Values over a whole run rather than means of per-batch values (words trained), each
     /// since the previous call: the executor calls it once before a run (discarding what it
-    /// returns) and once after, appending the values to the run's fetched metrics.
+    /// returns) and once after, appending the values to the run's fetched metrics. In-memory
+    /// training also calls it as each epoch ends and reports those values in the epoch's report,
+    /// the run's being their sum: the values are counts, which add up.
     fn run_metrics(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
