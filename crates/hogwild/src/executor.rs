@@ -80,7 +80,8 @@ pub struct EpochReport {
     /// 1-based.
     pub epoch: usize,
     /// Every metric the model reports (and `auc` when it collects scores), averaged over the
-    /// epoch's batches.
+    /// epoch's batches; then the model's run metrics ([`Model::run_metrics`]) gathered since the
+    /// previous epoch's report.
     pub fetched: Vec<(String, f64)>,
     pub instances: u64,
     /// Time from the start of the run to the end of this epoch.
@@ -103,7 +104,8 @@ pub type EpochHook<'a> = dyn Fn(&EpochReport) -> Result<()> + Sync + 'a;
 pub struct RunReport {
     /// The fetched metrics, in the order asked, each averaged over every batch of every thread;
     /// then `auc`, exact over every instance of the run (of its last epoch, for in-memory
-    /// training), when the model collects scores.
+    /// training), when the model collects scores; then the model's run metrics
+    /// ([`Model::run_metrics`]) over the whole run (the sum of the epochs' values).
     pub fetched: Vec<(String, f64)>,
     pub batches: u64,
     pub instances: u64,
@@ -448,7 +450,12 @@ fn metric_values(
 
 /// Appends the model's whole-run values (see [`Model::run_metrics`]) that are not fetched yet.
 fn push_run_metrics<M: Model>(model: &M, fetched: &mut Vec<(String, f64)>) {
-    for (name, value) in model.run_metrics() {
+    push_values(fetched, &model.run_metrics());
+}
+
+/// Appends the `values` whose names are not fetched yet.
+fn push_values(fetched: &mut Vec<(String, f64)>, values: &[(&'static str, f64)]) {
+    for &(name, value) in values {
         if !fetched.iter().any(|(n, _)| n == name) {
             fetched.push((name.to_string(), value));
         }

@@ -83,16 +83,19 @@ pub trait Model: Send + Sync {
     /// checkpoints.
     fn describe(&self) -> String;
 
-    /// Values over a whole run rather than means of per-batch values (AUC, words trained), each
+    /// Values over a whole run rather than means of per-batch values (words trained), each
     /// since the previous call: the executor calls it once before a run (discarding what it
-    /// returns) and once after, appending the values to the run's fetched metrics.
+    /// returns) and once after, appending the values to the run's fetched metrics. In-memory
+    /// training also calls it as each epoch ends and reports those values in the epoch's report,
+    /// the run's being their sum: the values are counts, which add up.
     fn run_metrics(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
 
     /// For binary tasks: the worker's collector of (score, label) pairs, which the model fills in
-    /// `train_batch` and `eval_batch`. The executor drains every thread's collector at the end of
-    /// each epoch and run, merges them and reports the exact AUC as the fetched value `auc`.
+    /// `eval_batch` (and in `train_batch` when training should report it too). The executor
+    /// drains every thread's collector at the end of each epoch and run, merges them and reports
+    /// the exact AUC as the fetched value `auc`.
     fn auc<'w>(&self, _worker: &'w mut Self::Worker) -> Option<&'w mut Auc> {
         None
     }

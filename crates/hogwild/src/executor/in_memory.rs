@@ -6,13 +6,18 @@
 //! generator, and gathers its batches from the shared dataset into one reused batch. Threads start
 //! once per run, never wait on each other (an epoch ends per worker; its metrics are merged when
 //! the last worker ends it), and allocate nothing per batch.
+//!
+//! The model's run metrics ([`Model::run_metrics`], e.g. word2vec's `effective_words`) are read
+//! when the last worker ends an epoch, so each epoch reports what was gathered since the previous
+//! epoch's report: the whole epoch, plus the first batches of the next one that faster workers
+//! have already trained. The run reports their sum.
 
 use std::sync::Mutex;
 use std::time::Instant;
 
 use super::{
-    check_threads, fetch_positions, in_threads, metric_values, push_auc, step, summarize, Context,
-    EpochHook, EpochReport, RunOptions, RunReport,
+    check_threads, fetch_positions, in_threads, metric_values, push_auc, push_values, step,
+    summarize, Context, EpochHook, EpochReport, RunOptions, RunReport,
 };
 use crate::feed::{DataFeedDesc, FeedStats, InMemoryDataset};
 use crate::metrics::Auc;
@@ -32,6 +37,22 @@ struct EpochTotals {
     instances: u64,
     auc: Auc,
     finished: usize,
+}
+
+/// Every epoch's metrics, and the model's run metrics summed over the epochs reported so far.
+struct Totals {
+    per_epoch: Vec<EpochTotals>,
+    run: Vec<(&'static str, f64)>,
+}
+
+/// Adds `values` (from [`Model::run_metrics`]) to `sums`, by name.
+fn add_values(sums: &mut Vec<(&'static str, f64)>, values: &[(&'static str, f64)]) {
+    for &(name, value) in values {
+        match sums.iter_mut().find(|(n, _)| *n == name) {
+            Some(sum) => sum.1 += value,
+            None => sums.push((name, value)),
+        }
+    }
 }
 
 /// Trains `model` on `data` (laid out by `desc`) for `options.feed.epochs` epochs in `threads`
@@ -73,8 +94,8 @@ pub fn train_dataset<M: Model>(
     if let Some(seed) = seed {
         shuffle(&mut order, &mut SplitMix64(seed));
     }
-    let totals: Mutex<Vec<EpochTotals>> = Mutex::new(
-        (0..epochs)
+    let totals = Mutex::new(Totals {
+        per_epoch: (0..epochs)
             .map(|_| EpochTotals {
                 sums: vec![0.0; names.len()],
                 batches: 0,
@@ -83,7 +104,8 @@ pub fn train_dataset<M: Model>(
                 finished: 0,
             })
             .collect(),
-    );
+        run: Vec::new(),
+    });
     let reports: Mutex<Vec<EpochReport>> = Mutex::new(Vec::with_capacity(epochs));
     let nothing = || {};
     let ctx = Context::new(names, true, threads, options, &nothing);
@@ -113,8 +135,9 @@ pub fn train_dataset<M: Model>(
             }
             t.drain_auc(model, worker);
             let report = {
-                let mut all_epochs = totals.lock().unwrap_or_else(|p| p.into_inner());
-                let e = &mut all_epochs[epoch];
+                let mut guard = totals.lock().unwrap_or_else(|p| p.into_inner());
+                let all = &mut *guard;
+                let e = &mut all.per_epoch[epoch];
                 for ((s, now), before) in e.sums.iter_mut().zip(&t.sums).zip(&epoch_sums) {
                     *s += now - before;
                 }
@@ -131,6 +154,9 @@ pub fn train_dataset<M: Model>(
                     );
                     let mut pairs = std::mem::take(&mut e.auc);
                     push_auc(&mut fetched, &mut pairs);
+                    let values = model.run_metrics();
+                    push_values(&mut fetched, &values);
+                    add_values(&mut all.run, &values);
                     EpochReport {
                         epoch: epoch + 1,
                         fetched,
@@ -176,7 +202,9 @@ pub fn train_dataset<M: Model>(
             None => report.fetched.push(("auc".into(), last)),
         }
     }
-    super::push_run_metrics(model, &mut report.fetched);
+    let mut run = totals.into_inner().unwrap_or_else(|p| p.into_inner()).run;
+    add_values(&mut run, &model.run_metrics());
+    push_values(&mut report.fetched, &run);
     let load = data.load_stats();
     report.feed = FeedStats {
         instances: report.instances,

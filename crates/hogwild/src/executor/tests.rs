@@ -504,3 +504,56 @@ fn auc_is_exact_over_all_threads() {
     approx::assert_relative_eq!(r.epochs[0].get("auc").unwrap(), expected, epsilon = 1e-12);
     approx::assert_relative_eq!(r.get("auc").unwrap(), expected, epsilon = 1e-12);
 }
+
+// 3 files of 20 lines, batch size 8. One thread trains ceil(60 / 8) = 8 batches an epoch; two
+// threads share 30 instances each, ceil(30 / 8) = 4 batches apiece, 8 an epoch as well.
+#[test]
+fn epoch_reports_carry_the_run_metrics_of_their_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_corpus(dir.path(), "e", 3, 20, 111);
+    let probe = || Probe {
+        panic_at: None,
+        seen: AtomicUsize::new(0),
+    };
+    let seen = |r: &RunReport| -> Vec<f64> {
+        r.epochs
+            .iter()
+            .map(|e| e.get("batches_seen").unwrap())
+            .collect()
+    };
+    let r = run_from_files(&probe(), &desc(), &files, 1, &[], &in_memory(3, Some(4))).unwrap();
+    assert_eq!(seen(&r), vec![8.0, 8.0, 8.0]);
+    assert_eq!(r.get("batches_seen"), Some(24.0), "the run's is the sum");
+
+    // With two threads an epoch's value is read when its last worker ends it: by then every
+    // batch of the epoch is counted, and perhaps some of the next epoch's.
+    let r = run_from_files(&probe(), &desc(), &files, 2, &[], &in_memory(3, Some(4))).unwrap();
+    assert_eq!(r.batches, 24);
+    let per_epoch = seen(&r);
+    let mut so_far = 0.0;
+    for (k, v) in per_epoch.iter().enumerate() {
+        so_far += v;
+        assert!(so_far >= 8.0 * (k + 1) as f64, "epochs {per_epoch:?}");
+    }
+    assert_eq!(so_far, 24.0, "epochs {per_epoch:?}");
+    assert_eq!(r.get("batches_seen"), Some(24.0));
+
+    // The hook sees them too.
+    let data = InMemoryDataset::load(&desc(), &files, &FeedOptions::default()).unwrap();
+    let hooked = Mutex::new(Vec::new());
+    let hook = |e: &EpochReport| {
+        hooked.lock().unwrap().push(e.get("batches_seen"));
+        Ok(())
+    };
+    train_dataset(
+        &probe(),
+        &desc(),
+        &data,
+        1,
+        &[],
+        &in_memory(2, None),
+        Some(&hook),
+    )
+    .unwrap();
+    assert_eq!(*hooked.lock().unwrap(), vec![Some(8.0), Some(8.0)]);
+}

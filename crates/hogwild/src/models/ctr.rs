@@ -13,17 +13,18 @@
 //! logistic loss of the label (a uint64 slot holding 0 or 1, or a float slot where positive
 //! values are clicks), with an optional L2 penalty on the touched rows. Updates are applied
 //! instance by instance with SGD, Adagrad or AdamAsync (lazy sparse rows, optional RMSProp);
-//! a batch is one optimizer call. Evaluation reports the logistic loss per batch and the AUC
-//! over the whole run (a 2^14-bin histogram of the predictions).
+//! a batch is one optimizer call. Evaluation reports the logistic loss per batch and the exact AUC
+//! over the whole run: each worker collects its instances' (logit, label) pairs in a
+//! [`metrics::Auc`](crate::metrics::Auc), which the executor merges over threads.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use super::{mix64, ModelConfig, ModelKind, OptimizerDesc};
 use crate::feed::{Batch, DataFeedDesc, SlotType};
+use crate::metrics::Auc;
 use crate::model::{Model, StageTimes};
 use crate::optim::Optimizer;
 use crate::store::Table;
@@ -157,45 +158,6 @@ impl CtrConfig {
     }
 }
 
-/// A streaming AUC: counts of positive and negative predictions in 2^14 equal bins of [0, 1].
-#[derive(Debug)]
-pub struct Auc {
-    bins: Box<[AtomicU64]>,
-}
-
-const AUC_BINS: usize = 1 << 14;
-
-impl Default for Auc {
-    fn default() -> Self {
-        Self {
-            bins: (0..2 * AUC_BINS).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-}
-
-impl Auc {
-    /// Records prediction `p` of an instance with label `positive`.
-    #[inline]
-    pub fn add(&self, p: f32, positive: bool) {
-        let bin = ((p.clamp(0.0, 1.0) * AUC_BINS as f32) as usize).min(AUC_BINS - 1);
-        self.bins[2 * bin + usize::from(positive)].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The area under the ROC curve of the recorded predictions (ties within a bin count half),
-    /// or `None` without both classes; the counts are reset.
-    pub fn take(&self) -> Option<f64> {
-        let (mut pos_above, mut area, mut negatives) = (0.0f64, 0.0f64, 0.0f64);
-        for bin in (0..AUC_BINS).rev() {
-            let neg = self.bins[2 * bin].swap(0, Ordering::Relaxed) as f64;
-            let pos = self.bins[2 * bin + 1].swap(0, Ordering::Relaxed) as f64;
-            area += neg * (pos_above + pos / 2.0);
-            pos_above += pos;
-            negatives += neg;
-        }
-        (pos_above > 0.0 && negatives > 0.0).then(|| area / (pos_above * negatives))
-    }
-}
-
 /// A logistic regression or factorization machine model.
 #[derive(Debug)]
 pub struct Ctr<O> {
@@ -207,7 +169,6 @@ pub struct Ctr<O> {
     /// One table per factor size: rows of `[w, v_1 .. v_dim]`.
     tables: Vec<Table>,
     bias: Table,
-    auc: Auc,
 }
 
 /// Where a worker finds one field: its batch slot, table and hash salt.
@@ -238,6 +199,8 @@ pub struct CtrWorker {
     sum: Vec<f32>,
     sumsq: Vec<f32>,
     grad: Vec<f32>,
+    /// The evaluated instances' (logit, label) pairs, drained by the executor.
+    auc: Auc,
 }
 
 /// The per-batch optimizer steps of the tables and the bias.
@@ -310,7 +273,6 @@ impl<O: Optimizer<f32>> Ctr<O> {
             dims,
             tables,
             bias,
-            auc: Auc::default(),
         }
     }
 
@@ -409,6 +371,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
             sum: vec![0.0; max_dim],
             sumsq: vec![0.0; max_dim],
             grad: vec![0.0; 1 + max_dim],
+            auc: Auc::default(),
         })
     }
 
@@ -654,15 +617,14 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         for i in 0..batch.len {
             self.next_instance(w, i);
             let logit = self.forward(w);
-            let p = sigmoid(logit);
             if let Some(label_at) = w.label_at {
                 let y = self.label(batch, label_at, i)?;
                 loss += f64::from(logloss(logit, y));
-                self.auc.add(p, y > 0.5);
+                w.auc.push(logit, y > 0.5);
             }
             if let Some(text) = predictions.as_deref_mut() {
                 use std::fmt::Write as _;
-                let _ = writeln!(text, "{p:.6}");
+                let _ = writeln!(text, "{:.6}", sigmoid(logit));
             }
         }
         out[0] = match w.label_at {
@@ -691,10 +653,12 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         .to_toml()
     }
 
-    /// `auc`: the AUC of the predictions evaluated since the last call (when both classes were
-    /// seen).
-    fn run_metrics(&self) -> Vec<(&'static str, f64)> {
-        self.auc.take().map(|a| ("auc", a)).into_iter().collect()
+    /// The evaluated instances' (logit, label) pairs, from which the executor reports `auc`:
+    /// the exact AUC over every thread's instances (the logit ranks as the click probability
+    /// does, without the ties of a saturated sigmoid). Training collects none: it would hold one
+    /// pair per training instance of the epoch.
+    fn auc<'w>(&self, w: &'w mut CtrWorker) -> Option<&'w mut Auc> {
+        Some(&mut w.auc)
     }
 }
 

@@ -26,7 +26,7 @@ mod ctr;
 mod word2vec;
 
 pub use bow::{Bow, BowConfig, BowWorker, Pool};
-pub use ctr::{Auc, Ctr, CtrConfig, CtrKind, CtrWorker};
+pub use ctr::{Ctr, CtrConfig, CtrKind, CtrWorker};
 pub use word2vec::{text_to_ids, Input, Vocab, Word2Vec, Word2VecConfig, Word2VecWorker};
 
 use serde::{Deserialize, Serialize};

@@ -88,19 +88,62 @@ fn per_field_sizes_share_leading_components() {
     assert_relative_eq!(m.forward(&mut w), 1.25);
 }
 
-// python: s = [0.1, 0.4, 0.35, 0.8, 0.8, 0.2], y = [0, 0, 1, 1, 0, 1]; the exact AUC (ties half)
-// over all positive-negative pairs is 0.5.
+// Logistic regression with weights -1, 0, 1 for ids 1, 2, 3 of field `a` (field `b`'s id 9 and
+// the bias stay 0) scores each instance by its `a` id's weight. The exact AUC (ties half) over
+// every positive-negative pair, in python:
+//   s = [-1, -1, 0, 0, 0, 1, 1, -1]; y = [0, 1, 0, 1, 1, 1, 0, 0]
+//   pos = [a for a, l in zip(s, y) if l]; neg = [a for a, l in zip(s, y) if not l]
+//   sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))  # 0.59375
 #[test]
-fn auc_counts_pairs_with_ties_as_half() {
-    let auc = Auc::default();
-    for (p, y) in [(0.1, 0), (0.4, 0), (0.35, 1), (0.8, 1), (0.8, 0), (0.2, 1)] {
-        auc.add(p, y == 1);
+fn eval_reports_the_exact_auc_over_every_thread() {
+    let m = Ctr::new(CtrKind::Lr, CtrConfig::new(1024), Sgd { lr: 0.1f32 }).unwrap();
+    m.init();
+    let mut w = m.new_worker(&desc()).unwrap();
+    let rows: Vec<(usize, usize)> = [1u64, 2, 3]
+        .iter()
+        .map(|&a| {
+            m.gather(&mut w, &one(a, 9, 0), 0);
+            w.feats[0]
+        })
+        .collect();
+    let b_row = w.feats[1];
+    let mut distinct = rows.clone();
+    distinct.push(b_row);
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 4, "rows {rows:?} and {b_row:?} collide");
+    for (&(t, row), weight) in rows.iter().zip([-1.0f32, 0.0, 1.0]) {
+        m.feature_tables()[t].write_weights(row, &[weight]);
     }
-    assert_relative_eq!(auc.take().unwrap(), 0.5);
-    assert_eq!(auc.take(), None, "reset after take");
-    auc.add(0.9, true);
-    auc.add(0.1, false);
-    assert_eq!(auc.take(), Some(1.0));
+    let (ids, labels) = ([1u64, 1, 2, 2, 2, 3, 3, 1], [0u64, 1, 0, 1, 1, 1, 0, 0]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("test");
+    let text: String = ids
+        .iter()
+        .zip(labels)
+        .map(|(a, y)| format!("1 {a} 1 9 1 {y}\n"))
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    let files = vec![path];
+    // Batches of 2: the instances spread over both threads, whose pairs the executor merges.
+    let mut options = quiet();
+    options.feed.batch_size = Some(2);
+    let r = executor::eval_from_files(&m, &desc(), &files, 2, &[], &options, None).unwrap();
+    assert_eq!(r.fetched[1].0, "auc");
+    assert_relative_eq!(r.get("auc").unwrap(), 0.59375);
+    let out = dir.path().join("pred.txt");
+    let r = executor::eval_from_files(&m, &desc(), &files, 2, &[], &options, Some(&out)).unwrap();
+    assert_relative_eq!(r.get("auc").unwrap(), 0.59375);
+
+    // A worker collects one pair per evaluated instance with a label, none in training.
+    let mut w = m.new_worker(&desc()).unwrap();
+    m.eval_batch(&mut w, &one(3, 9, 1), &mut [0.0], None)
+        .unwrap();
+    assert_eq!(m.auc(&mut w).unwrap().len(), 1);
+    m.auc(&mut w).unwrap().clear();
+    m.train_batch(&mut w, &one(3, 9, 1), &mut [0.0], None)
+        .unwrap();
+    assert!(m.auc(&mut w).unwrap().is_empty());
 }
 
 /// A known model: logit = w[a] + w[b] + interaction (a and b share parity) over 50 ids per field.
