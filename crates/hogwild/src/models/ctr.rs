@@ -13,7 +13,15 @@
 //! logistic loss of the label (a uint64 slot holding 0 or 1, or a float slot where positive
 //! values are clicks), with an optional L2 penalty on the touched rows. Updates are applied
 //! instance by instance with SGD, Adagrad or AdamAsync (lazy sparse rows, optional RMSProp);
-//! a batch is one optimizer call. Evaluation reports the logistic loss per batch and the exact AUC
+//! a batch is one optimizer call.
+//!
+//! The bias is the one parameter every instance updates. Written to the shared table per
+//! instance, its cache line would travel between the cores on every instance of every thread
+//! (hundreds of nanoseconds each time, as long as the whole instance). So each worker steps a
+//! private copy of the bias (and its optimizer slots) instance by instance through a batch and
+//! then adds what changed to the shared cells, one atomic add per cell and batch. With one
+//! thread that is exactly the per-instance update; with several, the workers' batches of bias
+//! steps are summed, as Hogwild sums the threads' steps of any other row. Evaluation reports the logistic loss per batch and the exact AUC
 //! over the whole run: each worker collects its instances' (logit, label) pairs in a
 //! [`metrics::Auc`](crate::metrics::Auc), which the executor merges over threads.
 
@@ -27,7 +35,7 @@ use crate::feed::{Batch, DataFeedDesc, SlotType};
 use crate::metrics::Auc;
 use crate::model::{Model, StageTimes};
 use crate::optim::Optimizer;
-use crate::store::Table;
+use crate::store::{Table, MAX_SLOTS};
 use crate::{Error, Result};
 
 /// Which CTR model.
@@ -440,7 +448,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// The logit of `w.feats`, reading their rows into `w.vals` and the factor sums into
     /// `w.sum` (the squares' sums into `w.sumsq`).
     #[inline]
-    fn forward(&self, w: &mut CtrWorker) -> f32 {
+    fn forward(&self, w: &mut CtrWorker, bias: f32) -> f32 {
         w.vals.clear();
         for &(t, row) in &w.feats {
             let start = w.vals.len();
@@ -448,7 +456,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
             w.vals.resize(start + table.dim(), 0.0);
             table.read_weights(row, &mut w.vals[start..]);
         }
-        let mut logit = self.bias.weights(0)[0].load();
+        let mut logit = bias;
         w.sum.fill(0.0);
         w.sumsq.fill(0.0);
         let mut at = 0;
@@ -466,9 +474,10 @@ impl<O: Optimizer<f32>> Ctr<O> {
         logit + 0.5 * pairs
     }
 
-    /// Applies one instance's gradient `g = p - y` to its rows and the bias.
+    /// Applies one instance's gradient `g = p - y` to its rows and to the worker's copy of the
+    /// bias.
     #[inline]
-    fn update(&self, w: &mut CtrWorker, steps: &Steps<O::Step>, g: f32) {
+    fn update(&self, w: &mut CtrWorker, steps: &Steps<O::Step>, bias: &mut LocalBias, g: f32) {
         let l2 = self.cfg.l2;
         let mut at = 0;
         for &(t, row) in &w.feats {
@@ -482,7 +491,28 @@ impl<O: Optimizer<f32>> Ctr<O> {
             self.tables[t].update_row(&self.opt, &steps.tables[t], row, &w.grad[..1 + d], 1.0);
             at += 1 + d;
         }
-        self.bias.update_row(&self.opt, &steps.bias, 0, &[g], 1.0);
+        let (weight, slots) = bias.now.split_at_mut(1);
+        self.opt
+            .element(&steps.bias, &mut weight[0], &mut slots[..O::SLOTS], g);
+    }
+
+    /// The worker's copy of the bias and its slots, as the shared table holds them now.
+    fn local_bias(&self) -> LocalBias {
+        let mut start = [0.0f32; 1 + MAX_SLOTS];
+        for (x, cell) in start.iter_mut().zip(self.bias.row(0)) {
+            *x = cell.load();
+        }
+        LocalBias { start, now: start }
+    }
+
+    /// Adds the change of the worker's copy since [`Ctr::local_bias`] to the shared bias.
+    fn merge_bias(&self, bias: &LocalBias) {
+        for ((cell, &now), &start) in self.bias.row(0).iter().zip(&bias.now).zip(&bias.start) {
+            let delta = now - start;
+            if delta != 0.0 {
+                cell.update(|x| x + delta);
+            }
+        }
     }
 
     fn begin(&self) -> Result<Steps<O::Step>> {
@@ -528,8 +558,17 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// The click probability of instance `i` of `batch` (after [`Ctr::new_worker`]).
     pub fn predict(&self, w: &mut CtrWorker, batch: &Batch, i: usize) -> f32 {
         self.gather(w, batch, i);
-        sigmoid(self.forward(w))
+        let bias = self.bias.weights(0)[0].load();
+        sigmoid(self.forward(w, bias))
     }
+}
+
+/// A worker's private copy of the bias cell and its optimizer slots during a batch.
+struct LocalBias {
+    /// The shared values when the batch started.
+    start: [f32; 1 + MAX_SLOTS],
+    /// The copy, stepped instance by instance.
+    now: [f32; 1 + MAX_SLOTS],
 }
 
 /// How many instances ahead of the one training [`Ctr`] prefetches rows: an instance takes a
@@ -586,17 +625,28 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         let mut rows = vec![0usize; self.tables.len()];
         let mut loss = 0.0f64;
         self.gather_batch(w, batch);
+        let mut bias = self.local_bias();
+        let mut result = Ok(());
         for i in 0..batch.len {
-            let y = self.label(batch, label_at, i)?;
+            let y = match self.label(batch, label_at, i) {
+                Ok(y) => y,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
             self.next_instance(w, i);
-            let logit = self.forward(w);
+            let logit = self.forward(w, bias.now[0]);
             loss += f64::from(logloss(logit, y));
-            self.update(w, &steps, sigmoid(logit) - y);
+            self.update(w, &steps, &mut bias, sigmoid(logit) - y);
             for &(t, _) in &w.feats {
                 rows[t] += 1;
             }
         }
+        // The instances before a bad one were applied to their rows: their bias steps too.
+        self.merge_bias(&bias);
         self.finish(&rows, batch.len);
+        result?;
         if let (Some(st), Some(t0)) = (stages, t0) {
             // Forward, backward and update are fused per instance: all of it counts as update.
             st.update += t0.elapsed();
@@ -614,9 +664,10 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
     ) -> Result<()> {
         let mut loss = 0.0f64;
         self.gather_batch(w, batch);
+        let bias = self.bias.weights(0)[0].load();
         for i in 0..batch.len {
             self.next_instance(w, i);
-            let logit = self.forward(w);
+            let logit = self.forward(w, bias);
             if let Some(label_at) = w.label_at {
                 let y = self.label(batch, label_at, i)?;
                 loss += f64::from(logloss(logit, y));

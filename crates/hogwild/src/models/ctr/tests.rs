@@ -85,7 +85,7 @@ fn per_field_sizes_share_leading_components() {
     assert_eq!((ta, tb), (0, 1));
     m.feature_tables()[0].write_weights(ra, &[0.5, 0.5]);
     m.feature_tables()[1].write_weights(rb, &[-0.25, 2.0, 7.0, -3.0]);
-    assert_relative_eq!(m.forward(&mut w), 1.25);
+    assert_relative_eq!(m.forward(&mut w, 0.0), 1.25);
 }
 
 // Logistic regression with weights -1, 0, 1 for ids 1, 2, 3 of field `a` (field `b`'s id 9 and
@@ -450,4 +450,26 @@ fn repeated_rows_in_an_instance_update_in_turn() {
         m.bias.read_weights(0, &mut got);
         assert_eq!(got[0], 0.25);
     }
+}
+
+/// Two workers stepping their copies of the bias during overlapping batches: the shared bias and
+/// its slot receive both changes (Hogwild's sum of the threads' steps), none is overwritten.
+#[test]
+fn workers_bias_steps_add_up_in_the_shared_bias() {
+    let opt = Adagrad {
+        lr: 0.1f32,
+        initial_accumulator: 0.5,
+    };
+    let m = Ctr::new(CtrKind::Lr, CtrConfig::new(16), opt).unwrap();
+    m.init();
+    m.bias.write_weights(0, &[0.25]);
+    let (mut first, mut second) = (m.local_bias(), m.local_bias());
+    assert_eq!(first.now[..2], [0.25, 0.5]);
+    first.now[0] += 0.5;
+    first.now[1] += 2.0;
+    second.now[0] -= 0.125;
+    m.merge_bias(&first);
+    m.merge_bias(&second);
+    let cells: Vec<f32> = m.bias.row(0).iter().map(|c| c.load()).collect();
+    assert_eq!(cells, [0.625, 2.5]);
 }
