@@ -3,12 +3,15 @@
 //! progress line is printed every `print_period` batches (all threads together).
 //!
 //! The layout follows the native executor's (`hogwild::executor`): same averaging (the mean over
-//! batches of each batch's value) and the same progress line.
+//! batches of each batch's value) and the same progress lines, printed by its
+//! [`Reporter`](hogwild::executor::Reporter) as plain lines on stderr.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use hogwild::executor::{LocalWindow, Progress, Reporter};
 
 use crate::inputs::SlotRef;
 use crate::model::{TfModel, TfWorker};
@@ -51,59 +54,6 @@ struct Totals {
     instances: u64,
 }
 
-struct Window {
-    batches: u64,
-    sums: Vec<f64>,
-    window_batches: u64,
-    window_instances: u64,
-    window_start: Instant,
-}
-
-/// Prints `step  elapsed  instances/s  <metric> <mean since the previous line> ...` to stderr.
-struct Reporter<'a> {
-    names: &'a [&'a str],
-    period: u64,
-    start: Instant,
-    window: Mutex<Window>,
-}
-
-impl Reporter<'_> {
-    fn record(&self, values: &[f64], instances: usize) {
-        if self.period == 0 {
-            return;
-        }
-        let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
-        w.batches += 1;
-        w.window_batches += 1;
-        w.window_instances += instances as u64;
-        for (s, v) in w.sums.iter_mut().zip(values) {
-            *s += v;
-        }
-        if !w.batches.is_multiple_of(self.period) {
-            return;
-        }
-        let now = Instant::now();
-        let rate =
-            w.window_instances as f64 / now.duration_since(w.window_start).as_secs_f64().max(1e-9);
-        let mut line = format!(
-            "step {:>8}  elapsed {:>8.2}s  {:>10.0} instances/s",
-            w.batches,
-            now.duration_since(self.start).as_secs_f64(),
-            rate
-        );
-        let n = w.window_batches as f64;
-        for (name, s) in self.names.iter().zip(&w.sums) {
-            line.push_str(&format!("  {name} {:.5}", s / n));
-        }
-        w.sums.iter_mut().for_each(|s| *s = 0.0);
-        w.window_batches = 0;
-        w.window_instances = 0;
-        w.window_start = now;
-        drop(w);
-        eprintln!("{line}");
-    }
-}
-
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         format!("panicked: {s}")
@@ -141,18 +91,8 @@ where
     }
     let names = model.metrics();
     let start = Instant::now();
-    let reporter = Reporter {
-        names,
-        period: print_period as u64,
-        start,
-        window: Mutex::new(Window {
-            batches: 0,
-            sums: vec![0.0; names.len()],
-            window_batches: 0,
-            window_instances: 0,
-            window_start: start,
-        }),
-    };
+    let reporter = Reporter::new(names, print_period, Progress::Lines, start);
+    let flush_every = reporter.flush_every(workers.len());
     let stop = AtomicBool::new(false);
     let failure: Mutex<Option<Error>> = Mutex::new(None);
     let totals: Vec<Totals> = std::thread::scope(|s| {
@@ -167,6 +107,7 @@ where
                         sums: vec![0.0; names.len()],
                         ..Default::default()
                     };
+                    let mut local = LocalWindow::new(names.len());
                     let body = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
                         let mut out = vec![0.0; names.len()];
                         while !stop.load(Ordering::Relaxed) {
@@ -183,10 +124,16 @@ where
                             }
                             totals.batches += 1;
                             totals.instances += n as u64;
-                            reporter.record(&out, n);
+                            if !reporter.is_quiet() {
+                                local.add(&out, n);
+                                if local.batches() >= flush_every {
+                                    reporter.record(&mut local);
+                                }
+                            }
                         }
                         Ok(())
                     }));
+                    reporter.record(&mut local);
                     let error = match body {
                         Ok(Ok(())) => None,
                         Ok(Err(e)) => Some(e),
@@ -213,6 +160,7 @@ where
             .map(|h| h.join().unwrap_or_default())
             .collect()
     });
+    reporter.finish();
     if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }

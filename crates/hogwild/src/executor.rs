@@ -6,8 +6,9 @@
 //! each keeps its own scratch buffers and computes single-threaded. The model's metrics are averaged
 //! over all batches of all threads and returned; every `print_period` batches the executor prints
 //! the step, the elapsed time, instances/s and the metrics averaged since the previous line (an
-//! `indicatif` spinner on a terminal, plain lines otherwise). A worker that fails or panics stops the
-//! feed and the other workers, and the run returns its error.
+//! `indicatif` spinner on a terminal, plain lines otherwise; other runners of batches in threads
+//! print the same way through [`Reporter`]). A worker that fails or panics stops the feed and the
+//! other workers, and the run returns its error.
 //!
 //! ```no_run
 //! use hogwild::executor::{self, RunOptions};
@@ -40,13 +41,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub use in_memory::train_dataset;
-pub use report::Progress;
+pub use report::{LocalWindow, Progress, Reporter};
 
 use crate::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, FeedStats, InMemoryDataset};
 use crate::metrics::Auc;
 use crate::model::{Model, StageTimes};
 use crate::{Error, Result};
-use report::{LocalWindow, Reporter};
 
 /// How a run reports and reads.
 #[derive(Debug, Clone)]
@@ -350,7 +350,7 @@ fn step<M: Model>(
     t.instances += batch.len as u64;
     if !ctx.reporter.is_quiet() {
         t.local.add(&t.out, batch.len);
-        if t.local.batches >= ctx.flush_every {
+        if t.local.batches() >= ctx.flush_every {
             ctx.reporter.record(&mut t.local);
         }
     }

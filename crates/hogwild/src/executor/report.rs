@@ -1,5 +1,31 @@
 //! Periodic progress lines: step, elapsed time, instances/s and the metrics averaged since the
 //! previous line, on an `indicatif` spinner when stderr is a terminal and as plain lines otherwise.
+//!
+//! The executor prints through a [`Reporter`], and so can any other runner of batches in threads
+//! (the TensorFlow graph runner does): each thread gathers its batches' values in its own
+//! [`LocalWindow`] and hands them to the shared reporter every
+//! [`flush_every`](Reporter::flush_every) batches, so the reporter's lock is taken a few times per
+//! printed line, not once per batch.
+//!
+//! ```
+//! use std::time::Instant;
+//! use hogwild::executor::{LocalWindow, Progress, Reporter};
+//!
+//! // Metric names may be borrowed or owned (here read from a model at run time).
+//! let names = vec!["loss".to_string(), "accuracy".to_string()];
+//! let reporter = Reporter::new(&names, 100, Progress::Lines, Instant::now());
+//! let mut local = LocalWindow::new(names.len());
+//! for _ in 0..250 {
+//!     local.add(&[0.69, 0.5], 32);
+//!     if local.batches() >= reporter.flush_every(1) {
+//!         // Prints `step      100  elapsed     0.00s  ... instances/s  loss 0.69000  accuracy
+//!         // 0.50000`, then step 200.
+//!         reporter.record(&mut local);
+//!     }
+//! }
+//! reporter.record(&mut local);
+//! reporter.finish();
+//! ```
 
 use std::io::IsTerminal;
 use std::sync::Mutex;
@@ -21,6 +47,7 @@ pub enum Progress {
     Quiet,
 }
 
+#[derive(Debug)]
 struct Window {
     batches: u64,
     instances: u64,
@@ -30,15 +57,18 @@ struct Window {
     window_start: Instant,
 }
 
-/// One worker's batches not yet handed to the shared [`Reporter`].
-pub(super) struct LocalWindow {
-    pub(super) sums: Vec<f64>,
-    pub(super) batches: u64,
-    pub(super) instances: u64,
+/// One worker's batches not yet handed to the shared [`Reporter`]: the sums of their metric
+/// values, and their batch and instance counts.
+#[derive(Debug, Clone, Default)]
+pub struct LocalWindow {
+    sums: Vec<f64>,
+    batches: u64,
+    instances: u64,
 }
 
 impl LocalWindow {
-    pub(super) fn new(metrics: usize) -> Self {
+    /// An empty window for `metrics` values per batch.
+    pub fn new(metrics: usize) -> Self {
         Self {
             sums: vec![0.0; metrics],
             batches: 0,
@@ -46,8 +76,14 @@ impl LocalWindow {
         }
     }
 
-    /// Adds one batch.
-    pub(super) fn add(&mut self, values: &[f64], instances: usize) {
+    /// Batches added since the window was last recorded.
+    pub fn batches(&self) -> u64 {
+        self.batches
+    }
+
+    /// Adds one batch of `instances` instances, with its metric `values` (in the reporter's
+    /// order).
+    pub fn add(&mut self, values: &[f64], instances: usize) {
         for (s, v) in self.sums.iter_mut().zip(values) {
             *s += v;
         }
@@ -62,8 +98,12 @@ impl LocalWindow {
     }
 }
 
-pub(super) struct Reporter {
-    names: &'static [&'static str],
+/// Prints a progress line every `period` batches of all threads together (see the module docs):
+/// `step <batches>  elapsed <s>  <rate> instances/s` and each metric's mean over the batches since
+/// the previous line. Shared by reference between the threads.
+#[derive(Debug)]
+pub struct Reporter {
+    names: Vec<String>,
     period: u64,
     start: Instant,
     bar: Option<ProgressBar>,
@@ -72,8 +112,10 @@ pub(super) struct Reporter {
 }
 
 impl Reporter {
-    pub(super) fn new(
-        names: &'static [&'static str],
+    /// A reporter of the metrics `names` (the order of the values a [`LocalWindow`] adds) that
+    /// prints every `period` batches (0: never) to `progress`, timing from `start`.
+    pub fn new<S: AsRef<str>>(
+        names: &[S],
         period: usize,
         progress: Progress,
         start: Instant,
@@ -86,7 +128,7 @@ impl Reporter {
             bar
         });
         Self {
-            names,
+            names: names.iter().map(|n| n.as_ref().to_owned()).collect(),
             period: period as u64,
             start,
             bar,
@@ -102,20 +144,21 @@ impl Reporter {
         }
     }
 
-    /// Whether nothing will be printed.
-    pub(super) fn is_quiet(&self) -> bool {
+    /// Whether nothing will be printed (callers may then skip gathering windows).
+    pub fn is_quiet(&self) -> bool {
         self.quiet || self.period == 0
     }
 
     /// Batches a worker gathers locally before handing them to [`Reporter::record`]: the shared
     /// window is locked a few times per printed line, not once per batch.
-    pub(super) fn flush_every(&self, threads: usize) -> u64 {
+    pub fn flush_every(&self, threads: usize) -> u64 {
         (self.period / (4 * threads.max(1) as u64)).clamp(1, 64)
     }
 
     /// Records `local`'s batches (metric sums, batch and instance counts) and empties it; prints
-    /// when the step passes a multiple of the period.
-    pub(super) fn record(&self, local: &mut LocalWindow) {
+    /// when the step passes a multiple of the period. Call it once more with what is left when a
+    /// thread ends.
+    pub fn record(&self, local: &mut LocalWindow) {
         if self.is_quiet() || local.batches == 0 {
             local.clear();
             return;
@@ -160,7 +203,8 @@ impl Reporter {
         }
     }
 
-    pub(super) fn finish(&self) {
+    /// Clears the spinner, if any; call it when every thread has ended.
+    pub fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
@@ -182,4 +226,43 @@ pub(super) fn print_stages(report: &RunReport, threads: usize) {
         100.0 * st.read.as_secs_f64() / total,
         report.instances_per_sec()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_sum_batches_and_empty_when_recorded() {
+        let reporter = Reporter::new(&["loss".to_string()], 4, Progress::Lines, Instant::now());
+        let mut local = LocalWindow::new(1);
+        local.add(&[0.5], 8);
+        local.add(&[1.5], 2);
+        assert_eq!(
+            (local.batches(), local.instances, local.sums[0]),
+            (2, 10, 2.0)
+        );
+        reporter.record(&mut local);
+        assert_eq!(
+            (local.batches(), local.instances, local.sums[0]),
+            (0, 0, 0.0)
+        );
+        let w = reporter.window.lock().unwrap();
+        assert_eq!((w.batches, w.instances, w.sums[0]), (2, 10, 2.0));
+    }
+
+    // flush_every = period / (4 threads), within [1, 64].
+    #[test]
+    fn workers_flush_a_few_times_per_line() {
+        let names: [&str; 0] = [];
+        let flush = |period, threads| {
+            Reporter::new(&names, period, Progress::Quiet, Instant::now()).flush_every(threads)
+        };
+        assert_eq!(flush(100, 1), 25);
+        assert_eq!(flush(100, 2), 12);
+        assert_eq!(flush(10, 4), 1);
+        assert_eq!(flush(100_000, 2), 64);
+        assert!(Reporter::new(&names, 0, Progress::Lines, Instant::now()).is_quiet());
+        assert!(Reporter::new(&names, 5, Progress::Quiet, Instant::now()).is_quiet());
+    }
 }
