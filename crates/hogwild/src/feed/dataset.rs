@@ -8,6 +8,7 @@
 //! per slot (22 for a CTR instance of 10 fields and a label), with records it is the one or two
 //! lines the record spans, which the gathering also prefetches a few instances ahead.
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,6 +17,7 @@ use std::time::Instant;
 use super::batch::{Batch, SlotValues};
 use super::desc::DataFeedDesc;
 use super::reader::{FeedHandle, FeedOptions, FeedStats, ReadContext, Shared, WorkerQueue};
+use super::source::Source;
 use crate::rng::{shuffle, SplitMix64};
 use crate::store::prefetch;
 use crate::{Error, Result};
@@ -28,49 +30,71 @@ pub struct InMemoryDataset {
 }
 
 /// Instances as consecutive records of `u64` words: per used slot, in the desc's order, the
-/// number of values, then the values (ids, or the bits of floats).
+/// number of values, then the values (ids, or the bits of floats). The records are kept in the
+/// segments the readers parsed in parallel (joining them would copy every word once more).
 #[derive(Debug, Default)]
 struct Records {
-    /// Where each instance's record starts in `words`, and one entry past the last record.
-    starts: Vec<usize>,
-    words: Vec<u64>,
+    /// Per instance: its segment (the bits above [`OFFSET_BITS`]) and where its record starts
+    /// in that segment.
+    starts: Vec<u64>,
+    segments: Vec<Vec<u64>>,
 }
+
+/// Bits of a start that hold the offset in the segment (2^40 words = 8 TiB).
+const OFFSET_BITS: u32 = 40;
+const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
 
 impl Records {
     fn len(&self) -> usize {
-        self.starts.len().saturating_sub(1)
+        self.starts.len()
     }
 
-    /// Appends every instance of `batch`.
+    /// Instance `i`'s segment and the record's offset in it.
+    #[inline]
+    fn locate(&self, i: usize) -> (&[u64], usize) {
+        let start = self.starts[i];
+        (
+            &self.segments[(start >> OFFSET_BITS) as usize],
+            (start & OFFSET_MASK) as usize,
+        )
+    }
+
+    /// Appends every instance of `batch` to the last segment.
     fn append(&mut self, batch: &Batch) {
-        if self.starts.is_empty() {
-            self.starts.push(0);
+        if self.segments.is_empty() {
+            self.segments.push(Vec::new());
         }
+        let segment = (self.segments.len() - 1) as u64;
+        let words = self
+            .segments
+            .last_mut()
+            .expect("a segment was just ensured");
         let values: usize = batch.slots.iter().map(|s| s.values.len()).sum();
-        self.words.reserve(values + batch.len * batch.slots.len());
+        words.reserve(values + batch.len * batch.slots.len());
         self.starts.reserve(batch.len);
         for i in 0..batch.len {
+            self.starts
+                .push(segment << OFFSET_BITS | words.len() as u64);
             for slot in &batch.slots {
                 let (a, b) = (slot.offsets[i], slot.offsets[i + 1]);
-                self.words.push((b - a) as u64);
+                words.push((b - a) as u64);
                 match &slot.values {
-                    SlotValues::U64(v) => self.words.extend_from_slice(&v[a..b]),
-                    SlotValues::F32(v) => self
-                        .words
-                        .extend(v[a..b].iter().map(|x| u64::from(x.to_bits()))),
+                    SlotValues::U64(v) => words.extend_from_slice(&v[a..b]),
+                    SlotValues::F32(v) => {
+                        words.extend(v[a..b].iter().map(|x| u64::from(x.to_bits())))
+                    }
                 }
             }
-            self.starts.push(self.words.len());
         }
     }
 
     /// Appends instance `i` to `batch` (laid out for the same desc).
     #[inline]
     fn push_to(&self, batch: &mut Batch, i: usize) {
-        let mut at = self.starts[i];
+        let (words, mut at) = self.locate(i);
         for slot in &mut batch.slots {
-            let n = self.words[at] as usize;
-            let values = &self.words[at + 1..at + 1 + n];
+            let n = words[at] as usize;
+            let values = &words[at + 1..at + 1 + n];
             at += 1 + n;
             match &mut slot.values {
                 // One value (a CTR field, a label) is the common case: a push, not a memcpy call.
@@ -100,9 +124,17 @@ impl Records {
             }
             if let Some(&near) = order.get(k + AHEAD) {
                 let near = near as usize;
-                if let (Some(&a), Some(&b)) = (self.starts.get(near), self.starts.get(near + 1)) {
+                if near < self.starts.len() {
+                    let (words, at) = self.locate(near);
+                    // The record ends where the next one starts in the same segment.
+                    let end = match self.starts.get(near + 1) {
+                        Some(&next) if next >> OFFSET_BITS == self.starts[near] >> OFFSET_BITS => {
+                            (next & OFFSET_MASK) as usize
+                        }
+                        _ => words.len(),
+                    };
                     // 8 words per 64-byte line.
-                    for word in self.words[a..b].iter().step_by(8).take(LINES) {
+                    for word in words[at..end].iter().step_by(8).take(LINES) {
                         prefetch(word);
                     }
                 }
@@ -111,15 +143,99 @@ impl Records {
         }
     }
 
+    /// The records of `parts`, one after another: their segments are moved, not copied.
+    fn concat(parts: Vec<Records>) -> Records {
+        let mut all = Records {
+            starts: Vec::with_capacity(parts.iter().map(Records::len).sum()),
+            segments: Vec::new(),
+        };
+        for part in parts {
+            let base = all.segments.len() as u64;
+            all.starts.extend(
+                part.starts
+                    .iter()
+                    .map(|&start| start + (base << OFFSET_BITS)),
+            );
+            all.segments.extend(part.segments);
+        }
+        all
+    }
+
     fn byte_size(&self) -> usize {
-        std::mem::size_of_val(self.starts.as_slice()) + std::mem::size_of_val(self.words.as_slice())
+        std::mem::size_of_val(self.starts.as_slice())
+            + self
+                .segments
+                .iter()
+                .map(|words| std::mem::size_of_val(words.as_slice()))
+                .sum::<usize>()
     }
 }
 
+/// Plain files at least this large are split into byte ranges that readers parse in parallel.
+const MIN_PIECE_BYTES: u64 = 1 << 20;
+
+/// Instances parsed into a reader's batch before they move to its records.
+const LOAD_BATCH: usize = 1024;
+
+/// What one reader parses during a load: a whole file, or the lines that start in a byte range
+/// of a plain one.
+#[derive(Debug, Clone, PartialEq)]
+struct Piece {
+    file: usize,
+    range: Option<Range<u64>>,
+}
+
+/// Cuts `files` into pieces for `readers` readers, in file order: a plain file (read directly,
+/// not gzip) of at least `2 * min_bytes` becomes up to `readers` ranges of at least `min_bytes`;
+/// any other file is one piece.
+fn plan_pieces(
+    files: &[PathBuf],
+    pipe_command: &str,
+    readers: usize,
+    min_bytes: u64,
+) -> Result<Vec<Piece>> {
+    let mut pieces = Vec::with_capacity(files.len());
+    for (file, path) in files.iter().enumerate() {
+        let len = match readers {
+            0 | 1 => None,
+            _ => Source::splittable_len(path, pipe_command)?,
+        };
+        let count = len.map_or(1, |len| (len / min_bytes.max(1)).min(readers as u64).max(1));
+        if count == 1 {
+            pieces.push(Piece { file, range: None });
+            continue;
+        }
+        let len = len.unwrap_or(0);
+        pieces.extend((0..count).map(|k| {
+            // The last range is open-ended: whatever the file holds past its size at planning.
+            let end = if k + 1 == count {
+                u64::MAX
+            } else {
+                (k + 1) * len / count
+            };
+            Piece {
+                file,
+                range: Some(k * len / count..end),
+            }
+        }));
+    }
+    Ok(pieces)
+}
+
 impl InMemoryDataset {
-    /// Parses every file (in parallel, `opts.readers` or `opts.threads` threads) under
-    /// `opts.errors`; instances keep the files' order.
+    /// Parses every file (in parallel, `opts.readers` or `opts.threads` threads; a large plain
+    /// file is split into byte ranges so that one file loads in parallel too) under
+    /// `opts.errors`; instances keep the files' order, whatever the number of readers.
     pub fn load(desc: &DataFeedDesc, files: &[PathBuf], opts: &FeedOptions) -> Result<Self> {
+        Self::load_in_pieces(desc, files, opts, MIN_PIECE_BYTES)
+    }
+
+    fn load_in_pieces(
+        desc: &DataFeedDesc,
+        files: &[PathBuf],
+        opts: &FeedOptions,
+        min_piece_bytes: u64,
+    ) -> Result<Self> {
         desc.validate().map_err(|message| Error::Desc {
             origin: "<in memory>".to_string(),
             message,
@@ -128,28 +244,49 @@ impl InMemoryDataset {
             opts.threads.max(1)
         } else {
             opts.readers
-        }
-        .min(files.len())
-        .max(1);
+        };
+        let pieces = plan_pieces(files, desc.pipe_command(), readers, min_piece_bytes)?;
+        let readers = readers.min(pieces.len()).max(1);
         let shared = Shared::new(opts, 0);
         let context = ReadContext::new(desc);
         let next = AtomicUsize::new(0);
-        let parts: Mutex<Vec<Option<Batch>>> = Mutex::new(vec![None; files.len()]);
+        let parts: Mutex<Vec<Option<Records>>> =
+            Mutex::new((0..pieces.len()).map(|_| None).collect());
         std::thread::scope(|scope| {
             for _ in 0..readers {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= files.len() || shared.stopped() {
-                        break;
-                    }
-                    let started = Instant::now();
-                    let mut part = Batch::empty(desc);
-                    let result =
-                        context.read_file(&shared, &files[i], &mut part, usize::MAX, &mut |_| true);
-                    shared.add_read_time(started.elapsed());
-                    match result {
-                        Ok(_) => parts.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(part),
-                        Err(error) => shared.fail(error),
+                scope.spawn(|| {
+                    // Instances move from a small reused batch to the piece's records as they are
+                    // parsed, so a load holds little besides the records.
+                    let mut batch = Batch::empty(desc);
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= pieces.len() || shared.stopped() {
+                            break;
+                        }
+                        let started = Instant::now();
+                        let mut part = Records::default();
+                        let Piece { file, range } = &pieces[i];
+                        batch.clear();
+                        let result = context.read_file(
+                            &shared,
+                            &files[*file],
+                            range.clone(),
+                            &mut batch,
+                            LOAD_BATCH,
+                            &mut |b| {
+                                part.append(b);
+                                b.clear();
+                                true
+                            },
+                        );
+                        part.append(&batch);
+                        shared.add_read_time(started.elapsed());
+                        match result {
+                            Ok(_) => {
+                                parts.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(part)
+                            }
+                            Err(error) => shared.fail(error),
+                        }
                     }
                 });
             }
@@ -157,17 +294,31 @@ impl InMemoryDataset {
         if let Some(error) = shared.take_error() {
             return Err(error);
         }
-        // Each file's part becomes records and is dropped at once, so the load holds at most
-        // one part besides the records.
-        let mut data = Records::default();
-        for part in parts
-            .into_inner()
-            .unwrap_or_else(|e| e.into_inner())
-            .into_iter()
-            .flatten()
+        let parts = parts.into_inner().unwrap_or_else(|e| e.into_inner());
+        let parts: Vec<Records> = parts.into_iter().flatten().collect();
+        let segments: usize = parts.iter().map(|p| p.segments.len()).sum();
+        if let Some(words) = parts
+            .iter()
+            .flat_map(|p| p.segments.iter().map(Vec::len))
+            .find(|&len| len as u64 > OFFSET_MASK)
         {
-            data.append(&part);
+            return Err(Error::InvalidConfig {
+                field: "in_memory".into(),
+                reason: format!(
+                    "{words} words from one file, at most {OFFSET_MASK} fit in memory mode"
+                ),
+            });
         }
+        if segments as u64 > u64::MAX >> OFFSET_BITS {
+            return Err(Error::InvalidConfig {
+                field: "in_memory".into(),
+                reason: format!(
+                    "{segments} files, at most {} fit in memory mode",
+                    u64::MAX >> OFFSET_BITS
+                ),
+            });
+        }
+        let data = Records::concat(parts);
         if u32::try_from(data.len()).is_err() {
             return Err(Error::InvalidConfig {
                 field: "in_memory".into(),
@@ -367,6 +518,117 @@ mod tests {
             + (0..30).map(|i| i % 4).sum::<usize>()
             + (0..20).map(|i| i % 4).sum::<usize>()
             + 2 * 50;
-        assert_eq!(records.byte_size(), 8 * (values + 3 * 50) + 8 * 51);
+        assert_eq!(records.byte_size(), 8 * (values + 3 * 50) + 8 * 50);
+    }
+    const DESC: &str = r#"name: "MultiSlotDataFeed"
+batch_size: 4
+multi_slot_desc {
+  slots { name: "words" type: "uint64" is_dense: false is_used: true }
+  slots { name: "label" type: "uint64" is_dense: false is_used: true }
+}
+"#;
+
+    /// Every instance of `data`, in the order held.
+    fn all_instances(data: &InMemoryDataset) -> Batch {
+        let mut batch = data.empty_batch();
+        let order: Vec<u32> = (0..data.len() as u32).collect();
+        data.gather(&mut batch, &order);
+        batch
+    }
+
+    fn options(readers: usize) -> FeedOptions {
+        FeedOptions {
+            readers,
+            ..FeedOptions::default()
+        }
+    }
+
+    #[test]
+    fn pieces_tile_plain_files_and_keep_other_files_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, vec![b'x'; 1000]).unwrap();
+        let small = dir.path().join("small");
+        std::fs::write(&small, b"1 1 1 0\n").unwrap();
+        let gzip = dir.path().join("gz");
+        std::fs::write(&gzip, [0x1f, 0x8b, 8, 0]).unwrap();
+        let files = [plain, small, gzip];
+        let pieces = plan_pieces(&files, "", 3, 100).unwrap();
+        let ranges: Vec<_> = pieces.iter().map(|p| (p.file, p.range.clone())).collect();
+        assert_eq!(
+            ranges,
+            vec![
+                (0, Some(0..333)),
+                (0, Some(333..666)),
+                (0, Some(666..u64::MAX)),
+                (1, None),
+                (2, None),
+            ]
+        );
+        // No more ranges than `len / min_bytes`; one reader, or a pipe command, splits nothing.
+        assert_eq!(plan_pieces(&files[..1], "", 8, 400).unwrap().len(), 2);
+        assert_eq!(plan_pieces(&files[..1], "", 1, 1).unwrap().len(), 1);
+        assert_eq!(plan_pieces(&files[..1], "gzip -dc", 4, 1).unwrap().len(), 1);
+        assert_eq!(plan_pieces(&files[..1], "cat", 4, 1).unwrap().len(), 4);
+        // A missing file is named.
+        let missing = dir.path().join("missing");
+        let error = plan_pieces(std::slice::from_ref(&missing), "", 2, 1).unwrap_err();
+        assert!(error.to_string().contains(&missing.display().to_string()));
+    }
+
+    #[test]
+    fn a_file_loaded_in_byte_ranges_gives_the_same_instances_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        // Lines of different lengths, a CRLF line, and a last line without a newline.
+        let mut text = String::new();
+        for i in 0..60u64 {
+            let words: Vec<String> = (0..1 + i % 5).map(|k| (i * 10 + k).to_string()).collect();
+            let end = if i == 17 { "\r\n" } else { "\n" };
+            text += &format!("{} {} 1 {}{end}", words.len(), words.join(" "), i % 2);
+        }
+        text += "1 999 1 1";
+        let file = dir.path().join("train");
+        std::fs::write(&file, &text).unwrap();
+        let desc = DataFeedDesc::from_text(DESC).unwrap();
+        let files = [file];
+        let whole = InMemoryDataset::load_in_pieces(&desc, &files, &options(1), 1).unwrap();
+        assert_eq!(whole.len(), 61);
+        let want = all_instances(&whole);
+        assert_eq!(want.slots[0].u64s(60), Some(&[999u64][..]));
+        assert_eq!(want.slots[0].u64s(17), Some(&[170u64, 171, 172][..]));
+        // Range boundaries fall at every kind of place: inside lines, on newlines, on line starts.
+        for (readers, min_bytes) in [(2, 1), (3, 1), (4, 7), (5, 1), (8, 100), (64, 1)] {
+            let pieces = plan_pieces(&files, "", readers, min_bytes).unwrap();
+            assert!(pieces.len() > 1);
+            let split =
+                InMemoryDataset::load_in_pieces(&desc, &files, &options(readers), min_bytes)
+                    .unwrap();
+            assert_eq!(all_instances(&split), want, "{readers} readers");
+            assert_eq!(split.load_stats().lines, 61);
+            assert_eq!(split.load_stats().bytes, whole.load_stats().bytes);
+        }
+    }
+
+    #[test]
+    fn a_bad_line_in_a_later_range_is_named_by_its_line_in_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text: String = (0..40).map(|i| format!("1 {i} 1 0\n")).collect();
+        text += "0 1 0\n";
+        text += &(0..10).map(|i| format!("1 {i} 1 1\n")).collect::<String>();
+        let file = dir.path().join("bad");
+        std::fs::write(&file, &text).unwrap();
+        let desc = DataFeedDesc::from_text(DESC).unwrap();
+        let files = [file.clone()];
+        assert!(plan_pieces(&files, "", 4, 16).unwrap().len() == 4);
+        let error = InMemoryDataset::load_in_pieces(&desc, &files, &options(4), 16)
+            .err()
+            .unwrap();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{}:41: slot \"words\": count 0 (every slot needs at least one value; pad it)",
+                file.display()
+            )
+        );
     }
 }

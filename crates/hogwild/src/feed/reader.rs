@@ -1,6 +1,7 @@
 //! The streaming feed: reader threads take files from a shared queue, parse them into batches and
 //! hand the batches to the workers' private bounded queues; workers only ever touch their own.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -509,17 +510,22 @@ impl ReadContext {
         }
     }
 
-    /// Reads `path` into `batch`, calling `emit` each time it holds `batch_size` instances
-    /// (`emit` returns `false` to stop). Returns `Ok(false)` if stopped.
+    /// Reads `path` (or, given `range`, the lines of the plain file that start in that byte
+    /// range) into `batch`, calling `emit` each time it holds `batch_size` instances (`emit`
+    /// returns `false` to stop). Returns `Ok(false)` if stopped.
     pub(crate) fn read_file(
         &self,
         shared: &Shared,
         path: &Path,
+        range: Option<Range<u64>>,
         batch: &mut Batch,
         batch_size: usize,
         emit: &mut dyn FnMut(&mut Batch) -> bool,
     ) -> Result<bool> {
-        let mut source = Source::open(path, &self.pipe_command)?;
+        let mut source = match range {
+            Some(range) => Source::open_range(path, range)?,
+            None => Source::open(path, &self.pipe_command)?,
+        };
         let mut line = Vec::with_capacity(1 << 12);
         let mut line_no = 0u64;
         let (mut lines, mut bytes) = (0u64, 0u64);
@@ -535,7 +541,8 @@ impl ReadContext {
             bytes += line.len() as u64 + 1;
             if let Err(err) = self.parser.parse_into(&line, batch) {
                 flush(&mut lines, &mut bytes);
-                let error = self.error(source.name(), line_no, err);
+                let line = source.line_base()? + line_no;
+                let error = self.error(source.name(), line, err);
                 if source.is_piped() && matches!(shared.policy, ErrorPolicy::Strict) {
                     // A command that failed explains the garbage better than the garbage does.
                     source.finish()?;
@@ -638,7 +645,7 @@ fn run_reader(
         }
         let started = Instant::now();
         handing_over.set(Duration::ZERO);
-        let finished = context.read_file(shared, path, &mut batch, batch_size, &mut emit);
+        let finished = context.read_file(shared, path, None, &mut batch, batch_size, &mut emit);
         shared.add_read_time(started.elapsed().saturating_sub(handing_over.get()));
         if !finished? {
             return Ok(());

@@ -2,8 +2,9 @@
 //! recognised by its magic bytes and decompressed transparently.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -34,6 +35,13 @@ pub(crate) struct Source {
     name: String,
     reader: Box<dyn BufRead + Send>,
     piped: Option<Piped>,
+    /// Reading a byte range: the bytes from the next line's start to the range's end (no line
+    /// starting at or past the end is read).
+    remaining: Option<u64>,
+    /// Reading a byte range: the file and the offset of the range's first line, for line numbers.
+    range_file: Option<(PathBuf, u64)>,
+    /// Lines before the range's first line, once counted.
+    line_base: Option<u64>,
 }
 
 fn buffered_maybe_gzip<R: Read + Send + 'static>(
@@ -59,11 +67,7 @@ impl Source {
         let file = File::open(path).map_err(|e| Error::io(&name, &e))?;
         if is_direct(pipe_command) {
             let reader = buffered_maybe_gzip(file, &name)?;
-            return Ok(Source {
-                name,
-                reader,
-                piped: None,
-            });
+            return Ok(Source::direct(name, reader));
         }
         let command = pipe_command.to_string();
         let spawn_error = |e: std::io::Error| Error::PipeCommand {
@@ -105,16 +109,100 @@ impl Source {
             stderr_tail,
         };
         let reader = buffered_maybe_gzip(stdout, &name);
-        let mut source = Source {
-            name,
-            reader: Box::new(std::io::empty()),
-            piped: Some(piped),
-        };
+        let mut source = Source::direct(name, Box::new(std::io::empty()));
+        source.piped = Some(piped);
         match reader {
             Ok(reader) => source.reader = reader,
             Err(e) => return Err(source.finish().err().unwrap_or(e)),
         }
         Ok(source)
+    }
+
+    fn direct(name: String, reader: Box<dyn BufRead + Send>) -> Self {
+        Source {
+            name,
+            reader,
+            piped: None,
+            remaining: None,
+            range_file: None,
+            line_base: Some(0),
+        }
+    }
+
+    /// The size of `path` if it can be read in byte ranges: a plain file read directly (no
+    /// `pipe_command`, not gzip). `None` otherwise.
+    pub(crate) fn splittable_len(path: &Path, pipe_command: &str) -> Result<Option<u64>> {
+        if !is_direct(pipe_command) {
+            return Ok(None);
+        }
+        let name = path.display().to_string();
+        let mut file = File::open(path).map_err(|e| Error::io(&name, &e))?;
+        let len = file.metadata().map_err(|e| Error::io(&name, &e))?.len();
+        let mut head = [0u8; 2];
+        let mut got = 0;
+        while got < head.len() {
+            match file.read(&mut head[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(&name, &e)),
+            }
+        }
+        Ok((head[..got] != GZIP_MAGIC).then_some(len))
+    }
+
+    /// Opens the lines of plain file `path` that start inside `range` (a line starts at offset 0
+    /// or after a newline); the last one is read to its end even past the range. Ranges that
+    /// tile a file read each line exactly once. Line numbers in messages stay the file's own.
+    pub(crate) fn open_range(path: &Path, range: Range<u64>) -> Result<Self> {
+        let name = path.display().to_string();
+        let mut file = File::open(path).map_err(|e| Error::io(&name, &e))?;
+        let mut first_line = 0;
+        if range.start > 0 {
+            // The line holding byte `start - 1` belongs to the range before, unless that byte is
+            // its newline: skip to just past the next newline at or after `start - 1`.
+            file.seek(SeekFrom::Start(range.start - 1))
+                .map_err(|e| Error::io(&name, &e))?;
+        }
+        let mut reader = BufReader::with_capacity(BUFFER, file);
+        if range.start > 0 {
+            let mut skipped = Vec::new();
+            let n = reader
+                .read_until(b'\n', &mut skipped)
+                .map_err(|e| Error::io(&name, &e))?;
+            first_line = range.start - 1 + n as u64;
+        }
+        let mut source = Source::direct(name, Box::new(reader));
+        source.remaining = Some(range.end.saturating_sub(first_line));
+        source.range_file = Some((path.to_path_buf(), first_line));
+        source.line_base = (first_line == 0).then_some(0);
+        Ok(source)
+    }
+
+    /// The number of lines before the first line this source reads: 0 unless it reads a byte
+    /// range, whose line numbers in messages are then counted from the file's start.
+    pub(crate) fn line_base(&mut self) -> Result<u64> {
+        if let Some(base) = self.line_base {
+            return Ok(base);
+        }
+        let Some((path, first_line)) = &self.range_file else {
+            return Ok(0);
+        };
+        let name = path.display().to_string();
+        let file = File::open(path).map_err(|e| Error::io(&name, &e))?;
+        let mut head = BufReader::with_capacity(BUFFER, file.take(*first_line));
+        let mut lines = 0u64;
+        loop {
+            let buf = head.fill_buf().map_err(|e| Error::io(&name, &e))?;
+            if buf.is_empty() {
+                break;
+            }
+            lines += buf.iter().filter(|&&b| b == b'\n').count() as u64;
+            let n = buf.len();
+            head.consume(n);
+        }
+        self.line_base = Some(lines);
+        Ok(lines)
     }
 
     /// The file's name as shown in messages.
@@ -128,6 +216,9 @@ impl Source {
     /// reported as such rather than as a garbled line.
     pub(crate) fn read_line(&mut self, buf: &mut Vec<u8>) -> Result<bool> {
         buf.clear();
+        if self.remaining == Some(0) {
+            return Ok(false);
+        }
         let n = match self.reader.read_until(b'\n', buf) {
             Ok(n) => n,
             Err(e) => {
@@ -137,6 +228,9 @@ impl Source {
         };
         if n == 0 {
             return Ok(false);
+        }
+        if let Some(remaining) = &mut self.remaining {
+            *remaining = remaining.saturating_sub(n as u64);
         }
         if buf.last() == Some(&b'\n') {
             buf.pop();
