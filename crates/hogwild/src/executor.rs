@@ -486,9 +486,7 @@ fn run_streaming<M: Model>(
     check_threads(threads)?;
     let names = model.metrics();
     let positions = fetch_positions(names, fetch)?;
-    let mut workers = (0..threads)
-        .map(|_| model.worker(desc))
-        .collect::<Result<Vec<_>>>()?;
+    let mut workers = model.workers(desc, threads)?;
     let mut feed_options = options.feed.clone();
     feed_options.threads = threads;
     feed_options.in_memory = None;

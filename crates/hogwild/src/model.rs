@@ -56,6 +56,14 @@ pub trait Model: Send + Sync {
     /// holds it with the wrong type.
     fn worker(&self, desc: &DataFeedDesc) -> Result<Self::Worker>;
 
+    /// The workers of `threads` threads that run together, as the executor creates them. The
+    /// default is [`Model::worker`] for each; a model whose workers work differently when others
+    /// write the same parameters at the same time overrides it (a CTR model steps private copies
+    /// of its often-used rows only then).
+    fn workers(&self, desc: &DataFeedDesc, threads: usize) -> Result<Vec<Self::Worker>> {
+        (0..threads).map(|_| self.worker(desc)).collect()
+    }
+
     /// Trains on one batch and writes the batch's metrics (in `metrics()` order) into `out`.
     /// `stages`, when given, receives the forward, backward and update times.
     fn train_batch(

@@ -36,8 +36,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::optim::Optimizer;
 
 mod cells;
+mod local;
 use crate::{Error, Result};
 use cells::Cells;
+pub use local::{LocalRows, SHARED};
 
 /// Most optimizer slots per element a table supports (AdamAsync uses 2).
 pub const MAX_SLOTS: usize = 4;

@@ -82,9 +82,7 @@ pub fn train_dataset<M: Model>(
         field: "in_memory".into(),
         reason: format!("{n} instances, at most {} fit in memory mode", u32::MAX),
     })?;
-    let mut workers = (0..threads)
-        .map(|_| model.worker(desc))
-        .collect::<Result<Vec<_>>>()?;
+    let mut workers = model.workers(desc, threads)?;
     let epochs = options.feed.epochs.max(1);
     let seed = options.feed.in_memory;
     let batch_size = options.feed.batch_size(desc);

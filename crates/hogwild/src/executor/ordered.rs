@@ -87,9 +87,7 @@ pub(super) fn predict_in_order<M: Model>(
     }
     let names = model.metrics();
     let positions = fetch_positions(names, fetch)?;
-    let mut workers = (0..threads)
-        .map(|_| model.worker(desc))
-        .collect::<Result<Vec<_>>>()?;
+    let mut workers = model.workers(desc, threads)?;
     let out = File::create(path).map_err(|e| Error::Io {
         path: path.display().to_string(),
         message: format!("cannot create the predictions file: {e}"),

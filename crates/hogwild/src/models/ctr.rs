@@ -21,7 +21,18 @@
 //! private copy of the bias (and its optimizer slots) instance by instance through a batch and
 //! then adds what changed to the shared cells, one atomic add per cell and batch. With one
 //! thread that is exactly the per-instance update; with several, the workers' batches of bias
-//! steps are summed, as Hogwild sums the threads' steps of any other row. Evaluation reports the logistic loss per batch and the exact AUC
+//! steps are summed, as Hogwild sums the threads' steps of any other row.
+//!
+//! The factorization machine's rows of low-cardinality fields (an airport, a carrier, a month)
+//! are in the same position, and each is two cache lines wide (weight, factors and their slots):
+//! with several workers, each steps private copies of the rows its batch uses at least
+//! [`LOCAL_MIN_USES`] times and writes their changes back once per batch
+//! ([`LocalRows`](crate::store::LocalRows)); rows used less often are updated in place. A lone
+//! worker updates every row in place (the copies would only cost it time), and so does logistic
+//! regression, whose rows of 8 bytes cost less to update in place than to look up in the
+//! batch's map of used rows (measured: docs/benchmarks.md, CTR).
+//!
+//! Evaluation reports the logistic loss per batch and the exact AUC
 //! over the whole run: each worker collects its instances' (logit, label) pairs in a
 //! [`metrics::Auc`](crate::metrics::Auc), which the executor merges over threads.
 
@@ -35,7 +46,7 @@ use crate::feed::{Batch, DataFeedDesc, SlotType};
 use crate::metrics::Auc;
 use crate::model::{Model, StageTimes};
 use crate::optim::Optimizer;
-use crate::store::{Table, MAX_SLOTS};
+use crate::store::{LocalRows, Table, MAX_SLOTS, SHARED};
 use crate::{Error, Result};
 
 /// Which CTR model.
@@ -202,6 +213,14 @@ pub struct CtrWorker {
     /// `batch_feats[batch_starts[i]..batch_starts[i + 1]]`.
     batch_feats: Vec<(usize, usize)>,
     batch_starts: Vec<usize>,
+    /// In training, per entry of `batch_feats`: its row's private copy in `rows`, or [`SHARED`];
+    /// `local` holds the current instance's part.
+    batch_local: Vec<u32>,
+    local: Vec<u32>,
+    /// The private copies of the rows the batch uses often, when other workers train at the
+    /// same time (`copy_rows`).
+    rows: LocalRows,
+    copy_rows: bool,
     /// The features' rows, concatenated (`1 + dim` values each).
     vals: Vec<f32>,
     sum: Vec<f32>,
@@ -375,6 +394,10 @@ impl<O: Optimizer<f32>> Ctr<O> {
             feats: Vec::with_capacity(64),
             batch_feats: Vec::with_capacity(64 * 256),
             batch_starts: Vec::with_capacity(257),
+            batch_local: Vec::with_capacity(64 * 256),
+            local: Vec::with_capacity(64),
+            rows: LocalRows::default(),
+            copy_rows: false,
             vals: Vec::with_capacity(64 * (1 + max_dim)),
             sum: vec![0.0; max_dim],
             sumsq: vec![0.0; max_dim],
@@ -387,6 +410,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     #[inline]
     fn gather(&self, w: &mut CtrWorker, batch: &Batch, i: usize) {
         w.feats.clear();
+        w.local.clear();
         self.push_features(&w.fields, &mut w.feats, batch, i);
     }
 
@@ -409,15 +433,25 @@ impl<O: Optimizer<f32>> Ctr<O> {
         }
     }
 
-    /// Hashes every instance of `batch` into `w.batch_feats` and prefetches the rows of the
-    /// first [`PREFETCH_INSTANCES`].
-    fn gather_batch(&self, w: &mut CtrWorker, batch: &Batch) {
+    /// Hashes every instance of `batch` into `w.batch_feats`, for training copies the rows used
+    /// at least [`LOCAL_MIN_USES`] times into `w.rows`, and prefetches the rows of the first
+    /// [`PREFETCH_INSTANCES`].
+    fn gather_batch(&self, w: &mut CtrWorker, batch: &Batch, training: bool) {
         w.batch_feats.clear();
         w.batch_starts.clear();
         w.batch_starts.push(0);
         for i in 0..batch.len {
             self.push_features(&w.fields, &mut w.batch_feats, batch, i);
             w.batch_starts.push(w.batch_feats.len());
+        }
+        w.batch_local.clear();
+        if training && w.copy_rows {
+            w.rows.plan(
+                &self.tables,
+                w.batch_feats.iter().copied(),
+                LOCAL_MIN_USES,
+                &mut w.batch_local,
+            );
         }
         for i in 0..PREFETCH_INSTANCES.min(batch.len) {
             self.prefetch_instance(w, i);
@@ -429,9 +463,13 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// larger than the cache then arrive while the instances before them train.
     #[inline]
     fn next_instance(&self, w: &mut CtrWorker, i: usize) {
+        let (a, b) = (w.batch_starts[i], w.batch_starts[i + 1]);
         w.feats.clear();
-        w.feats
-            .extend_from_slice(&w.batch_feats[w.batch_starts[i]..w.batch_starts[i + 1]]);
+        w.feats.extend_from_slice(&w.batch_feats[a..b]);
+        w.local.clear();
+        if let Some(local) = w.batch_local.get(a..b) {
+            w.local.extend_from_slice(local);
+        }
         if i + PREFETCH_INSTANCES + 1 < w.batch_starts.len() {
             self.prefetch_instance(w, i + PREFETCH_INSTANCES);
         }
@@ -440,8 +478,11 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// Prefetches the rows of instance `i` of the batch.
     #[inline]
     fn prefetch_instance(&self, w: &CtrWorker, i: usize) {
-        for &(t, row) in &w.batch_feats[w.batch_starts[i]..w.batch_starts[i + 1]] {
-            self.tables[t].prefetch_weights(row);
+        let (a, b) = (w.batch_starts[i], w.batch_starts[i + 1]);
+        for (k, &(t, row)) in w.batch_feats[a..b].iter().enumerate() {
+            if w.batch_local.get(a + k).is_none_or(|&l| l == SHARED) {
+                self.tables[t].prefetch_weights(row);
+            }
         }
     }
 
@@ -450,11 +491,16 @@ impl<O: Optimizer<f32>> Ctr<O> {
     #[inline]
     fn forward(&self, w: &mut CtrWorker, bias: f32) -> f32 {
         w.vals.clear();
-        for &(t, row) in &w.feats {
+        for (k, &(t, row)) in w.feats.iter().enumerate() {
             let start = w.vals.len();
             let table = &self.tables[t];
             w.vals.resize(start + table.dim(), 0.0);
-            table.read_weights(row, &mut w.vals[start..]);
+            match w.local.get(k) {
+                Some(&l) if l != SHARED => {
+                    w.vals[start..].copy_from_slice(w.rows.weights(l, table.dim()));
+                }
+                _ => table.read_weights(row, &mut w.vals[start..]),
+            }
         }
         let mut logit = bias;
         w.sum.fill(0.0);
@@ -480,7 +526,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     fn update(&self, w: &mut CtrWorker, steps: &Steps<O::Step>, bias: &mut LocalBias, g: f32) {
         let l2 = self.cfg.l2;
         let mut at = 0;
-        for &(t, row) in &w.feats {
+        for (f, &(t, row)) in w.feats.iter().enumerate() {
             let d = self.dims[t];
             let vals = &w.vals[at..at + 1 + d];
             w.grad[0] = g + l2 * vals[0];
@@ -488,7 +534,14 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 let v = vals[1 + k];
                 w.grad[1 + k] = g * (w.sum[k] - v) + l2 * v;
             }
-            self.tables[t].update_row(&self.opt, &steps.tables[t], row, &w.grad[..1 + d], 1.0);
+            let grad = &w.grad[..1 + d];
+            match w.local.get(f) {
+                Some(&l) if l != SHARED => {
+                    w.rows
+                        .update_row(&self.opt, &steps.tables[t], l, 1 + d, grad);
+                }
+                _ => self.tables[t].update_row(&self.opt, &steps.tables[t], row, grad, 1.0),
+            }
             at += 1 + d;
         }
         let (weight, slots) = bias.now.split_at_mut(1);
@@ -571,6 +624,10 @@ struct LocalBias {
     now: [f32; 1 + MAX_SLOTS],
 }
 
+/// Rows a training batch uses at least this often are stepped on the worker's private copy and
+/// written back once per batch (see [`LocalRows`]).
+const LOCAL_MIN_USES: u32 = 4;
+
 /// How many instances ahead of the one training [`Ctr`] prefetches rows: an instance takes a
 /// few hundred nanoseconds, about one memory latency.
 const PREFETCH_INSTANCES: usize = 2;
@@ -604,6 +661,19 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         self.new_worker(desc)
     }
 
+    /// The factorization machine's workers of several threads step private copies of the rows
+    /// a batch uses often (see the module documentation); a lone worker has no one to share the
+    /// rows with and updates them in place.
+    fn workers(&self, desc: &DataFeedDesc, threads: usize) -> Result<Vec<CtrWorker>> {
+        (0..threads)
+            .map(|_| {
+                let mut w = self.new_worker(desc)?;
+                w.copy_rows = threads > 1 && self.kind == CtrKind::Fm;
+                Ok(w)
+            })
+            .collect()
+    }
+
     fn train_batch(
         &self,
         w: &mut CtrWorker,
@@ -624,7 +694,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         let steps = self.begin()?;
         let mut rows = vec![0usize; self.tables.len()];
         let mut loss = 0.0f64;
-        self.gather_batch(w, batch);
+        self.gather_batch(w, batch, true);
         let mut bias = self.local_bias();
         let mut result = Ok(());
         for i in 0..batch.len {
@@ -644,6 +714,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
             }
         }
         // The instances before a bad one were applied to their rows: their bias steps too.
+        w.rows.merge(&self.tables);
         self.merge_bias(&bias);
         self.finish(&rows, batch.len);
         result?;
@@ -663,7 +734,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         mut predictions: Option<&mut String>,
     ) -> Result<()> {
         let mut loss = 0.0f64;
-        self.gather_batch(w, batch);
+        self.gather_batch(w, batch, false);
         let bias = self.bias.weights(0)[0].load();
         for i in 0..batch.len {
             self.next_instance(w, i);

@@ -473,3 +473,70 @@ fn workers_bias_steps_add_up_in_the_shared_bias() {
     let cells: Vec<f32> = m.bias.row(0).iter().map(|c| c.load()).collect();
     assert_eq!(cells, [0.625, 2.5]);
 }
+
+/// A worker of a multi-threaded run steps private copies of the rows a batch uses often; alone,
+/// it must leave the tables exactly as in-place updates do, for every optimizer's slots.
+#[test]
+fn private_copies_of_hot_rows_give_the_in_place_bits() {
+    // Field `a` takes 3 values (rows used ~13 times each), field `b` mostly distinct values.
+    let n = 40;
+    let a: Vec<Vec<u64>> = (0..n).map(|i| vec![i % 3]).collect();
+    let b: Vec<Vec<u64>> = (0..n).map(|i| vec![100 + i * 7 % 23]).collect();
+    let y: Vec<Vec<u64>> = (0..n).map(|i| vec![(i * 5 % 7 > 2) as u64]).collect();
+    let refs =
+        |v: &[Vec<u64>]| -> SlotBatch { slot(&v.iter().map(Vec::as_slice).collect::<Vec<_>>()) };
+    let batch = Batch {
+        len: n as usize,
+        slots: vec![refs(&a), refs(&b), refs(&y)],
+    };
+    fn check<O: Optimizer<f32> + OptimizerDesc + Clone>(opt: O, batch: &Batch) {
+        let mut cfg = CtrConfig::new(256);
+        cfg.dim = Some(4);
+        cfg.init_scale = 0.1;
+        let make = || {
+            let m = Ctr::new(CtrKind::Fm, cfg.clone(), opt.clone()).unwrap();
+            m.init();
+            m
+        };
+        let (plain, copied) = (make(), make());
+        let mut w_plain = plain.workers(&desc(), 1).unwrap().remove(0);
+        let mut w_copied = copied.workers(&desc(), 2).unwrap().remove(0);
+        let mut out = [0.0f64];
+        for _ in 0..3 {
+            plain
+                .train_batch(&mut w_plain, batch, &mut out, None)
+                .unwrap();
+            copied
+                .train_batch(&mut w_copied, batch, &mut out, None)
+                .unwrap();
+        }
+        assert!(w_plain.batch_local.is_empty());
+        let copies = w_copied
+            .batch_local
+            .iter()
+            .filter(|&&l| l != SHARED)
+            .count();
+        assert!(copies >= 40, "{copies} features used private copies");
+        for (t0, t1) in plain.tables().iter().zip(copied.tables()) {
+            let cells = |t: &Table| {
+                t.elements()
+                    .iter()
+                    .map(|c| c.load().to_bits())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(cells(t0), cells(t1), "table {}", t0.name());
+        }
+    }
+    check(
+        Adagrad {
+            lr: 0.3f32,
+            initial_accumulator: 0.1,
+        },
+        &batch,
+    );
+    check(Sgd { lr: 0.1f32 }, &batch);
+    check(AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8), &batch);
+    let mut rms = AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8);
+    rms.apply_sparse_rmsprop = true;
+    check(rms, &batch);
+}
