@@ -13,8 +13,20 @@ MultiSlot file holds ids), which is the work fastText's vocabulary pass does. ho
 training-only rate is listed too. "cores" is the CPU time the run got divided by its wall time: on
 this shared 2-core machine other jobs take CPU, and 2 threads can only scale as far as 2 cores are
 free.
+
+Two-binary mode (`--compare OTHER`): hogwild only, no fastText. `--hogwild` (A) and OTHER (B)
+train on the same BBC data with the same options, alternating A, B in each pair (--compare-pairs
+pairs per thread count in --compare-threads, the thread counts interleaved pair by pair, after one
+untimed warm-up run of each). It prints each run's training seconds and M tokens/s (training only,
+from the `time:` line) for A and B, the medians, B / A throughput as a ratio of medians and as the
+median of the per-pair ratios (above 1: B is faster), and each binary's 2 / 1 thread scaling when
+both 1 and 2 threads are given. Writes no file. Example, before/after a change:
+  scripts/bench_fasttext.sh --epochs 25 --compare /tmp/hogwild-before --compare-pairs 5
+(A is the binary that script builds from the working tree; with bench_fasttext.py directly, pass
+--hogwild as well.)
 """
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -194,6 +206,70 @@ def scaling(args, tokens):
     return "\n".join(lines)
 
 
+def short_sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:12]
+
+
+def compare(args, tokens):
+    """Alternating runs of two hogwild binaries (A = --hogwild, B = --compare) on the same data and
+    options: per-run times, medians, B / A throughput ratios and each binary's thread scaling."""
+    binaries = {"A": args, "B": argparse.Namespace(**{**vars(args), "hogwild": args.compare})}
+    work = tokens * args.epochs
+    # One untimed run of each first: the first run after data preparation is slower (cold
+    # caches), which would bias whichever binary runs first.
+    for name in ("A", "B"):
+        run_child("hogwild", binaries[name], args.compare_threads[0])
+    runs = {}  # (threads, "A" | "B") -> list of child_hogwild results, in pair order
+    for pair in range(args.compare_pairs):
+        for threads in args.compare_threads:
+            wait_quiet(args.wait_quiet)
+            for name in ("A", "B"):
+                r = run_measured("hogwild", binaries[name], threads)
+                r["tokens_only_s"] = work / r["train_only_s"]
+                runs.setdefault((threads, name), []).append(r)
+            a, b = runs[(threads, "A")][-1], runs[(threads, "B")][-1]
+            print(f"  pair {pair} threads {threads}: A {a['train_only_s']:.3f} s, "
+                  f"B {b['train_only_s']:.3f} s, B / A throughput "
+                  f"{a['train_only_s'] / b['train_only_s']:.3f}", flush=True)
+    lines = [f"A: {args.hogwild} (sha256 {short_sha256(args.hogwild)})",
+             f"B: {args.compare} (sha256 {short_sha256(args.compare)})",
+             f"training only (the `time:` line's training), {tokens} tokens x {args.epochs} epochs",
+             "", "| threads | pair | A s | B s | A M tokens/s | B M tokens/s | B / A throughput | "
+             "A accuracy | B accuracy | other work (cores) |", "|---" * 10 + "|"]
+    for threads in args.compare_threads:
+        for pair, (a, b) in enumerate(zip(runs[(threads, "A")], runs[(threads, "B")])):
+            lines.append(f"| {threads} | {pair} | {a['train_only_s']:.3f} | "
+                         f"{b['train_only_s']:.3f} | {a['tokens_only_s'] / 1e6:.2f} | "
+                         f"{b['tokens_only_s'] / 1e6:.2f} | "
+                         f"{a['train_only_s'] / b['train_only_s']:.3f} | {a['acc']:.4f} | "
+                         f"{b['acc']:.4f} | {max(a['others'], b['others']):.2f} |")
+    lines += ["", "| threads | A median s | B median s | A median M tokens/s | "
+              "B median M tokens/s | B / A of medians | B / A median of pair ratios | "
+              "end to end s, A / B (medians) |", "|---|---|---|---|---|---|---|---|"]
+    med = {}
+    for threads in args.compare_threads:
+        a, b = runs[(threads, "A")], runs[(threads, "B")]
+        for name, rs in (("A", a), ("B", b)):
+            med[(threads, name)] = {f: statistics.median(r[f] for r in rs)
+                                    for f in ("train_only_s", "tokens_only_s", "train_s")}
+        ma, mb = med[(threads, "A")], med[(threads, "B")]
+        pairs = statistics.median(x["train_only_s"] / y["train_only_s"] for x, y in zip(a, b))
+        lines.append(f"| {threads} | {ma['train_only_s']:.3f} | {mb['train_only_s']:.3f} | "
+                     f"{ma['tokens_only_s'] / 1e6:.2f} | {mb['tokens_only_s'] / 1e6:.2f} | "
+                     f"{mb['tokens_only_s'] / ma['tokens_only_s']:.3f} | {pairs:.3f} | "
+                     f"{ma['train_s']:.3f} / {mb['train_s']:.3f} |")
+    if 1 in args.compare_threads and 2 in args.compare_threads:
+        lines.append("")
+        for name in ("A", "B"):
+            s = med[(2, name)]["tokens_only_s"] / med[(1, name)]["tokens_only_s"]
+            lines.append(f"{name}: 2 threads / 1 thread training-only throughput = {s:.2f}x "
+                         "(medians)")
+    load = os.getloadavg()
+    lines.append(f"\nload average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    return "\n".join(lines)
+
+
 def run_child(kind, args, threads):
     cmd = [sys.executable, __file__, "--child", kind, "--threads", str(threads), "--epochs",
            str(args.epochs), "--hogwild", args.hogwild, "--files", args.files]
@@ -204,7 +280,13 @@ def run_child(kind, args, threads):
 
 
 def main():
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="modes:\n"
+               "  (default)          hogwild vs fastText; writes docs/bench_fasttext.md and .png\n"
+               "  --scaling-pairs N  hogwild's 1 -> 2 thread scaling; writes "
+               "docs/bench_scaling.md\n"
+               "  --compare OTHER    two hogwild binaries side by side; prints only")
     p.add_argument("--hogwild", default=str(ROOT / "target" / "release" / "hogwild"))
     p.add_argument("--epochs", type=int, default=25)
     p.add_argument("--reps", type=int, default=3)
@@ -219,14 +301,27 @@ def main():
     p.add_argument("--scaling-pairs", type=int, default=0,
                    help="only measure hogwild's 1 -> 2 thread scaling, over this many pairs")
     p.add_argument("--wait-quiet", type=float, default=0,
-                   help="with --scaling-pairs: wait up to this many seconds for an idle machine "
-                        "before each pair")
+                   help="with --scaling-pairs or --compare: wait up to this many seconds for "
+                        "an idle machine before each pair")
+    p.add_argument("--compare", metavar="OTHER_BINARY",
+                   help="only compare two hogwild binaries: --hogwild (A) and this one (B), "
+                        "alternating A, B on the same data and options")
+    p.add_argument("--compare-threads", type=int, nargs="+", default=[1, 2],
+                   help="with --compare: thread counts (default 1 2)")
+    p.add_argument("--compare-pairs", type=int, default=5,
+                   help="with --compare: A, B pairs per thread count (default 5)")
     p.add_argument("--child")
     args = p.parse_args()
     if args.child:
         args.threads = args.threads[0]
         return {"fasttext": child_fasttext, "hogwild": child_hogwild, "baseline": child_baseline,
                 "demo": child_demo}[args.child](args)
+    if args.compare:
+        if args.compare_pairs < 1:
+            p.error("--compare-pairs must be at least 1")
+        for path in (args.hogwild, args.compare):
+            if not (Path(path).is_file() and os.access(path, os.X_OK)):
+                p.error(f"{path}: not an executable file")
 
     vocab, classes, tokens, ntrain, ntest = prepare()
     (WORK / "model.toml").write_text(
@@ -234,6 +329,9 @@ def main():
         f'bigram_buckets = 2000000\npool = "mean"\nseed = 1\n\n[optimizer]\n{args.optimizer}\n')
     print(f"BBC News: {ntrain} train / {ntest} test documents, {classes} classes, vocab {vocab}, "
           f"{tokens['train']} train tokens; dim 10, bigrams, 2M buckets, {args.epochs} epochs")
+    if args.compare:
+        print(compare(args, tokens["train"]))
+        return
     if args.scaling_pairs:
         table = scaling(args, tokens["train"])
         print(table)

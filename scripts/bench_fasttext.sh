@@ -2,6 +2,7 @@
 # Bag-of-words text classification, hogwild vs fastText, on BBC News (see scripts/bench_fasttext.py).
 # Installs fastText, matplotlib and the corpus into build/bench-venv (not the project venv).
 # Usage: scripts/bench_fasttext.sh [--epochs 25] [--reps 3] [--threads 1 2]
+#        scripts/bench_fasttext.sh --compare OTHER_HOGWILD [--compare-threads 1 2] [--compare-pairs 5]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=build/bench-venv

@@ -11,7 +11,7 @@ use crate::Result;
 #[derive(Debug)]
 pub struct TfModel {
     graph: TrainGraph,
-    metrics: &'static [&'static str],
+    metrics: Vec<String>,
 }
 
 /// One thread's state: the slot binding and the number of batches it ran (for error messages).
@@ -32,17 +32,12 @@ impl TfModel {
     /// Loads `op_libraries`, then the MetaGraphDef at `graph`; see [`TrainGraph::load`].
     pub fn load(graph: &Path, op_libraries: &[PathBuf], config: &SessionConfig) -> Result<Self> {
         let graph = TrainGraph::load(graph, op_libraries, config)?;
-        // The metric names live as long as the process: a model is loaded once per run, and the
-        // executor's `Model` trait hands names out as `&'static`.
-        let metrics: Vec<&'static str> = graph
+        let metrics = graph
             .output_names()
             .into_iter()
-            .map(|n| &*Box::leak(n.to_owned().into_boxed_str()))
+            .map(str::to_owned)
             .collect();
-        Ok(TfModel {
-            graph,
-            metrics: Box::leak(metrics.into_boxed_slice()),
-        })
+        Ok(TfModel { graph, metrics })
     }
 
     /// The graph and its session.
@@ -51,8 +46,8 @@ impl TfModel {
     }
 
     /// The fetched values' names, in the order steps report them (`loss` first).
-    pub fn metrics(&self) -> &'static [&'static str] {
-        self.metrics
+    pub fn metrics(&self) -> &[String] {
+        &self.metrics
     }
 
     /// A worker for batches whose used slots are `slots` (name, kind), in batch order.

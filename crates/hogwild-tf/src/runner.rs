@@ -178,7 +178,7 @@ where
         fetched: names
             .iter()
             .zip(sums)
-            .map(|(n, s)| (n.to_string(), s / denom))
+            .map(|(n, s)| (n.clone(), s / denom))
             .collect(),
         batches,
         instances,
