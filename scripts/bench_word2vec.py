@@ -1,11 +1,12 @@
 """word2vec benchmark: hogwild vs gensim on GCIDE, skip-gram with negative sampling.
 
 Both train on the same cleaned text (letters only, lower case, 1000 words per line) with
-sg=1, negative=5, window=5, dim 100, min_count=5, sample=1e-4, one epoch, at 1 and 2 threads,
-back to back, `--repeats` times (median). Throughput is effective words/s (words trained after
+sg=1, negative=5, window=5, dim 100, min_count=5, sample=1e-4, `--epochs` epochs (default 1),
+at 1 and 2 threads, back to back, `--repeats` times (median). Throughput is effective words/s (words trained after
 subsampling, gensim's own figure from its log; ours from `effective_words` and the epoch time).
 Quality is gensim's `evaluate_word_analogies` on its bundled questions-words.txt, for gensim's
-vectors and for ours loaded with `KeyedVectors.load_word2vec_format`. Peak memory is the max RSS
+vectors and for ours loaded with `KeyedVectors.load_word2vec_format`, after every run (median and
+all runs reported: one epoch of 5 M words scores only a few percent, where one run says little). Peak memory is the max RSS
 of each training process. Run through scripts/bench_word2vec.sh (bench venv, release build).
 """
 import argparse
@@ -57,16 +58,16 @@ GENSIM_CHILD = r"""
 import logging, sys, re
 from gensim.models import Word2Vec
 logging.basicConfig(format="%(message)s", level=logging.INFO)
-path, threads, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+path, threads, out, epochs = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 m = Word2Vec(corpus_file=path, sg=1, negative=5, window=5, vector_size=100, min_count=5,
-             sample=1e-4, epochs=1, workers=threads)
+             sample=1e-4, epochs=epochs, workers=threads)
 m.wv.save_word2vec_format(out)
 """
 
 
-def gensim_run(text, threads, vectors):
+def gensim_run(text, threads, vectors, epochs):
     out, _, rss, cpu = run_measured([sys.executable, "-c", GENSIM_CHILD, str(text), str(threads),
-                                str(vectors)])
+                                str(vectors), str(epochs)])
     m = re.findall(r"training on ([\d,]+) raw words \(([\d,]+) effective words\) took "
                    r"([\d.]+)s, ([\d,]+) effective words/s", out)
     if not m:
@@ -76,18 +77,18 @@ def gensim_run(text, threads, vectors):
             "effective_words": int(eff.replace(",", "")), "rss_mib": rss, "cpu_s": cpu}
 
 
-def ours_run(hogwild, text, threads, config, feed, ckpt):
+def ours_run(hogwild, text, threads, config, feed, ckpt, epochs):
     out, _, rss, cpu = run_measured([hogwild, "train", "--config", config, "--feed", feed, str(text),
-                                "--threads", str(threads), "--epochs", "1", "--quiet",
+                                "--threads", str(threads), "--epochs", str(epochs), "--quiet",
                                 "--save", ckpt])
-    # Effective words: the run metric `effective_words` where the epoch line carries it, else
-    # the mean kept words per sentence (`words`, after subsampling) times the sentences.
-    m = re.search(r"epoch 1: (\d+) instances in ([\d.]+)s.*?  words ([\d.]+)"
-                  r"(?:.*effective_words ([\d.]+))?", out)
-    if not m:
-        sys.exit("no epoch line in hogwild's output:\n" + out[-2000:])
-    secs = float(m.group(2))
-    eff = float(m.group(4)) if m.group(4) else int(m.group(1)) * float(m.group(3))
+    # Per epoch, effective words: the run metric `effective_words` where the epoch line carries
+    # it, else the mean kept words per sentence (`words`, after subsampling) times the sentences.
+    found = re.findall(r"epoch \d+: (\d+) instances in ([\d.]+)s.*?  words ([\d.]+)"
+                       r"(?:.*effective_words ([\d.]+))?", out)
+    if len(found) != epochs:
+        sys.exit(f"expected {epochs} epoch lines in hogwild's output:\n" + out[-2000:])
+    secs = sum(float(f[1]) for f in found)
+    eff = sum(float(f[3]) if f[3] else int(f[0]) * float(f[2]) for f in found)
     return {"words_per_s": eff / secs, "seconds": secs, "effective_words": int(eff),
             "rss_mib": rss, "cpu_s": cpu}
 
@@ -105,6 +106,7 @@ def main():
     ap.add_argument("--hogwild", required=True)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--epochs", type=int, default=1)
     args = ap.parse_args()
     text = prepare_text()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -118,7 +120,7 @@ window = 5
 negative = 5
 min_count = 5
 sample = 1e-4
-epochs = 1
+epochs = {args.epochs}
 
 [optimizer]
 kind = "sgd"
@@ -132,18 +134,19 @@ lr = 0.025
             results[(name, threads)] = []
         for r in range(args.repeats):
             gv = OUT / f"gensim-{threads}.txt"
-            results[("gensim", threads)].append(gensim_run(text, threads, gv))
+            g = gensim_run(text, threads, gv, args.epochs)
+            g["analogy"] = analogies(gv)
+            results[("gensim", threads)].append(g)
             ck = OUT / f"hogwild-{threads}.ckpt"
-            results[("hogwild", threads)].append(
-                ours_run(args.hogwild, text, threads, config, feed, ck))
-            print(f"threads {threads} repeat {r + 1}: gensim "
-                  f"{results[('gensim', threads)][-1]['words_per_s']:.0f} w/s, hogwild "
-                  f"{results[('hogwild', threads)][-1]['words_per_s']:.0f} w/s", flush=True)
-        ov = OUT / f"hogwild-{threads}.txt"
-        subprocess.run([args.hogwild, "export", "--model", str(OUT / f"hogwild-{threads}.ckpt"),
-                        "-o", str(ov)], check=True, capture_output=True)
-        results[("gensim", threads)][-1]["analogy"] = analogies(OUT / f"gensim-{threads}.txt")
-        results[("hogwild", threads)][-1]["analogy"] = analogies(ov)
+            h = ours_run(args.hogwild, text, threads, config, feed, ck, args.epochs)
+            ov = OUT / f"hogwild-{threads}.txt"
+            subprocess.run([args.hogwild, "export", "--model", str(ck), "-o", str(ov)],
+                           check=True, capture_output=True)
+            h["analogy"] = analogies(ov)
+            results[("hogwild", threads)].append(h)
+            print(f"threads {threads} repeat {r + 1}: gensim {g['words_per_s']:.0f} w/s "
+                  f"analogy {g['analogy']:.1f} %, hogwild {h['words_per_s']:.0f} w/s "
+                  f"analogy {h['analogy']:.1f} %", flush=True)
     rows = []
     for (name, threads), runs in results.items():
         rows.append({
@@ -151,17 +154,21 @@ lr = 0.025
             "words_per_s": statistics.median(r["words_per_s"] for r in runs),
             "all_words_per_s": [round(r["words_per_s"]) for r in runs],
             "effective_words": runs[-1]["effective_words"],
-            "analogy": runs[-1]["analogy"],
+            "analogy": statistics.median(r["analogy"] for r in runs),
+            "all_analogy": [round(r["analogy"], 1) for r in runs],
             "rss_mib": max(r["rss_mib"] for r in runs),
             "cpu_s": statistics.median(r["cpu_s"] for r in runs),
         })
     by = {(r["system"], r["threads"]): r for r in rows}
-    lines = ["| system | threads | effective words/s (median) | runs | process CPU s (median) | analogy acc. % | peak RSS MiB |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [f"{args.epochs} epoch(s), {args.repeats} repeats",
+             "",
+             "| system | threads | effective words/s (median) | runs | process CPU s (median) | analogy acc. % (median) | runs | peak RSS MiB |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['system']} | {r['threads']} | {r['words_per_s']:,.0f} | "
                      f"{', '.join(f'{x:,}' for x in r['all_words_per_s'])} | {r['cpu_s']:.1f} | "
-                     f"{r['analogy']:.1f} | {r['rss_mib']:.0f} |")
+                     f"{r['analogy']:.1f} | {', '.join(f'{x:.1f}' for x in r['all_analogy'])} | "
+                     f"{r['rss_mib']:.0f} |")
     lines.append("")
     for t in sorted({r["threads"] for r in rows}):
         h, g = by[("hogwild", t)], by[("gensim", t)]

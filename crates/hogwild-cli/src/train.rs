@@ -35,9 +35,15 @@ pub struct Args {
     /// Evaluate on these files after training (paths, patterns or `@list.txt`).
     #[arg(long, num_args = 1..)]
     pub test: Vec<String>,
-    /// Save the model here after every epoch (atomically; with --stream, at the end).
+    /// Save the model here (atomically, synced to disk): after the last epoch, and after an
+    /// earlier one when --save-every seconds have passed since the last save (with --stream, at
+    /// the end only).
     #[arg(long)]
     pub save: Option<PathBuf>,
+    /// With --save: the least seconds between two saves after epochs (0: after every epoch).
+    /// Short epochs then do not spend their time writing checkpoints.
+    #[arg(long, default_value_t = 60.0, value_parser = parse_seconds)]
+    pub save_every: f64,
     /// Stream the files from disk every epoch instead of loading them into memory once (for data
     /// larger than memory).
     #[arg(long)]
@@ -132,15 +138,20 @@ pub fn run(args: Args) -> Result<()> {
     let report = match &data {
         Some(data) => {
             let mut previous = 0.0;
+            let mut last_save = Instant::now();
             let hook = |e: &EpochReport| -> hogwild::Result<()> {
                 let now = e.elapsed.as_secs_f64();
                 print_epoch(e.epoch, e.instances, now - previous, threads, &e.fetched);
                 previous = now;
-                if let Some(path) = &args.save {
+                let due =
+                    e.epoch == args.epochs || last_save.elapsed().as_secs_f64() >= args.save_every;
+                if let Some(path) = args.save.as_ref().filter(|_| due) {
                     model.save(path).map_err(|err| hogwild::Error::Checkpoint {
                         path: path.display().to_string(),
                         reason: format!("{err:#}"),
                     })?;
+                    println!("saved {} (epoch {})", path.display(), e.epoch);
+                    last_save = Instant::now();
                 }
                 Ok(())
             };
@@ -170,14 +181,12 @@ pub fn run(args: Args) -> Result<()> {
             println!();
             if let Some(path) = &args.save {
                 model.save(path)?;
+                println!("saved {}", path.display());
             }
             r
         }
     };
     let trained = started.elapsed();
-    if let Some(path) = &args.save {
-        println!("saved {}", path.display());
-    }
     println!(
         "time: load {:.3}s, model init {:.3}s, training {:.3}s, total {:.3}s",
         loaded.as_secs_f64(),
@@ -220,4 +229,15 @@ fn print_epoch(epoch: usize, instances: u64, secs: f64, threads: usize, fetched:
         print!("  {name} {value:.5}");
     }
     println!();
+}
+
+/// A number of seconds: finite and not negative.
+fn parse_seconds(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 => Ok(s),
+        Ok(s) => Err(format!(
+            "{s} is not a number of seconds (finite, 0 or more)"
+        )),
+        Err(e) => Err(format!("\"{text}\" is not a number: {e}")),
+    }
 }
