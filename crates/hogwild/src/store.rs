@@ -104,13 +104,17 @@ impl Table {
         opt.init_scalars(&mut scalars);
         let slot_init: Vec<f32> = (0..O::SLOTS).map(|s| opt.slot_init(s)).collect();
         let table = Self::with_layout(name, rows, dim, O::SLOTS, &scalars)?;
-        for r in 0..rows {
-            let row = table.row(r);
-            for (s, &init) in slot_init.iter().enumerate() {
-                for cell in &row[dim * (1 + s)..dim * (2 + s)] {
-                    cell.store(init);
+        if !slot_init.is_empty() {
+            in_row_ranges(rows, |range| {
+                for r in range {
+                    let row = table.row(r);
+                    for (s, &init) in slot_init.iter().enumerate() {
+                        for cell in &row[dim * (1 + s)..dim * (2 + s)] {
+                            cell.store(init);
+                        }
+                    }
                 }
-            }
+            });
         }
         Ok(table)
     }
@@ -348,6 +352,51 @@ impl Table {
     }
 }
 
+/// Runs `f` over `0..rows` split into one contiguous range per core, each on its own thread
+/// (ranges of at least 2^16 rows: a smaller table is one range, run on this thread). For filling
+/// a table whose rows are computed independently, so that the result does not depend on the
+/// split: writing every row of a table much larger than the cache is memory-bound, and the first
+/// write of each page also pays for the kernel zeroing it.
+pub(crate) fn in_row_ranges(rows: usize, f: impl Fn(std::ops::Range<usize>) + Sync) {
+    map_ranges(rows, 1 << 16, f);
+}
+
+/// Runs `f` over `0..n` split into one contiguous range per core (ranges of at least `min`,
+/// the first on this thread) and returns the results in the ranges' order.
+pub(crate) fn map_ranges<T: Send>(
+    n: usize,
+    min: usize,
+    f: impl Fn(std::ops::Range<usize>) -> T + Sync,
+) -> Vec<T> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    in_ranges(n, min, cores, f)
+}
+
+/// [`map_ranges`] with at most `threads` ranges.
+fn in_ranges<T: Send>(
+    n: usize,
+    min: usize,
+    threads: usize,
+    f: impl Fn(std::ops::Range<usize>) -> T + Sync,
+) -> Vec<T> {
+    let threads = threads.min(n.div_ceil(min.max(1))).max(1);
+    let range = |t: usize| t * n / threads..(t + 1) * n / threads;
+    if threads == 1 {
+        return vec![f(range(0))];
+    }
+    let f = &f;
+    std::thread::scope(|s| {
+        let others: Vec<_> = (1..threads).map(|t| s.spawn(move || f(range(t)))).collect();
+        let mut results = vec![f(range(0))];
+        // A panic in `f` is a bug of the caller's: it propagates as it would on this thread.
+        results.extend(others.into_iter().map(|h| match h.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }));
+        results
+    })
+}
+
 /// Prefetches the cache line holding `value` into every cache level (a no-op off x86-64 and
 /// under Miri, which does not model caches).
 #[inline(always)]
@@ -550,5 +599,29 @@ mod tests {
         let mut out = [1.0f32; 3];
         t.add_weights_to(0, 0.5, &mut out);
         assert_eq!(out, [1.5, 2.0, 2.5]);
+    }
+
+    #[test]
+    fn row_ranges_cover_every_row_once() {
+        for (rows, min_rows, threads) in
+            [(0, 4, 3), (1, 4, 3), (10, 4, 3), (11, 4, 8), (1000, 16, 4)]
+        {
+            let seen: Vec<AtomicU32> = (0..rows).map(|_| AtomicU32::new(0)).collect();
+            let calls = AtomicU32::new(0);
+            let starts = in_ranges(rows, min_rows, threads, |range| {
+                calls.fetch_add(1, Ordering::Relaxed);
+                for r in range.clone() {
+                    seen[r].fetch_add(1, Ordering::Relaxed);
+                }
+                range.start
+            });
+            assert!(starts.windows(2).all(|w| w[0] < w[1]), "{starts:?}");
+            assert!(
+                seen.iter().all(|n| n.load(Ordering::Relaxed) == 1),
+                "{rows} rows"
+            );
+            let want = threads.min(rows.div_ceil(min_rows)).max(1);
+            assert_eq!(calls.load(Ordering::Relaxed) as usize, want, "{rows} rows");
+        }
     }
 }

@@ -15,7 +15,7 @@ use super::{ModelConfig, ModelKind, OptimizerDesc};
 use crate::feed::{Batch, DataFeedDesc, SlotType};
 use crate::model::{Model, StageTimes};
 use crate::optim::Optimizer;
-use crate::store::Table;
+use crate::store::{in_row_ranges, Table};
 use crate::{Error, Result};
 
 /// How the embedding rows of an instance are combined.
@@ -171,15 +171,7 @@ impl<O: Optimizer<f32>> Bow<O> {
     /// the seed and the row (so the rows are filled in parallel, one range per core, with the same
     /// result); output layer zero.
     pub fn init(&self) {
-        let rows = self.emb.rows();
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(rows.div_ceil(1 << 16));
-        std::thread::scope(|s| {
-            for t in 0..threads {
-                s.spawn(move || self.init_rows(t * rows / threads..(t + 1) * rows / threads));
-            }
-        });
+        in_row_ranges(self.emb.rows(), |range| self.init_rows(range));
         let zero = vec![0.0f32; self.cfg.dim + 1];
         for c in 0..self.cfg.classes {
             self.fc.write_weights(c, &zero);

@@ -46,7 +46,7 @@ use crate::feed::{Batch, DataFeedDesc, SlotType};
 use crate::metrics::Auc;
 use crate::model::{Model, StageTimes};
 use crate::optim::Optimizer;
-use crate::store::{LocalRows, Table, MAX_SLOTS, SHARED};
+use crate::store::{in_row_ranges, LocalRows, Table, MAX_SLOTS, SHARED};
 use crate::{Error, Result};
 
 /// Which CTR model.
@@ -321,16 +321,18 @@ impl<O: Optimizer<f32>> Ctr<O> {
     pub fn init(&self) {
         let scale = self.cfg.init_scale;
         for (t, table) in self.tables.iter().enumerate() {
-            let mut row = vec![0.0f32; table.dim()];
-            for r in 0..table.rows() {
-                let mut s = mix64(self.cfg.seed ^ ((t as u64) << 56) ^ r as u64);
-                for x in row.iter_mut().skip(1) {
-                    s = mix64(s);
-                    let unit = (s >> 40) as f32 / (1u64 << 24) as f32;
-                    *x = (unit * 2.0 - 1.0) * scale;
+            in_row_ranges(table.rows(), |range| {
+                let mut row = vec![0.0f32; table.dim()];
+                for r in range {
+                    let mut s = mix64(self.cfg.seed ^ ((t as u64) << 56) ^ r as u64);
+                    for x in row.iter_mut().skip(1) {
+                        s = mix64(s);
+                        let unit = (s >> 40) as f32 / (1u64 << 24) as f32;
+                        *x = (unit * 2.0 - 1.0) * scale;
+                    }
+                    table.write_weights(r, &row);
                 }
-                table.write_weights(r, &row);
-            }
+            });
         }
         self.bias.write_weights(0, &[0.0]);
     }

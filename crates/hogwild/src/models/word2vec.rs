@@ -27,7 +27,7 @@ use super::{ModelConfig, ModelKind, OptimizerDesc};
 use crate::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, SlotType};
 use crate::model::{Model, StageTimes};
 use crate::optim::Sgd;
-use crate::store::Table;
+use crate::store::{in_row_ranges, Table};
 use crate::{Error, Result};
 
 /// What the training files hold.
@@ -667,19 +667,23 @@ impl Word2Vec {
     /// deterministic in the seed and the row; output vectors zero; progress zero.
     pub fn init(&self) {
         let dim = self.cfg.dim;
-        let mut row = vec![0.0f32; dim];
-        for r in 0..self.input.rows() {
-            let mut rng = Rng::new(self.cfg.seed ^ (r as u64).wrapping_mul(0x9E37_79B9));
-            for x in row.iter_mut() {
-                let unit = (rng.next() >> 40) as f32 / (1u64 << 24) as f32;
-                *x = (unit - 0.5) / dim as f32;
+        in_row_ranges(self.input.rows(), |range| {
+            let mut row = vec![0.0f32; dim];
+            for r in range {
+                let mut rng = Rng::new(self.cfg.seed ^ (r as u64).wrapping_mul(0x9E37_79B9));
+                for x in row.iter_mut() {
+                    let unit = (rng.next() >> 40) as f32 / (1u64 << 24) as f32;
+                    *x = (unit - 0.5) / dim as f32;
+                }
+                self.input.write_weights(r, &row);
             }
-            self.input.write_weights(r, &row);
-        }
-        row.fill(0.0);
-        for r in 0..self.output.rows() {
-            self.output.write_weights(r, &row);
-        }
+        });
+        in_row_ranges(self.output.rows(), |range| {
+            let row = vec![0.0f32; dim];
+            for r in range {
+                self.output.write_weights(r, &row);
+            }
+        });
         self.progress.store(0, Ordering::Relaxed);
         self.progress_table.write_weights(0, &[0.0, 0.0]);
     }
