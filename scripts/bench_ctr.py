@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench_util import run_measured
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "bench" / "ctr"
 
@@ -124,25 +126,6 @@ def auc(y, s):
     pos = y == 1
     n1, n0 = pos.sum(), (~pos).sum()
     return float((r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
-
-
-def run_measured(cmd, env=None):
-    """Output, wall seconds, peak RSS in MiB and CPU seconds of `cmd`. The peak comes from GNU
-    time when present: a child forked from this (large) Python process starts with Python's
-    pages counted in its ru_maxrss, so every system would show this process's size."""
-    timed = Path("/usr/bin/time").exists()
-    full = (["/usr/bin/time", "-f", "PEAK_RSS_KB %M"] if timed else []) + [str(c) for c in cmd]
-    t0 = time.perf_counter()
-    p = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=env)
-    out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    if status != 0:
-        sys.exit(f"failed ({status}): {' '.join(map(str, cmd))}\n{out[-3000:]}")
-    peak = re.findall(r"PEAK_RSS_KB (\d+)", out)
-    rss = int(peak[-1]) / 1024 if peak else usage.ru_maxrss / 1024
-    return out, wall, rss, usage.ru_utime + usage.ru_stime
 
 
 def ours(hogwild, d, model, threads, epochs, buckets, tag):

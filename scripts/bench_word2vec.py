@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_util import run_measured
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "bench" / "word2vec"
 GCIDE = Path("/usr/share/dictd/gcide.dict.dz")
@@ -38,20 +40,6 @@ def prepare_text() -> Path:
         for i in range(0, len(words), 1000):
             f.write(" ".join(words[i:i + 1000]) + "\n")
     return text
-
-
-def run_measured(cmd, log=None):
-    """Runs cmd; returns (stdout+stderr text, wall seconds, max RSS in MiB)."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    if status != 0:
-        sys.exit(f"failed ({status}): {' '.join(map(str, cmd))}\n{out[-3000:]}")
-    if log:
-        Path(log).write_text(out)
-    return out, wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 GENSIM_CHILD = r"""

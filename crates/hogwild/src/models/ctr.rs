@@ -41,7 +41,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::{mix64, ModelConfig, ModelKind, OptimizerDesc};
+use super::{mix64, padded, ModelConfig, ModelKind, OptimizerDesc};
 use crate::feed::{Batch, DataFeedDesc, SlotType};
 use crate::metrics::Auc;
 use crate::model::{Model, StageTimes};
@@ -401,9 +401,9 @@ impl<O: Optimizer<f32>> Ctr<O> {
             rows: LocalRows::default(),
             copy_rows: false,
             vals: Vec::with_capacity(64 * (1 + max_dim)),
-            sum: vec![0.0; max_dim],
-            sumsq: vec![0.0; max_dim],
-            grad: vec![0.0; 1 + max_dim],
+            sum: padded(max_dim),
+            sumsq: padded(max_dim),
+            grad: padded(1 + max_dim),
             auc: Auc::default(),
         })
     }

@@ -174,6 +174,17 @@ impl OptimizerDesc for AdamAsync<f32> {
     }
 }
 
+/// A zeroed scratch buffer of `len` floats for a worker, with 128 unused bytes after it. The
+/// executor creates every worker on one thread, so their buffers come from one heap, side by
+/// side: without the gap, the end of one worker's buffer (written for every pair or instance)
+/// and the start of the next worker's could share a cache line, which would then move between
+/// the cores on every write.
+pub(crate) fn padded(len: usize) -> Vec<f32> {
+    let mut v = Vec::with_capacity(len + 32);
+    v.resize(len, 0.0);
+    v
+}
+
 /// splitmix64's finaliser: a bijective mix of 64 bits (seeds, hashing of ids).
 pub(crate) fn mix64(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -210,6 +221,15 @@ impl ModelConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn padded_buffers_are_zero_with_room_after_them() {
+        for len in [0, 1, 100] {
+            let v = padded(len);
+            assert_eq!(v, vec![0.0; len]);
+            assert!(v.capacity() >= len + 32);
+        }
+    }
 
     const EXAMPLE: &str = r#"
 [model]

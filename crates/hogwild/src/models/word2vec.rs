@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ModelConfig, ModelKind, OptimizerDesc};
+use super::{padded, ModelConfig, ModelKind, OptimizerDesc};
 use crate::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, SlotType};
 use crate::model::{Model, StageTimes};
 use crate::optim::Sgd;
@@ -696,9 +696,9 @@ impl Word2Vec {
             sentence: Vec::with_capacity(1024),
             pairs: Vec::with_capacity(1024 * 2 * self.cfg.window),
             pair_negs: Vec::with_capacity(1024 * 2 * self.cfg.window * self.cfg.negative),
-            l1: vec![0.0; self.cfg.dim],
-            neu1e: vec![0.0; self.cfg.dim],
-            row: vec![0.0; self.cfg.dim],
+            l1: padded(self.cfg.dim),
+            neu1e: padded(self.cfg.dim),
+            row: padded(self.cfg.dim),
             words_at,
         }
     }
