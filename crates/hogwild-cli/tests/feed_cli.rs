@@ -1,17 +1,7 @@
 //! `hogwild convert` and `hogwild check` as a user runs them.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn hogwild(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hogwild"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
-        .output()
-        .expect("the hogwild binary runs")
-}
+mod common;
+use common::hogwild;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

@@ -1,17 +1,10 @@
 //! `hogwild train` as a user runs it: when the model is saved.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn hogwild(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hogwild"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
-        .output()
-        .expect("the hogwild binary runs")
-}
+mod common;
+use common::hogwild;
 
 /// A small logistic-regression setup in `dir`: desc, config and 200 lines of data.
 fn setup(dir: &Path) {

@@ -394,15 +394,7 @@ fn batched_instances_train_like_single_ones() {
             .unwrap();
         losses += out[0];
     }
-    for (t0, t1) in models[0].tables().iter().zip(models[1].tables()) {
-        let cells = |t: &Table| {
-            t.elements()
-                .iter()
-                .map(|c| c.load().to_bits())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(cells(t0), cells(t1), "table {}", t0.name());
-    }
+    assert_same_bits(&models[0], &models[1]);
     let mut text = String::new();
     models[0]
         .eval_batch(&mut w0, &whole, &mut out, Some(&mut text))
@@ -412,6 +404,15 @@ fn batched_instances_train_like_single_ones() {
         .collect();
     assert_eq!(text, expected);
     assert_relative_eq!(whole_loss, losses, epsilon = 1e-9);
+}
+
+/// Asserts that every table of `a` holds the same bits as `b`'s.
+fn assert_same_bits<O: Optimizer<f32> + OptimizerDesc>(a: &Ctr<O>, b: &Ctr<O>) {
+    let bits =
+        |t: &Table| -> Vec<u32> { t.elements().iter().map(|c| c.load().to_bits()).collect() };
+    for (t0, t1) in a.tables().iter().zip(b.tables()) {
+        assert_eq!(bits(t0), bits(t1), "table {}", t0.name());
+    }
 }
 
 /// A batch of instances with the given ids of fields `a` and `b` and labels.
@@ -517,15 +518,7 @@ fn private_copies_of_hot_rows_give_the_in_place_bits() {
             .filter(|&&l| l != SHARED)
             .count();
         assert!(copies >= 40, "{copies} features used private copies");
-        for (t0, t1) in plain.tables().iter().zip(copied.tables()) {
-            let cells = |t: &Table| {
-                t.elements()
-                    .iter()
-                    .map(|c| c.load().to_bits())
-                    .collect::<Vec<_>>()
-            };
-            assert_eq!(cells(t0), cells(t1), "table {}", t0.name());
-        }
+        assert_same_bits(&plain, &copied);
     }
     check(
         Adagrad {
