@@ -190,6 +190,41 @@ fn many_files_few_threads_and_epochs() {
     assert!(seen.values().all(|&n| n == 3), "{seen:?}");
 }
 
+/// A file of several MiB is read by several readers in byte ranges: every line once per epoch,
+/// and a bad line late in the file is named by its line in the file.
+#[test]
+fn one_large_file_is_read_in_ranges_by_several_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 200_000u64;
+    let text = lines(0, n);
+    assert!(text.len() > 3 << 20, "{} bytes: too small to be split", text.len());
+    let file = write(dir.path(), "big", &text);
+    let opts = FeedOptions {
+        threads: 3,
+        epochs: 2,
+        batch_size: Some(512),
+        ..FeedOptions::default()
+    };
+    let (seen, _) = drain(&imdb(), std::slice::from_ref(&file), &opts);
+    assert_eq!(seen.len(), n as usize);
+    assert!(seen.values().all(|&k| k == 2));
+    let bad = write(dir.path(), "bad", &(text.clone() + "0 1 0\n" + &lines(0, 10)));
+    let (mut queues, handle) = start_feed(&imdb(), std::slice::from_ref(&bad), &opts).unwrap();
+    std::thread::scope(|s| {
+        for mut q in queues.drain(..) {
+            s.spawn(move || while q.recv().is_some() {});
+        }
+    });
+    assert_eq!(
+        handle.join().unwrap_err().to_string(),
+        format!(
+            "{}:{}: slot \"words\": count 0 (every slot needs at least one value; pad it)",
+            bad.display(),
+            n + 1
+        )
+    );
+}
+
 #[test]
 fn gzip_is_read_transparently() {
     let dir = tempfile::tempdir().unwrap();

@@ -8,7 +8,6 @@
 //! per slot (22 for a CTR instance of 10 fields and a label), with records it is the one or two
 //! lines the record spans, which the gathering also prefetches a few instances ahead.
 
-use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,7 +16,7 @@ use std::time::Instant;
 use super::batch::{Batch, SlotValues};
 use super::desc::DataFeedDesc;
 use super::reader::{FeedHandle, FeedOptions, FeedStats, ReadContext, Shared, WorkerQueue};
-use super::source::Source;
+use super::source::{plan_pieces, Piece, MIN_PIECE_BYTES};
 use crate::rng::{shuffle, SplitMix64};
 use crate::store::prefetch;
 use crate::{Error, Result};
@@ -171,56 +170,8 @@ impl Records {
     }
 }
 
-/// Plain files at least this large are split into byte ranges that readers parse in parallel.
-const MIN_PIECE_BYTES: u64 = 1 << 20;
-
 /// Instances parsed into a reader's batch before they move to its records.
 const LOAD_BATCH: usize = 1024;
-
-/// What one reader parses during a load: a whole file, or the lines that start in a byte range
-/// of a plain one.
-#[derive(Debug, Clone, PartialEq)]
-struct Piece {
-    file: usize,
-    range: Option<Range<u64>>,
-}
-
-/// Cuts `files` into pieces for `readers` readers, in file order: a plain file (read directly,
-/// not gzip) of at least `2 * min_bytes` becomes up to `readers` ranges of at least `min_bytes`;
-/// any other file is one piece.
-fn plan_pieces(
-    files: &[PathBuf],
-    pipe_command: &str,
-    readers: usize,
-    min_bytes: u64,
-) -> Result<Vec<Piece>> {
-    let mut pieces = Vec::with_capacity(files.len());
-    for (file, path) in files.iter().enumerate() {
-        let len = match readers {
-            0 | 1 => None,
-            _ => Source::splittable_len(path, pipe_command)?,
-        };
-        let count = len.map_or(1, |len| (len / min_bytes.max(1)).min(readers as u64).max(1));
-        if count == 1 {
-            pieces.push(Piece { file, range: None });
-            continue;
-        }
-        let len = len.unwrap_or(0);
-        pieces.extend((0..count).map(|k| {
-            // The last range is open-ended: whatever the file holds past its size at planning.
-            let end = if k + 1 == count {
-                u64::MAX
-            } else {
-                (k + 1) * len / count
-            };
-            Piece {
-                file,
-                range: Some(k * len / count..end),
-            }
-        }));
-    }
-    Ok(pieces)
-}
 
 impl InMemoryDataset {
     /// Parses every file (in parallel, `opts.readers` or `opts.threads` threads; a large plain
@@ -541,39 +492,6 @@ multi_slot_desc {
             readers,
             ..FeedOptions::default()
         }
-    }
-
-    #[test]
-    fn pieces_tile_plain_files_and_keep_other_files_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let plain = dir.path().join("plain");
-        std::fs::write(&plain, vec![b'x'; 1000]).unwrap();
-        let small = dir.path().join("small");
-        std::fs::write(&small, b"1 1 1 0\n").unwrap();
-        let gzip = dir.path().join("gz");
-        std::fs::write(&gzip, [0x1f, 0x8b, 8, 0]).unwrap();
-        let files = [plain, small, gzip];
-        let pieces = plan_pieces(&files, "", 3, 100).unwrap();
-        let ranges: Vec<_> = pieces.iter().map(|p| (p.file, p.range.clone())).collect();
-        assert_eq!(
-            ranges,
-            vec![
-                (0, Some(0..333)),
-                (0, Some(333..666)),
-                (0, Some(666..u64::MAX)),
-                (1, None),
-                (2, None),
-            ]
-        );
-        // No more ranges than `len / min_bytes`; one reader, or a pipe command, splits nothing.
-        assert_eq!(plan_pieces(&files[..1], "", 8, 400).unwrap().len(), 2);
-        assert_eq!(plan_pieces(&files[..1], "", 1, 1).unwrap().len(), 1);
-        assert_eq!(plan_pieces(&files[..1], "gzip -dc", 4, 1).unwrap().len(), 1);
-        assert_eq!(plan_pieces(&files[..1], "cat", 4, 1).unwrap().len(), 4);
-        // A missing file is named.
-        let missing = dir.path().join("missing");
-        let error = plan_pieces(std::slice::from_ref(&missing), "", 2, 1).unwrap_err();
-        assert!(error.to_string().contains(&missing.display().to_string()));
     }
 
     #[test]

@@ -1,19 +1,22 @@
-//! The shared list of files that reader threads take from, epoch after epoch.
+//! The shared list of files (or pieces of files) that reader threads take from, epoch after
+//! epoch.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Hands out `files` in order, `epochs` times over, to any number of threads without a lock.
+/// The items are paths by default; the feed queues pieces of files (a file, or a byte range of
+/// one) the same way.
 #[derive(Debug)]
-pub struct FileQueue {
-    files: Vec<PathBuf>,
+pub struct FileQueue<T = PathBuf> {
+    files: Vec<T>,
     total: usize,
     next: AtomicUsize,
 }
 
-impl FileQueue {
+impl<T> FileQueue<T> {
     /// A queue over `files`, repeated `epochs` times.
-    pub fn new(files: Vec<PathBuf>, epochs: usize) -> Self {
+    pub fn new(files: Vec<T>, epochs: usize) -> Self {
         let total = files.len() * epochs;
         FileQueue {
             files,
@@ -23,7 +26,7 @@ impl FileQueue {
     }
 
     /// The next file, or `None` when every epoch has been handed out.
-    pub fn next(&self) -> Option<&PathBuf> {
+    pub fn next(&self) -> Option<&T> {
         let i = self.next.fetch_add(1, Ordering::Relaxed);
         (i < self.total).then(|| &self.files[i % self.files.len()])
     }

@@ -1,5 +1,6 @@
 //! The streaming feed: reader threads take files from a shared queue, parse them into batches and
 //! hand the batches to the workers' private bounded queues; workers only ever touch their own.
+//! A large plain file is queued as byte ranges, so that one file is read by several readers.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use super::dataset::InMemoryDataset;
 use super::desc::DataFeedDesc;
 use super::file_queue::FileQueue;
 use super::parser::{LineError, LineParser};
-use super::source::Source;
+use super::source::{plan_pieces, Piece, Source, MIN_PIECE_BYTES};
 use crate::channel::{Channel, TryPutError};
 use crate::{Error, Result};
 
@@ -586,13 +587,30 @@ pub fn start_feed(
         return Ok(dataset.start(opts));
     }
     let workers = opts.threads.max(1);
+    let wanted = if opts.readers == 0 {
+        workers
+    } else {
+        opts.readers
+    };
+    // A large plain file is read in byte ranges by several readers. A file that cannot be
+    // sized here stays whole: its reader reports why when it opens it.
+    let pieces: Vec<(PathBuf, Option<Range<u64>>)> =
+        plan_pieces(files, desc.pipe_command(), wanted, MIN_PIECE_BYTES)
+            .unwrap_or_else(|_| {
+                (0..files.len())
+                    .map(|file| Piece { file, range: None })
+                    .collect()
+            })
+            .into_iter()
+            .map(|p| (files[p.file].clone(), p.range))
+            .collect();
     let readers = if opts.readers == 0 {
-        workers.min(files.len())
+        workers.min(pieces.len())
     } else {
         opts.readers
     };
     let shared = Shared::new(opts, workers);
-    let queue = Arc::new(FileQueue::new(files.to_vec(), opts.epochs));
+    let queue = Arc::new(FileQueue::new(pieces, opts.epochs));
     let context = Arc::new(ReadContext::new(desc));
     let batch_size = opts.batch_size(desc);
     shared.add_producers(readers);
@@ -625,7 +643,7 @@ pub fn start_feed(
 
 fn run_reader(
     shared: &Shared,
-    queue: &FileQueue,
+    queue: &FileQueue<(PathBuf, Option<Range<u64>>)>,
     context: &ReadContext,
     mut batch: Batch,
     batch_size: usize,
@@ -639,13 +657,20 @@ fn run_reader(
         handing_over.set(handing_over.get() + started.elapsed());
         ok
     };
-    while let Some(path) = queue.next() {
+    while let Some((path, range)) = queue.next() {
         if shared.stopped() {
             return Ok(());
         }
         let started = Instant::now();
         handing_over.set(Duration::ZERO);
-        let finished = context.read_file(shared, path, None, &mut batch, batch_size, &mut emit);
+        let finished = context.read_file(
+            shared,
+            path,
+            range.clone(),
+            &mut batch,
+            batch_size,
+            &mut emit,
+        );
         shared.add_read_time(started.elapsed().saturating_sub(handing_over.get()));
         if !finished? {
             return Ok(());
