@@ -197,7 +197,11 @@ fn one_large_file_is_read_in_ranges_by_several_readers() {
     let dir = tempfile::tempdir().unwrap();
     let n = 200_000u64;
     let text = lines(0, n);
-    assert!(text.len() > 3 << 20, "{} bytes: too small to be split", text.len());
+    assert!(
+        text.len() > 3 << 20,
+        "{} bytes: too small to be split",
+        text.len()
+    );
     let file = write(dir.path(), "big", &text);
     let opts = FeedOptions {
         threads: 3,
@@ -208,7 +212,11 @@ fn one_large_file_is_read_in_ranges_by_several_readers() {
     let (seen, _) = drain(&imdb(), std::slice::from_ref(&file), &opts);
     assert_eq!(seen.len(), n as usize);
     assert!(seen.values().all(|&k| k == 2));
-    let bad = write(dir.path(), "bad", &(text.clone() + "0 1 0\n" + &lines(0, 10)));
+    let bad = write(
+        dir.path(),
+        "bad",
+        &(text.clone() + "0 1 0\n" + &lines(0, 10)),
+    );
     let (mut queues, handle) = start_feed(&imdb(), std::slice::from_ref(&bad), &opts).unwrap();
     std::thread::scope(|s| {
         for mut q in queues.drain(..) {
