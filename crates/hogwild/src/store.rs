@@ -314,21 +314,16 @@ impl Table {
         grad: &[f32],
         scale: f32,
     ) {
-        let dim = self.dim;
         let cells = self.row(row);
-        let (weights, slot_cells) = cells.split_at(dim);
-        let mut slots = [0.0f32; MAX_SLOTS];
-        for (i, (cell, &g)) in weights.iter().zip(&grad[..dim]).enumerate() {
-            let mut w = cell.load();
-            for (s, v) in slots.iter_mut().enumerate().take(O::SLOTS) {
-                *v = slot_cells[s * dim + i].load();
-            }
-            opt.element(step, &mut w, &mut slots[..O::SLOTS], g * scale);
-            cell.store(w);
-            for (s, &v) in slots.iter().enumerate().take(O::SLOTS) {
-                slot_cells[s * dim + i].store(v);
-            }
-        }
+        step_row(
+            opt,
+            step,
+            self.dim,
+            grad,
+            scale,
+            |i| cells[i].load(),
+            |i, x| cells[i].store(x),
+        );
     }
 
     /// Ends an optimizer step that touched `touched` rows or elements: advances the scalars with a
@@ -348,6 +343,35 @@ impl Table {
                 opt.finish(&mut current[..n], sparse, touched);
                 current[i]
             });
+        }
+    }
+}
+
+/// Applies `opt`'s rule with gradient `scale * grad` to one row laid out as a table's (`dim`
+/// weights, then each slot's `dim` values), reached through `load` and `store` by element index:
+/// each weight and its slots are loaded into locals, updated, and stored back. The shared rows
+/// ([`Table::update_row`]) and a worker's private copies ([`LocalRows::update_row`]) both step
+/// through here, so that they give the same bits.
+#[inline(always)]
+pub(crate) fn step_row<O: Optimizer<f32>>(
+    opt: &O,
+    step: &O::Step,
+    dim: usize,
+    grad: &[f32],
+    scale: f32,
+    load: impl Fn(usize) -> f32,
+    store: impl Fn(usize, f32),
+) {
+    let mut slots = [0.0f32; MAX_SLOTS];
+    for (i, &g) in grad[..dim].iter().enumerate() {
+        let mut w = load(i);
+        for (s, v) in slots.iter_mut().enumerate().take(O::SLOTS) {
+            *v = load(dim * (1 + s) + i);
+        }
+        opt.element(step, &mut w, &mut slots[..O::SLOTS], g * scale);
+        store(i, w);
+        for (s, &v) in slots.iter().enumerate().take(O::SLOTS) {
+            store(dim * (1 + s) + i, v);
         }
     }
 }

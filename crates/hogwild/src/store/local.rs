@@ -14,7 +14,9 @@
 //! two can be lost), not a compare-and-swap loop: it runs for every element of every hot row of
 //! every batch.
 
-use super::Table;
+use std::cell::Cell;
+
+use super::{step_row, Table};
 use crate::optim::Optimizer;
 
 /// `LocalRows::slot` of a feature whose row stays in the shared table.
@@ -146,7 +148,7 @@ impl LocalRows {
     }
 
     /// Applies `opt`'s rule to copy `local` (of a table of `dim` weights) with gradient `grad`,
-    /// element by element as [`Table::update_row`] does on a shared row.
+    /// element by element as [`Table::update_row`] does on a shared row (the same code).
     #[inline]
     pub fn update_row<O: Optimizer<f32>>(
         &mut self,
@@ -157,18 +159,16 @@ impl LocalRows {
         grad: &[f32],
     ) {
         let at = self.copies[local as usize].at;
-        let row = &mut self.now[at..at + dim * (1 + O::SLOTS)];
-        let (weights, slot_values) = row.split_at_mut(dim);
-        let mut slots = [0.0f32; super::MAX_SLOTS];
-        for (i, (w, &g)) in weights.iter_mut().zip(&grad[..dim]).enumerate() {
-            for (s, v) in slots.iter_mut().enumerate().take(O::SLOTS) {
-                *v = slot_values[s * dim + i];
-            }
-            opt.element(step, w, &mut slots[..O::SLOTS], g);
-            for (s, &v) in slots.iter().enumerate().take(O::SLOTS) {
-                slot_values[s * dim + i] = v;
-            }
-        }
+        let row = Cell::from_mut(&mut self.now[at..at + dim * (1 + O::SLOTS)]).as_slice_of_cells();
+        step_row(
+            opt,
+            step,
+            dim,
+            grad,
+            1.0,
+            |i| row[i].get(),
+            |i, x| row[i].set(x),
+        );
     }
 
     /// Writes the copies' changes back to `tables` (see the module documentation).
