@@ -18,6 +18,8 @@ use std::ptr::NonNull;
 
 use super::AtomicF32;
 
+/// The cache line size of x86-64 and most AArch64 processors.
+const CACHE_LINE: usize = 64;
 /// The huge page size of x86-64 and AArch64 Linux with 4 KiB base pages.
 const HUGE_PAGE: usize = 2 << 20;
 /// A multiple of every base page size Linux uses (4, 16 or 64 KiB).
@@ -58,7 +60,12 @@ impl Cells {
                 return Some(cells);
             }
         }
-        let layout = Layout::array::<AtomicF32>(len.max(1)).ok()?;
+        // Cache-line aligned, so that rows whose stride is a multiple of 4 cells start on the
+        // 16-byte boundaries that whole-row copies (`bulk.rs`) move four cells at a time from.
+        let layout = Layout::array::<AtomicF32>(len.max(1))
+            .ok()?
+            .align_to(CACHE_LINE)
+            .ok()?;
         // SAFETY: the layout's size is at least one element, so not zero.
         let raw = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(raw.cast::<AtomicF32>())?;
