@@ -117,9 +117,14 @@ pub fn save(path: &Path, meta: &str, tables: &[&Table]) -> Result<()> {
     result
 }
 
-fn temp_path(path: &Path) -> PathBuf {
+/// A temporary name beside `path` that no other writer uses: `<name>.tmp.<pid>.<n>`, so that two
+/// processes, or two threads of one, writing the same file never write into one another's
+/// temporary file.
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp.{}", std::process::id()));
+    name.push(format!(".tmp.{}.{n}", std::process::id()));
     path.with_file_name(name)
 }
 

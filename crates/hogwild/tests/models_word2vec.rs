@@ -118,3 +118,39 @@ fn text_to_vectors_in_two_threads() {
         std::fs::read_to_string(&out).unwrap()
     );
 }
+
+/// Runs over one corpus at the same time write the same vocabulary and ids files: each write
+/// goes to its own temporary file and is renamed into place, so every writer succeeds, every
+/// file read afterwards is whole, and no temporary file is left behind.
+#[test]
+fn concurrent_writers_of_the_vocabulary_and_ids_files_all_succeed() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("corpus.txt");
+    write_text(&text);
+    let vocab = Vocab::count_text(std::slice::from_ref(&text), 2).unwrap();
+    let alone = dir.path().join("alone");
+    let want = text_to_ids(&vocab, std::slice::from_ref(&text), &alone, 1000).unwrap();
+    let want = std::fs::read(&want[0]).unwrap();
+    let vocab_file = dir.path().join("shared/vocab.txt");
+    let ids_dir = dir.path().join("shared/ids");
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..10 {
+                    vocab.write(&vocab_file).unwrap();
+                    let files =
+                        text_to_ids(&vocab, std::slice::from_ref(&text), &ids_dir, 1000).unwrap();
+                    assert_eq!(std::fs::read(&files[0]).unwrap(), want);
+                    assert_eq!(Vocab::from_file(&vocab_file).unwrap().len(), vocab.len());
+                }
+            });
+        }
+    });
+    let mut left: Vec<String> = std::fs::read_dir(dir.path().join("shared"))
+        .unwrap()
+        .chain(std::fs::read_dir(&ids_dir).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["0-corpus.txt.ids", "ids", "vocab.txt"]);
+}

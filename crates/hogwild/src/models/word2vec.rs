@@ -233,16 +233,19 @@ impl Vocab {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        let tmp = path.with_extension("tmp");
-        let mut out = BufWriter::new(std::fs::File::create(&tmp).map_err(io)?);
-        for (w, c) in self.words.iter().zip(&self.counts) {
-            writeln!(out, "{w} {c}").map_err(io)?;
+        let tmp = crate::checkpoint::temp_path(path);
+        let written = (|| {
+            let mut out = BufWriter::new(std::fs::File::create(&tmp)?);
+            for (w, c) in self.words.iter().zip(&self.counts) {
+                writeln!(out, "{w} {c}")?;
+            }
+            out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            std::fs::rename(&tmp, path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
         }
-        out.into_inner()
-            .map_err(|e| io(e.into_error()))?
-            .sync_all()
-            .map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
+        written.map_err(io)
     }
 
     /// Counts the white-space separated words of text files and keeps those seen at least
@@ -370,27 +373,50 @@ pub fn text_to_ids(
             .file_name()
             .map_or_else(|| "text".into(), |n| n.to_string_lossy().into_owned());
         let target = out_dir.join(format!("{n}-{name}.ids"));
-        let mut out = BufWriter::new(std::fs::File::create(&target).map_err(|e| io(&target, e))?);
-        for_each_line(path, |line| {
-            sentence.clear();
-            sentence.extend(line.split_ascii_whitespace().filter_map(|w| ids.get(w)));
-            for chunk in sentence.chunks(max_sentence.max(1)) {
-                use std::fmt::Write as _;
-                line_out.clear();
-                let _ = write!(line_out, "{}", chunk.len());
-                for id in chunk {
-                    let _ = write!(line_out, " {id}");
-                }
-                line_out.push('\n');
-                out.write_all(line_out.as_bytes())
-                    .map_err(|e| io(&target, e))?;
-            }
-            Ok(())
-        })?;
-        out.flush().map_err(|e| io(&target, e))?;
+        // Written beside the target and renamed into place, so that another process reading
+        // the same ids file (two runs over one corpus) keeps reading a whole file.
+        let tmp = crate::checkpoint::temp_path(&target);
+        let converted = convert_file(&ids, path, &tmp, max_sentence, &mut sentence, &mut line_out)
+            .and_then(|()| std::fs::rename(&tmp, &target).map_err(|e| io(&target, e)));
+        if converted.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        converted?;
         written.push(target);
     }
     Ok(written)
+}
+
+/// Writes the ids of text file `path`'s lines to `target` (see [`text_to_ids`]).
+fn convert_file(
+    ids: &HashMap<&str, usize>,
+    path: &Path,
+    target: &Path,
+    max_sentence: usize,
+    sentence: &mut Vec<usize>,
+    line_out: &mut String,
+) -> Result<()> {
+    let io = |e: std::io::Error| Error::Io {
+        path: target.display().to_string(),
+        message: format!("cannot write ids: {e}"),
+    };
+    let mut out = BufWriter::new(std::fs::File::create(target).map_err(io)?);
+    for_each_line(path, |line| {
+        sentence.clear();
+        sentence.extend(line.split_ascii_whitespace().filter_map(|w| ids.get(w)));
+        for chunk in sentence.chunks(max_sentence.max(1)) {
+            use std::fmt::Write as _;
+            line_out.clear();
+            let _ = write!(line_out, "{}", chunk.len());
+            for id in chunk {
+                let _ = write!(line_out, " {id}");
+            }
+            line_out.push('\n');
+            out.write_all(line_out.as_bytes()).map_err(io)?;
+        }
+        Ok(())
+    })?;
+    out.flush().map_err(io)
 }
 
 fn words_position(desc: &DataFeedDesc, name: &str) -> Result<usize> {
