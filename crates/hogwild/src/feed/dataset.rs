@@ -7,6 +7,11 @@
 //! of an instance it touches: with one array of offsets and one of values per slot that is two
 //! per slot (22 for a CTR instance of 10 fields and a label), with records it is the one or two
 //! lines the record spans, which the gathering also prefetches a few instances ahead.
+//!
+//! Records are made of 32-bit words: word ids, feature ids of up to a few billion and float bits
+//! take one word each, and only a slot whose values do not all fit in 32 bits takes two words per
+//! value. A word2vec corpus or a CTR set of dense feature ids is held in half the memory 64-bit
+//! words would take.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,20 +33,26 @@ pub struct InMemoryDataset {
     load_stats: FeedStats,
 }
 
-/// Instances as consecutive records of `u64` words: per used slot, in the desc's order, the
-/// number of values, then the values (ids, or the bits of floats). The records are kept in the
-/// segments the readers parsed in parallel (joining them would copy every word once more).
+/// Instances as consecutive records of `u32` words: per used slot, in the desc's order, a header
+/// (the number of values `n`, shifted left by one, with [`WIDE`] set when the values take two
+/// words each), then the values: ids below 2^32 and float bits in one word, wide ids as their low
+/// then high word. The records are kept in the segments the readers parsed in parallel (joining
+/// them would copy every word once more).
 #[derive(Debug, Default)]
 struct Records {
     /// Per instance: its segment (the bits above [`OFFSET_BITS`]) and where its record starts
     /// in that segment.
     starts: Vec<u64>,
-    segments: Vec<Vec<u64>>,
+    segments: Vec<Vec<u32>>,
 }
 
-/// Bits of a start that hold the offset in the segment (2^40 words = 8 TiB).
+/// Bits of a start that hold the offset in the segment (2^40 words = 4 TiB).
 const OFFSET_BITS: u32 = 40;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
+/// The header bit of a slot whose values take two words each.
+const WIDE: u32 = 1;
+/// Most values of one slot of one instance a header can count.
+const MAX_VALUES: usize = (u32::MAX >> 1) as usize;
 
 impl Records {
     fn len(&self) -> usize {
@@ -50,7 +61,7 @@ impl Records {
 
     /// Instance `i`'s segment and the record's offset in it.
     #[inline]
-    fn locate(&self, i: usize) -> (&[u64], usize) {
+    fn locate(&self, i: usize) -> (&[u32], usize) {
         let start = self.starts[i];
         (
             &self.segments[(start >> OFFSET_BITS) as usize],
@@ -58,8 +69,18 @@ impl Records {
         )
     }
 
-    /// Appends every instance of `batch` to the last segment.
-    fn append(&mut self, batch: &Batch) {
+    /// Appends every instance of `batch` to the last segment; fails, naming the slot, when one
+    /// slot of one instance has more than [`MAX_VALUES`] values.
+    fn append(&mut self, batch: &Batch) -> std::result::Result<(), String> {
+        self.append_within(batch, MAX_VALUES)
+    }
+
+    /// [`Records::append`] with at most `max_values` values per slot and instance.
+    fn append_within(
+        &mut self,
+        batch: &Batch,
+        max_values: usize,
+    ) -> std::result::Result<(), String> {
         if self.segments.is_empty() {
             self.segments.push(Vec::new());
         }
@@ -74,17 +95,34 @@ impl Records {
         for i in 0..batch.len {
             self.starts
                 .push(segment << OFFSET_BITS | words.len() as u64);
-            for slot in &batch.slots {
+            for (k, slot) in batch.slots.iter().enumerate() {
                 let (a, b) = (slot.offsets[i], slot.offsets[i + 1]);
-                words.push((b - a) as u64);
+                let n = b - a;
+                if n > max_values {
+                    return Err(format!(
+                        "an instance has {n} values in used slot {k}, at most {max_values} fit in memory mode"
+                    ));
+                }
+                let header = (n as u32) << 1;
                 match &slot.values {
-                    SlotValues::U64(v) => words.extend_from_slice(&v[a..b]),
+                    SlotValues::U64(v) if v[a..b].iter().all(|&x| x <= u64::from(u32::MAX)) => {
+                        words.push(header);
+                        words.extend(v[a..b].iter().map(|&x| x as u32));
+                    }
+                    SlotValues::U64(v) => {
+                        words.push(header | WIDE);
+                        for &x in &v[a..b] {
+                            words.extend([x as u32, (x >> 32) as u32]);
+                        }
+                    }
                     SlotValues::F32(v) => {
-                        words.extend(v[a..b].iter().map(|x| u64::from(x.to_bits())))
+                        words.push(header);
+                        words.extend(v[a..b].iter().map(|x| x.to_bits()));
                     }
                 }
             }
         }
+        Ok(())
     }
 
     /// Appends instance `i` to `batch` (laid out for the same desc).
@@ -92,14 +130,33 @@ impl Records {
     fn push_to(&self, batch: &mut Batch, i: usize) {
         let (words, mut at) = self.locate(i);
         for slot in &mut batch.slots {
-            let n = words[at] as usize;
-            let values = &words[at + 1..at + 1 + n];
-            at += 1 + n;
+            let header = words[at];
+            let n = (header >> 1) as usize;
+            at += 1;
             match &mut slot.values {
-                // One value (a CTR field, a label) is the common case: a push, not a memcpy call.
-                SlotValues::U64(d) if n == 1 => d.push(values[0]),
-                SlotValues::U64(d) => d.extend_from_slice(values),
-                SlotValues::F32(d) => d.extend(values.iter().map(|&x| f32::from_bits(x as u32))),
+                SlotValues::U64(d) if header & WIDE != 0 => {
+                    let values = &words[at..at + 2 * n];
+                    at += 2 * n;
+                    d.extend(
+                        values
+                            .chunks_exact(2)
+                            .map(|w| u64::from(w[0]) | u64::from(w[1]) << 32),
+                    );
+                }
+                SlotValues::U64(d) => {
+                    let values = &words[at..at + n];
+                    at += n;
+                    // One value (a CTR field, a label) is the common case: a push, not a loop.
+                    match values {
+                        [x] => d.push(u64::from(*x)),
+                        _ => d.extend(values.iter().map(|&x| u64::from(x))),
+                    }
+                }
+                SlotValues::F32(d) => {
+                    let values = &words[at..at + n];
+                    at += n;
+                    d.extend(values.iter().map(|&x| f32::from_bits(x)));
+                }
             }
             slot.end_instance();
         }
@@ -132,8 +189,8 @@ impl Records {
                         }
                         _ => words.len(),
                     };
-                    // 8 words per 64-byte line.
-                    for word in words[at..end].iter().step_by(8).take(LINES) {
+                    // 16 words per 64-byte line.
+                    for word in words[at..end].iter().step_by(16).take(LINES) {
                         prefetch(word);
                     }
                 }
@@ -216,6 +273,7 @@ impl InMemoryDataset {
                         }
                         let started = Instant::now();
                         let mut part = Records::default();
+                        let mut too_large = None;
                         let Piece { file, range } = &pieces[i];
                         batch.clear();
                         let result = context.read_file(
@@ -225,13 +283,22 @@ impl InMemoryDataset {
                             &mut batch,
                             LOAD_BATCH,
                             &mut |b| {
-                                part.append(b);
+                                let fits = part.append(b);
                                 b.clear();
-                                true
+                                fits.map_err(|reason| too_large = Some(reason)).is_ok()
                             },
                         );
-                        part.append(&batch);
+                        if too_large.is_none() {
+                            too_large = part.append(&batch).err();
+                        }
                         shared.add_read_time(started.elapsed());
+                        let result = match too_large.take() {
+                            Some(reason) => Err(Error::InvalidConfig {
+                                field: "in_memory".into(),
+                                reason: format!("{}: {reason}", files[*file].display()),
+                            }),
+                            None => result,
+                        };
                         match result {
                             Ok(_) => {
                                 parts.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(part)
@@ -401,18 +468,24 @@ mod tests {
     use crate::feed::batch::SlotBatch;
     use crate::feed::SlotType;
 
-    /// A batch of `n` instances: a one-value id slot, a slot of 0-3 ids, and a float slot.
+    /// A batch of `n` instances: a one-value id slot, a slot of 0-3 ids, and a float slot. Every
+    /// fifth one-value id and every seventh instance's ids need 64 bits.
     fn sample(n: usize) -> Batch {
         let mut one = SlotBatch::new(SlotType::U64);
         let mut many = SlotBatch::new(SlotType::U64);
         let mut floats = SlotBatch::new(SlotType::F32);
         for i in 0..n {
             if let SlotValues::U64(v) = &mut one.values {
-                v.push(i as u64 * 10);
+                v.push(if i % 5 == 4 {
+                    u64::MAX - i as u64
+                } else {
+                    i as u64 * 10
+                });
             }
             one.end_instance();
             if let SlotValues::U64(v) = &mut many.values {
-                v.extend((0..i % 4).map(|k| (i * 100 + k) as u64));
+                let base = if i % 7 == 6 { 1 << 32 } else { 0 };
+                v.extend((0..i % 4).map(|k| base + (i * 100 + k) as u64));
             }
             many.end_instance();
             if let SlotValues::F32(v) = &mut floats.values {
@@ -431,8 +504,8 @@ mod tests {
         // Two parts, as two files would load.
         let (first, second) = (sample(30), sample(20));
         let mut records = Records::default();
-        records.append(&first);
-        records.append(&second);
+        records.append(&first).unwrap();
+        records.append(&second).unwrap();
         assert_eq!(records.len(), 50);
         let order: Vec<u32> = (0..50u32)
             .map(|k| (k * 17 + 3) % 50)
@@ -463,14 +536,28 @@ mod tests {
         assert_eq!(short.len, 3);
         assert_eq!(short.slots[1].u64s(0), Some(&[300u64, 301, 302][..]));
         assert_eq!(short.slots[1].u64s(2), Some(&[1900u64, 1901, 1902][..]));
-        // Records hold one count word per slot and instance, one word per value, and the starts.
-        let values = 30
-            + 20
-            + (0..30).map(|i| i % 4).sum::<usize>()
-            + (0..20).map(|i| i % 4).sum::<usize>()
-            + 2 * 50;
-        assert_eq!(records.byte_size(), 8 * (values + 3 * 50) + 8 * 50);
+        // Records hold a 4-byte header per slot and instance, one 4-byte word per value below
+        // 2^32 and per float, two per wider value; and an 8-byte start per instance.
+        let words = |i: usize| {
+            let width = |wide: bool| if wide { 2 } else { 1 };
+            3 + width(i % 5 == 4) + (i % 4) * width(i % 7 == 6) + 2
+        };
+        let words: usize = (0..30).chain(0..20).map(words).sum();
+        assert_eq!(records.byte_size(), 4 * words + 8 * 50);
+        let wide = got.slots[0].u64s(got.len - 2).unwrap();
+        assert_eq!(order[got.len - 2], 49);
+        assert_eq!(wide, &[u64::MAX - 19]);
     }
+    #[test]
+    fn a_slot_with_more_values_than_a_header_counts_is_refused() {
+        let mut records = Records::default();
+        let err = records.append_within(&sample(8), 2).unwrap_err();
+        assert_eq!(
+            err,
+            "an instance has 3 values in used slot 1, at most 2 fit in memory mode"
+        );
+    }
+
     const DESC: &str = r#"name: "MultiSlotDataFeed"
 batch_size: 4
 multi_slot_desc {
