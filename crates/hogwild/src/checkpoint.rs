@@ -107,10 +107,24 @@ fn write_elements(
 /// Saves `tables` and `meta` to `path` atomically (see the module documentation). Tables must not be
 /// trained while they are saved.
 pub fn save(path: &Path, meta: &str, tables: &[&Table]) -> Result<()> {
+    replace_file(
+        path,
+        |tmp| write_file(tmp, meta, tables),
+        |e| err(path, format!("cannot rename into place: {e}")),
+    )
+}
+
+/// Replaces `path` with what `write` puts into a temporary file beside it ([`temp_path`]),
+/// renamed into place only when `write` succeeds: a reader of `path` sees the old file or the
+/// new one, whole. On any failure the temporary file is removed; a failed rename is reported
+/// through `rename_error`.
+pub(crate) fn replace_file<E>(
+    path: &Path,
+    write: impl FnOnce(&Path) -> std::result::Result<(), E>,
+    rename_error: impl FnOnce(std::io::Error) -> E,
+) -> std::result::Result<(), E> {
     let tmp = temp_path(path);
-    let result = write_file(&tmp, meta, tables).and_then(|()| {
-        std::fs::rename(&tmp, path).map_err(|e| err(path, format!("cannot rename into place: {e}")))
-    });
+    let result = write(&tmp).and_then(|()| std::fs::rename(&tmp, path).map_err(rename_error));
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -120,7 +134,7 @@ pub fn save(path: &Path, meta: &str, tables: &[&Table]) -> Result<()> {
 /// A temporary name beside `path` that no other writer uses: `<name>.tmp.<pid>.<n>`, so that two
 /// processes, or two threads of one, writing the same file never write into one another's
 /// temporary file.
-pub(crate) fn temp_path(path: &Path) -> PathBuf {
+fn temp_path(path: &Path) -> PathBuf {
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut name = path.file_name().unwrap_or_default().to_os_string();

@@ -24,6 +24,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::{padded, ModelConfig, ModelKind, OptimizerDesc};
+use crate::checkpoint::replace_file;
 use crate::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, SlotType};
 use crate::model::{Model, StageTimes};
 use crate::optim::Sgd;
@@ -233,19 +234,18 @@ impl Vocab {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        let tmp = crate::checkpoint::temp_path(path);
-        let written = (|| {
-            let mut out = BufWriter::new(std::fs::File::create(&tmp)?);
-            for (w, c) in self.words.iter().zip(&self.counts) {
-                writeln!(out, "{w} {c}")?;
-            }
-            out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-            std::fs::rename(&tmp, path)
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written.map_err(io)
+        replace_file(
+            path,
+            |tmp| {
+                let mut out = BufWriter::new(std::fs::File::create(tmp)?);
+                for (w, c) in self.words.iter().zip(&self.counts) {
+                    writeln!(out, "{w} {c}")?;
+                }
+                out.into_inner().map_err(|e| e.into_error())?.sync_all()
+            },
+            |e| e,
+        )
+        .map_err(io)
     }
 
     /// Counts the white-space separated words of text files and keeps those seen at least
@@ -373,15 +373,13 @@ pub fn text_to_ids(
             .file_name()
             .map_or_else(|| "text".into(), |n| n.to_string_lossy().into_owned());
         let target = out_dir.join(format!("{n}-{name}.ids"));
-        // Written beside the target and renamed into place, so that another process reading
-        // the same ids file (two runs over one corpus) keeps reading a whole file.
-        let tmp = crate::checkpoint::temp_path(&target);
-        let converted = convert_file(&ids, path, &tmp, max_sentence, &mut sentence, &mut line_out)
-            .and_then(|()| std::fs::rename(&tmp, &target).map_err(|e| io(&target, e)));
-        if converted.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        converted?;
+        // Replaced whole, so that another process reading the same ids file (two runs over one
+        // corpus) keeps reading a whole file.
+        replace_file(
+            &target,
+            |tmp| convert_file(&ids, path, tmp, max_sentence, &mut sentence, &mut line_out),
+            |e| io(&target, e),
+        )?;
         written.push(target);
     }
     Ok(written)
