@@ -1,13 +1,20 @@
 //! Saving and loading models: every table's weights, optimizer slots and scalars, plus a text
 //! description of the model (its configuration), in one checksummed file.
 //!
-//! Format (little-endian):
+//! Format (little-endian; a row is `stride = dim * (1 + slots)` f32s, its weights then slots):
 //! ```text
-//! magic "HOGWILD\0" | version u32 = 1 | meta_len u64 | meta (UTF-8) | tables u32 |
+//! magic "HOGWILD\0" | version u32 = 2 | meta_len u64 | meta (UTF-8) | tables u32 |
 //! per table: name_len u32 | name | rows u64 | dim u64 | slots u32 | scalars u32 |
-//!            scalars f32 * scalars | elements f32 * rows * dim * (1 + slots) |
+//!            scalars f32 * scalars | layout u32 |
+//!            layout 0, every row:   row f32 * stride * rows
+//!            layout 1, listed rows: fill f32 * stride | listed u64 |
+//!                                   (index u64 | row f32 * stride) * listed, indices increasing
 //! crc32 u32 of every byte before it
 //! ```
+//! Layout 1 is written when it is the smaller: a hashed table of which a run touched a fraction
+//! of the rows lists those that differ from the table's fill row ([`Table::fill`]: zero weights
+//! and the optimizer's initial slots); every other row is the fill row. Version 1 files (the
+//! same without `layout`, every row written) still load.
 //! Writing is atomic: the file is written beside its destination under a temporary name, flushed to
 //! disk, then renamed over the destination, so a crash leaves either the old file or the new one.
 //! CRC-32 (the `crc32fast` crate, the checksum of zip and PNG) detects truncation and corruption of the
@@ -22,7 +29,11 @@ use crate::store::{map_ranges, AtomicF32, Table};
 use crate::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"HOGWILD\0";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+/// Every row is written.
+const DENSE: u32 = 0;
+/// The fill row, then the rows that differ from it.
+const LISTED: u32 = 1;
 const CHUNK: usize = 1 << 16;
 /// Elements of a table written by one thread at least (a large table is written by one thread
 /// per core, each into its own part of the file).
@@ -80,28 +91,131 @@ impl<W: Write> CrcWriter<W> {
     }
 }
 
-/// Writes `elements` into `path` at byte `offset` through a handle of its own; returns the CRC
-/// state of the bytes written, for combining in file order.
-fn write_elements(
+/// Writes `words` (the bits of values, or a row index as two words, low first) into `path` at
+/// byte `offset` through a handle of its own, a chunk at a time; returns the CRC state of the
+/// bytes written, for combining in file order.
+fn write_part(
     path: &Path,
     offset: u64,
-    elements: &[AtomicF32],
+    words: impl Iterator<Item = u32>,
 ) -> std::io::Result<crc32fast::Hasher> {
     let mut file = File::options().write(true).open(path)?;
     file.seek(SeekFrom::Start(offset))?;
     let mut out = BufWriter::with_capacity(CHUNK, file);
     let mut crc = crc32fast::Hasher::new();
     let mut buf = Vec::with_capacity(CHUNK);
-    for chunk in elements.chunks(CHUNK / 4) {
+    let mut words = words.peekable();
+    while words.peek().is_some() {
         buf.clear();
-        for x in chunk {
-            buf.extend_from_slice(&x.load().to_le_bytes());
+        for x in words.by_ref().take(CHUNK / 4) {
+            buf.extend_from_slice(&x.to_le_bytes());
         }
         crc.update(&buf);
         out.write_all(&buf)?;
     }
     out.flush()?;
     Ok(crc)
+}
+
+/// The bits of `cells`' values.
+fn bits(cells: &[AtomicF32]) -> impl Iterator<Item = u32> + '_ {
+    cells.iter().map(|c| c.load().to_bits())
+}
+
+/// Row `k` of `range` differs from `fill` for every set bit `k` of the range's marks.
+struct Marks {
+    range: std::ops::Range<usize>,
+    bits: Vec<u64>,
+    count: usize,
+}
+
+/// Writes table `t`'s layout and rows (see the module documentation) at the end of `w`, in parts
+/// written by one thread per core.
+fn write_rows(w: &mut CrcWriter<BufWriter<File>>, tmp: &Path, t: &Table) -> std::io::Result<()> {
+    let stride = t.stride();
+    let fill = t.fill();
+    let rows_per_writer = (ELEMENTS_PER_WRITER / stride).max(1);
+    // The rows are marked first and then written as marked, so that a table changed during the
+    // save (a save between epochs of a run whose other workers go on) still gets a consistent
+    // file: a row is listed with the values it holds when written.
+    let marks = map_ranges(t.rows(), rows_per_writer, |range| {
+        let mut bits = vec![0u64; range.len().div_ceil(64)];
+        let mut count = 0;
+        for (k, r) in range.clone().enumerate() {
+            let row = t.row(r);
+            if row
+                .iter()
+                .zip(fill)
+                .any(|(c, f)| c.load().to_bits() != f.to_bits())
+            {
+                bits[k / 64] |= 1 << (k % 64);
+                count += 1;
+            }
+        }
+        Marks { range, bits, count }
+    });
+    let listed: usize = marks.iter().map(|m| m.count).sum();
+    let row_bytes = 4 * stride as u64;
+    let dense_bytes = row_bytes * t.rows() as u64;
+    let listed_bytes = row_bytes + 8 + (8 + row_bytes) * listed as u64;
+    if listed_bytes >= dense_bytes {
+        w.put(&DENSE.to_le_bytes())?;
+        w.inner.flush()?;
+        let start = w.inner.get_mut().stream_position()?;
+        let elements = t.elements();
+        let parts = map_ranges(elements.len(), ELEMENTS_PER_WRITER, |range| {
+            write_part(tmp, start + 4 * range.start as u64, bits(&elements[range]))
+        });
+        return finish_parts(w, parts, start + dense_bytes);
+    }
+    w.put(&LISTED.to_le_bytes())?;
+    for x in fill {
+        w.put(&x.to_le_bytes())?;
+    }
+    w.put(&(listed as u64).to_le_bytes())?;
+    w.inner.flush()?;
+    let start = w.inner.get_mut().stream_position()?;
+    let mut offsets = Vec::with_capacity(marks.len());
+    let mut at = start;
+    for m in &marks {
+        offsets.push(at);
+        at += (8 + row_bytes) * m.count as u64;
+    }
+    let parts = map_ranges(marks.len(), 1, |parts| {
+        parts
+            .map(|p| {
+                let m = &marks[p];
+                let rows = m.bits.iter().enumerate().flat_map(|(word, &b)| {
+                    std::iter::successors((b != 0).then_some(b), |&b| {
+                        let rest = b & (b - 1);
+                        (rest != 0).then_some(rest)
+                    })
+                    .map(move |b| m.range.start + word * 64 + b.trailing_zeros() as usize)
+                });
+                let words = rows.flat_map(|r| {
+                    let index = r as u64;
+                    [index as u32, (index >> 32) as u32]
+                        .into_iter()
+                        .chain(bits(t.row(r)))
+                });
+                write_part(tmp, offsets[p], words)
+            })
+            .collect::<Vec<_>>()
+    });
+    finish_parts(w, parts.into_iter().flatten().collect(), at)
+}
+
+/// Folds the parts' checksums into `w`'s, in file order, and moves `w` to `end`.
+fn finish_parts(
+    w: &mut CrcWriter<BufWriter<File>>,
+    parts: Vec<std::io::Result<crc32fast::Hasher>>,
+    end: u64,
+) -> std::io::Result<()> {
+    for part in parts {
+        w.crc.combine(&part?);
+    }
+    w.inner.get_mut().seek(SeekFrom::Start(end))?;
+    Ok(())
 }
 
 /// Saves `tables` and `meta` to `path` atomically (see the module documentation). Tables must not be
@@ -164,17 +278,7 @@ fn write_file(tmp: &Path, meta: &str, tables: &[&Table]) -> Result<()> {
         for s in t.scalars() {
             w.put(&s.to_le_bytes()).map_err(io)?;
         }
-        w.inner.flush().map_err(io)?;
-        let start = w.inner.get_mut().stream_position().map_err(io)?;
-        let elements = t.elements();
-        let parts = map_ranges(elements.len(), ELEMENTS_PER_WRITER, |range| {
-            write_elements(tmp, start + 4 * range.start as u64, &elements[range])
-        });
-        for part in parts {
-            w.crc.combine(&part.map_err(io)?);
-        }
-        let end = start + 4 * elements.len() as u64;
-        w.inner.get_mut().seek(SeekFrom::Start(end)).map_err(io)?;
+        write_rows(&mut w, tmp, t).map_err(io)?;
     }
     let crc = w.crc.finalize();
     w.inner.write_all(&crc.to_le_bytes()).map_err(io)?;
@@ -237,6 +341,19 @@ impl<R: Read> CrcReader<'_, R> {
     }
 }
 
+/// An empty table of the declared shape, its error naming the file.
+fn new_table(
+    path: &Path,
+    name: &str,
+    rows: u64,
+    dim: u64,
+    slots: u32,
+    scalars: &[f32],
+) -> Result<Table> {
+    Table::with_layout(name, rows as usize, dim as usize, slots as usize, scalars)
+        .map_err(|e| err(path, e.to_string()))
+}
+
 /// Loads a checkpoint written by [`save`]; a truncated or corrupt file is refused with an error
 /// naming the file and what is wrong.
 pub fn load(path: &Path) -> Result<Checkpoint> {
@@ -257,10 +374,10 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
         return Err(err(path, "not a hogwild checkpoint (bad magic bytes)"));
     }
     let version = r.u32("the header")?;
-    if version != VERSION {
+    if !(1..=VERSION).contains(&version) {
         return Err(err(
             path,
-            format!("format version {version}, this build reads version {VERSION}"),
+            format!("format version {version}, this build reads versions 1 to {VERSION}"),
         ));
     }
     let meta_len = r.u64("the header")?;
@@ -282,21 +399,71 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
         for s in &mut scalars {
             *s = f32::from_bits(r.u32(&what)?);
         }
-        let elements = rows
-            .checked_mul(dim)
-            .and_then(|n| n.checked_mul(1 + slots as u64))
-            .unwrap_or(u64::MAX);
-        r.fits(elements, 4, &what)?;
-        let table =
-            Table::with_layout(&name, rows as usize, dim as usize, slots as usize, &scalars)
-                .map_err(|e| err(path, e.to_string()))?;
-        for chunk in table.elements().chunks(CHUNK / 4) {
-            let b = &mut bytes[..chunk.len() * 4];
-            r.take(b, &what)?;
-            for (cell, x) in chunk.iter().zip(b.chunks_exact(4)) {
-                cell.store(f32::from_le_bytes([x[0], x[1], x[2], x[3]]));
+        let layout = if version >= 2 { r.u32(&what)? } else { DENSE };
+        let stride = dim.saturating_mul(1 + slots as u64);
+        let table = match layout {
+            DENSE => {
+                r.fits(rows.saturating_mul(stride), 4, &what)?;
+                let table = new_table(path, &name, rows, dim, slots, &scalars)?;
+                for chunk in table.elements().chunks(CHUNK / 4) {
+                    let b = &mut bytes[..chunk.len() * 4];
+                    r.take(b, &what)?;
+                    for (cell, x) in chunk.iter().zip(b.chunks_exact(4)) {
+                        cell.store(f32::from_le_bytes([x[0], x[1], x[2], x[3]]));
+                    }
+                }
+                table
             }
-        }
+            LISTED => {
+                let stride = r.fits(stride, 4, &what)?;
+                let mut fill = vec![0.0f32; stride];
+                for x in &mut fill {
+                    *x = f32::from_bits(r.u32(&what)?);
+                }
+                let listed = r.u64(&what)?;
+                if listed > rows {
+                    return Err(err(
+                        path,
+                        format!("corrupt: table {name} lists {listed} of its {rows} rows"),
+                    ));
+                }
+                r.fits(listed, 8 + 4 * stride as u64, &what)?;
+                let mut table = new_table(path, &name, rows, dim, slots, &scalars)?;
+                table.fill_with(&fill);
+                let b = &mut bytes[..4 * stride];
+                let mut next = 0u64;
+                for _ in 0..listed {
+                    let index = r.u64(&what)?;
+                    if index >= rows {
+                        return Err(err(
+                            path,
+                            format!("corrupt: table {name} lists row {index}, it has {rows} rows"),
+                        ));
+                    }
+                    if index < next {
+                        return Err(err(
+                            path,
+                            format!(
+                                "corrupt: table {name} lists row {index} after row {}",
+                                next - 1
+                            ),
+                        ));
+                    }
+                    next = index + 1;
+                    r.take(b, &what)?;
+                    for (cell, x) in table.row(index as usize).iter().zip(b.chunks_exact(4)) {
+                        cell.store(f32::from_le_bytes([x[0], x[1], x[2], x[3]]));
+                    }
+                }
+                table
+            }
+            other => {
+                return Err(err(
+                    path,
+                    format!("corrupt: table {name} has row layout {other} (0 or 1 expected)"),
+                ))
+            }
+        };
         tables.push(table);
     }
     let computed = r.crc.clone().finalize();
@@ -474,6 +641,161 @@ mod tests {
             let e = load(&path).unwrap_err().to_string();
             assert!(e.contains("corrupt: checksum"), "byte {at}: {e}");
             full[at] ^= 0x01;
+        }
+    }
+
+    /// A file of `version` holding one table of 4 rows x 1 weight, no slots, whose rows after the
+    /// scalars are `body`; with its checksum.
+    fn handmade(version: u32, body: &[u8]) -> Vec<u8> {
+        let mut f = Vec::new();
+        f.extend_from_slice(MAGIC);
+        f.extend_from_slice(&version.to_le_bytes());
+        f.extend_from_slice(&1u64.to_le_bytes());
+        f.extend_from_slice(b"m");
+        f.extend_from_slice(&1u32.to_le_bytes());
+        f.extend_from_slice(&1u32.to_le_bytes());
+        f.extend_from_slice(b"t");
+        f.extend_from_slice(&4u64.to_le_bytes());
+        f.extend_from_slice(&1u64.to_le_bytes());
+        f.extend_from_slice(&0u32.to_le_bytes());
+        f.extend_from_slice(&0u32.to_le_bytes());
+        f.extend_from_slice(body);
+        let crc = crc32fast::hash(&f);
+        f.extend_from_slice(&crc.to_le_bytes());
+        f
+    }
+
+    fn words(values: &[f32]) -> Vec<u8> {
+        values.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// A listed body: layout 1, fill 0.5, then (index, value) pairs.
+    fn listed(rows: &[(u64, f32)]) -> Vec<u8> {
+        let mut b = LISTED.to_le_bytes().to_vec();
+        b.extend(words(&[0.5]));
+        b.extend_from_slice(&(rows.len() as u64).to_le_bytes());
+        for &(index, x) in rows {
+            b.extend_from_slice(&index.to_le_bytes());
+            b.extend(words(&[x]));
+        }
+        b
+    }
+
+    /// A hashed table of which a run touched a few rows is saved as those rows alone, loads back
+    /// bit for bit (the other rows hold the optimizer's initial row) and saves again the same.
+    #[test]
+    fn tables_mostly_untouched_list_their_changed_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let opt = crate::optim::Adagrad {
+            lr: 0.1f32,
+            initial_accumulator: 0.1,
+        };
+        let rows = 200_000;
+        let t = Table::new("w", rows, 2, &opt).unwrap();
+        let step = t.begin(&opt, true).unwrap();
+        let touched: Vec<usize> = (0..1000).map(|k| (k * 7919 + 13) % rows).collect();
+        for &r in &touched {
+            t.update_row(&opt, &step, r, &[0.5, -0.25], 1.0);
+        }
+        // A row changed back to the fill row is not listed; -0.0 differs from 0.0 and is.
+        t.write_weights(5, &[-0.0, 0.0]);
+        let path = dir.path().join("hashed.bin");
+        save(&path, "m", &[&t]).unwrap();
+        let size = std::fs::metadata(&path).unwrap().len();
+        let row = 4 * 2 * 2;
+        let expected = (touched.len() + 1) as u64 * (8 + row);
+        assert!(size > expected && size < expected + 200, "{size} bytes");
+        let mut ck = load(&path).unwrap();
+        let back = ck.take_table("w", rows, 2).unwrap();
+        assert_eq!(values(&back), values(&t));
+        assert_eq!(back.fill(), &[0.0, 0.0, 0.1, 0.1]);
+        assert_eq!(back.row(1)[2].load(), 0.1);
+        let again = dir.path().join("again.bin");
+        save(&again, "m", &[&back]).unwrap();
+        assert_eq!(
+            std::fs::read(&again).unwrap(),
+            std::fs::read(&path).unwrap()
+        );
+    }
+
+    /// A table saved while another thread writes it gives a file that loads: each listed row
+    /// holds the values it had when written.
+    #[test]
+    fn a_table_changed_during_the_save_still_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = 300_000;
+        let t = Table::with_layout("w", rows, 4, 0, &[]).unwrap();
+        for r in (0..rows).step_by(3) {
+            t.write_weights(r, &[1.0, 2.0, 3.0, 4.0]);
+        }
+        let path = dir.path().join("moving.bin");
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut k = 0usize;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let r = (k * 104_729) % rows;
+                    let v = if k.is_multiple_of(2) { 0.0 } else { k as f32 };
+                    t.write_weights(r, &[v; 4]);
+                    k += 1;
+                }
+            });
+            for _ in 0..3 {
+                save(&path, "m", &[&t]).unwrap();
+                let mut ck = load(&path).unwrap();
+                ck.take_table("w", rows, 4).unwrap();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+
+    #[test]
+    fn version_1_files_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.bin");
+        std::fs::write(&path, handmade(1, &words(&[1.0, -2.0, 0.0, 3.5]))).unwrap();
+        let mut ck = load(&path).unwrap();
+        let t = ck.take_table("t", 4, 1).unwrap();
+        let got: Vec<f32> = t.elements().iter().map(AtomicF32::load).collect();
+        assert_eq!(got, vec![1.0, -2.0, 0.0, 3.5]);
+        std::fs::write(&path, handmade(3, &[])).unwrap();
+        let e = load(&path).unwrap_err().to_string();
+        assert!(e.contains("format version 3"), "{e}");
+    }
+
+    #[test]
+    fn listed_rows_load_over_the_fill_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("listed.bin");
+        std::fs::write(&path, handmade(2, &listed(&[(1, -1.0), (3, 7.0)]))).unwrap();
+        let mut ck = load(&path).unwrap();
+        let t = ck.take_table("t", 4, 1).unwrap();
+        let got: Vec<f32> = t.elements().iter().map(AtomicF32::load).collect();
+        assert_eq!(got, vec![0.5, -1.0, 0.5, 7.0]);
+    }
+
+    #[test]
+    fn bad_row_lists_are_refused_with_the_table_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.bin");
+        let mut too_many = listed(&[]);
+        too_many[8..16].copy_from_slice(&5u64.to_le_bytes());
+        let mut layout = listed(&[]);
+        layout[..4].copy_from_slice(&7u32.to_le_bytes());
+        for (body, want) in [
+            (listed(&[(4, 1.0)]), "lists row 4, it has 4 rows"),
+            (listed(&[(2, 1.0), (2, 1.0)]), "lists row 2 after row 2"),
+            (listed(&[(3, 1.0), (0, 1.0)]), "lists row 0 after row 3"),
+            (too_many, "lists 5 of its 4 rows"),
+            (layout, "row layout 7"),
+            (listed(&[(1, 1.0)])[..20].to_vec(), "truncated"),
+        ] {
+            std::fs::write(&path, handmade(2, &body)).unwrap();
+            let e = load(&path).unwrap_err().to_string();
+            assert!(e.contains("bad.bin") && e.contains(want), "{want}: {e}");
+            if !want.contains("truncated") {
+                assert!(e.contains("table t"), "{e}");
+            }
         }
     }
 }

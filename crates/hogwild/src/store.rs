@@ -97,6 +97,8 @@ pub struct Table {
     stride: usize,
     data: Cells,
     scalars: Box<[AtomicF32]>,
+    /// The row a fresh table holds everywhere (see [`Table::fill`]).
+    fill: Box<[f32]>,
 }
 
 impl Table {
@@ -105,21 +107,30 @@ impl Table {
     pub fn new<O: Optimizer<f32>>(name: &str, rows: usize, dim: usize, opt: &O) -> Result<Self> {
         let mut scalars = vec![0.0f32; O::SCALARS];
         opt.init_scalars(&mut scalars);
-        let slot_init: Vec<f32> = (0..O::SLOTS).map(|s| opt.slot_init(s)).collect();
-        let table = Self::with_layout(name, rows, dim, O::SLOTS, &scalars)?;
-        if !slot_init.is_empty() {
-            in_row_ranges(rows, |range| {
-                for r in range {
-                    let row = table.row(r);
-                    for (s, &init) in slot_init.iter().enumerate() {
-                        for cell in &row[dim * (1 + s)..dim * (2 + s)] {
-                            cell.store(init);
-                        }
-                    }
-                }
-            });
+        let mut table = Self::with_layout(name, rows, dim, O::SLOTS, &scalars)?;
+        if O::SLOTS > 0 {
+            let fill: Vec<f32> = (0..1 + O::SLOTS)
+                .flat_map(|s| {
+                    let init = if s == 0 { 0.0 } else { opt.slot_init(s - 1) };
+                    std::iter::repeat_n(init, dim)
+                })
+                .collect();
+            table.fill_with(&fill);
         }
         Ok(table)
+    }
+
+    /// Sets every row to `fill` (a row of [`Table::stride`] elements), which becomes the table's
+    /// [`Table::fill`].
+    pub(crate) fn fill_with(&mut self, fill: &[f32]) {
+        assert_eq!(fill.len(), self.stride, "a fill row of {}", self.stride);
+        let table = &*self;
+        in_row_ranges(self.rows, |range| {
+            for r in range {
+                bulk::store(table.row(r), fill);
+            }
+        });
+        self.fill = fill.into();
     }
 
     /// A zero-filled table with `slots` slots per weight and the given scalars (used when loading).
@@ -166,6 +177,7 @@ impl Table {
             stride,
             data,
             scalars: scalars.iter().map(|&x| AtomicF32::new(x)).collect(),
+            fill: vec![0.0; stride].into(),
         })
     }
 
@@ -196,6 +208,14 @@ impl Table {
     /// Bytes held by the weights, slots and scalars.
     pub fn memory_bytes(&self) -> usize {
         (self.data.len() + self.scalars.len()) * std::mem::size_of::<AtomicF32>()
+    }
+
+    /// The row a fresh table holds everywhere: zero weights and the optimizer's initial slots
+    /// ([`Table::new`]), zeros ([`Table::with_layout`]), or a loaded checkpoint's. Models that
+    /// draw their initial weights write them over it. Checkpoints list only the rows that differ
+    /// from it when that is smaller than writing every row.
+    pub fn fill(&self) -> &[f32] {
+        &self.fill
     }
 
     /// All elements, row after row (weights then slots); for checkpoints.
