@@ -320,6 +320,17 @@ impl<R: Read> CrcReader<'_, R> {
         self.take(&mut b, what)?;
         Ok(u64::from_le_bytes(b))
     }
+    /// Reads `cells.len()` values into `cells`, through `bytes` a chunk at a time.
+    fn cells(&mut self, cells: &[AtomicF32], bytes: &mut [u8], what: &str) -> Result<()> {
+        for chunk in cells.chunks(bytes.len() / 4) {
+            let b = &mut bytes[..chunk.len() * 4];
+            self.take(b, what)?;
+            for (cell, x) in chunk.iter().zip(b.chunks_exact(4)) {
+                cell.store(f32::from_le_bytes([x[0], x[1], x[2], x[3]]));
+            }
+        }
+        Ok(())
+    }
     /// Checks that `count` items of `size` bytes fit in what is left (plus the trailing checksum).
     fn fits(&self, count: u64, size: u64, what: &str) -> Result<usize> {
         match count.checked_mul(size) {
@@ -405,13 +416,7 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
             DENSE => {
                 r.fits(rows.saturating_mul(stride), 4, &what)?;
                 let table = new_table(path, &name, rows, dim, slots, &scalars)?;
-                for chunk in table.elements().chunks(CHUNK / 4) {
-                    let b = &mut bytes[..chunk.len() * 4];
-                    r.take(b, &what)?;
-                    for (cell, x) in chunk.iter().zip(b.chunks_exact(4)) {
-                        cell.store(f32::from_le_bytes([x[0], x[1], x[2], x[3]]));
-                    }
-                }
+                r.cells(table.elements(), &mut bytes, &what)?;
                 table
             }
             LISTED => {
@@ -430,7 +435,6 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
                 r.fits(listed, 8 + 4 * stride as u64, &what)?;
                 let mut table = new_table(path, &name, rows, dim, slots, &scalars)?;
                 table.fill_with(&fill);
-                let b = &mut bytes[..4 * stride];
                 let mut next = 0u64;
                 for _ in 0..listed {
                     let index = r.u64(&what)?;
@@ -450,10 +454,7 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
                         ));
                     }
                     next = index + 1;
-                    r.take(b, &what)?;
-                    for (cell, x) in table.row(index as usize).iter().zip(b.chunks_exact(4)) {
-                        cell.store(f32::from_le_bytes([x[0], x[1], x[2], x[3]]));
-                    }
+                    r.cells(table.row(index as usize), &mut bytes, &what)?;
                 }
                 table
             }
@@ -797,5 +798,25 @@ mod tests {
                 assert!(e.contains("table t"), "{e}");
             }
         }
+    }
+
+    /// Listed rows wider than the reader's chunk (here 20,000 weights) load whole.
+    #[test]
+    fn listed_rows_wider_than_a_read_chunk_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Table::with_layout("wide", 10, 20_000, 0, &[]).unwrap();
+        let row: Vec<f32> = (0..20_000).map(|k| k as f32 * 0.5).collect();
+        t.write_weights(7, &row);
+        let path = dir.path().join("wide.bin");
+        save(&path, "m", &[&t]).unwrap();
+        assert!(
+            std::fs::metadata(&path).unwrap().len() < 3 * 80_000,
+            "rows listed"
+        );
+        let mut ck = load(&path).unwrap();
+        assert_eq!(
+            values(&ck.take_table("wide", 10, 20_000).unwrap()),
+            values(&t)
+        );
     }
 }
