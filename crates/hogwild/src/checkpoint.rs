@@ -13,8 +13,8 @@
 //! ```
 //! Layout 1 is written when it is the smaller: a hashed table of which a run touched a fraction
 //! of the rows lists those that differ from the table's fill row ([`Table::fill`]: zero weights
-//! and the optimizer's initial slots); every other row is the fill row. Version 1 files (the
-//! same without `layout`, every row written) still load.
+//! and the slots as the optimizer stores them fresh, `Optimizer::slot_fill`); every other row is
+//! the fill row. Version 1 files (the same without `layout`, every row written) still load.
 //! Writing is atomic: the file is written beside its destination under a temporary name, flushed to
 //! disk, then renamed over the destination, so a crash leaves either the old file or the new one.
 //! CRC-32 (the `crc32fast` crate, the checksum of zip and PNG) detects truncation and corruption of the
@@ -709,8 +709,8 @@ mod tests {
         let mut ck = load(&path).unwrap();
         let back = ck.take_table("w", rows, 2).unwrap();
         assert_eq!(values(&back), values(&t));
-        assert_eq!(back.fill(), &[0.0, 0.0, 0.1, 0.1]);
-        assert_eq!(back.row(1)[2].load(), 0.1);
+        assert_eq!(back.fill(), &[0.0; 4]);
+        assert_eq!(back.row(1)[2].load(), 0.0);
         let again = dir.path().join("again.bin");
         save(&again, "m", &[&back]).unwrap();
         assert_eq!(

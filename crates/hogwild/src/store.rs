@@ -102,19 +102,22 @@ pub struct Table {
 }
 
 impl Table {
-    /// A table for optimizer `opt`: weights zero, slots at the optimizer's initial values, scalars
-    /// initialised by the optimizer.
+    /// A table for optimizer `opt`: weights zero, slots as the optimizer stores its initial values
+    /// ([`Optimizer::slot_fill`]; zero for SGD, Adagrad and AdamAsync, so that the table's pages
+    /// are first touched by training, in parallel, not by a pass here), scalars initialised by the
+    /// optimizer.
     pub fn new<O: Optimizer<f32>>(name: &str, rows: usize, dim: usize, opt: &O) -> Result<Self> {
         let mut scalars = vec![0.0f32; O::SCALARS];
         opt.init_scalars(&mut scalars);
         let mut table = Self::with_layout(name, rows, dim, O::SLOTS, &scalars)?;
-        if O::SLOTS > 0 {
-            let fill: Vec<f32> = (0..1 + O::SLOTS)
-                .flat_map(|s| {
-                    let init = if s == 0 { 0.0 } else { opt.slot_init(s - 1) };
-                    std::iter::repeat_n(init, dim)
-                })
-                .collect();
+        let fill: Vec<f32> = (0..1 + O::SLOTS)
+            .flat_map(|s| {
+                let init = if s == 0 { 0.0 } else { opt.slot_fill(s - 1) };
+                std::iter::repeat_n(init, dim)
+            })
+            .collect();
+        // A fresh table's memory is zero already; filling it would touch every page.
+        if fill.iter().any(|x| x.to_bits() != 0) {
             table.fill_with(&fill);
         }
         Ok(table)
@@ -210,7 +213,7 @@ impl Table {
         (self.data.len() + self.scalars.len()) * std::mem::size_of::<AtomicF32>()
     }
 
-    /// The row a fresh table holds everywhere: zero weights and the optimizer's initial slots
+    /// The row a fresh table holds everywhere: zero weights and the slots' fresh values
     /// ([`Table::new`]), zeros ([`Table::with_layout`]), or a loaded checkpoint's. Models that
     /// draw their initial weights write them over it. Checkpoints list only the rows that differ
     /// from it when that is smaller than writing every row.
@@ -496,7 +499,7 @@ mod tests {
             assert_eq!(&got[..], &var[r * dim..(r + 1) * dim], "row {r}");
             for s in 0..O::SLOTS {
                 for i in 0..dim {
-                    let cell = table.row(r)[dim * (1 + s) + i].load();
+                    let cell = opt.slot_value(s, table.row(r)[dim * (1 + s) + i].load());
                     assert_eq!(cell, state.slots[(r * dim + i) * O::SLOTS + s]);
                 }
             }
@@ -532,7 +535,13 @@ mod tests {
         assert_eq!((t.stride(), t.slots(), t.elements().len()), (6, 1, 12));
         t.write_weights(1, &[1.0, 2.0, 3.0]);
         let row: Vec<f32> = t.row(1).iter().map(AtomicF32::load).collect();
-        assert_eq!(row, vec![1.0, 2.0, 3.0, 0.5, 0.5, 0.5]);
+        // A fresh accumulator stores zero, which Adagrad reads as its initial 0.5.
+        assert_eq!(row, vec![1.0, 2.0, 3.0, 0.0, 0.0, 0.0]);
+        assert_eq!(opt.slot_value(0, row[3]), 0.5);
+        let step = t.begin(&opt, true).unwrap();
+        t.update_row(&opt, &step, 1, &[1.0, 0.0, -2.0], 1.0);
+        let row: Vec<f32> = t.row(1).iter().map(AtomicF32::load).collect();
+        assert_eq!(&row[3..], &[1.5, 0.5, 4.5]);
         assert_eq!(t.memory_bytes(), 12 * 4);
     }
 

@@ -321,6 +321,12 @@ impl<O: Optimizer<f32>> Ctr<O> {
     pub fn init(&self) {
         let scale = self.cfg.init_scale;
         for (t, table) in self.tables.iter().enumerate() {
+            // A row's first weight (the linear term) starts at zero, as a fresh table holds it;
+            // with no factors (logistic regression) there is nothing to write, and the table's
+            // pages are first touched by the training workers instead of here.
+            if table.dim() == 1 {
+                continue;
+            }
             in_row_ranges(table.rows(), |range| {
                 let mut row = vec![0.0f32; table.dim()];
                 for r in range {
@@ -449,6 +455,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
         w.batch_local.clear();
         if training && w.copy_rows {
             w.rows.plan(
+                &self.opt,
                 &self.tables,
                 w.batch_feats.iter().copied(),
                 LOCAL_MIN_USES,
@@ -554,19 +561,30 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// The worker's copy of the bias and its slots, as the shared table holds them now.
     fn local_bias(&self) -> LocalBias {
         let mut start = [0.0f32; 1 + MAX_SLOTS];
-        for (x, cell) in start.iter_mut().zip(self.bias.row(0)) {
-            *x = cell.load();
+        for (i, (x, cell)) in start.iter_mut().zip(self.bias.row(0)).enumerate() {
+            *x = self.bias_value(i, cell.load());
         }
         LocalBias { start, now: start }
     }
 
     /// Adds the change of the worker's copy since [`Ctr::local_bias`] to the shared bias.
     fn merge_bias(&self, bias: &LocalBias) {
-        for ((cell, &now), &start) in self.bias.row(0).iter().zip(&bias.now).zip(&bias.start) {
+        let cells = self.bias.row(0).iter().zip(&bias.now).zip(&bias.start);
+        for (i, ((cell, &now), &start)) in cells.enumerate() {
             let delta = now - start;
             if delta != 0.0 {
-                cell.update(|x| x + delta);
+                cell.update(|x| self.bias_value(i, x) + delta);
             }
+        }
+    }
+
+    /// Element `i` of the bias row (the weight, then its slots) as the optimizer reads it
+    /// ([`Optimizer::slot_value`]).
+    fn bias_value(&self, i: usize, stored: f32) -> f32 {
+        if i == 0 {
+            stored
+        } else {
+            self.opt.slot_value(i - 1, stored)
         }
     }
 
@@ -716,7 +734,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
             }
         }
         // The instances before a bad one were applied to their rows: their bias steps too.
-        w.rows.merge(&self.tables);
+        w.rows.merge(&self.opt, &self.tables);
         self.merge_bias(&bias);
         self.finish(&rows, batch.len);
         result?;

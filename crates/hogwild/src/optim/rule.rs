@@ -19,6 +19,22 @@ pub trait Optimizer<T: Real>: Send + Sync {
 
     /// Initial value of state slot `slot` (e.g. Adagrad's initial accumulator).
     fn slot_init(&self, slot: usize) -> T;
+    /// The value a fresh Hogwild table stores in slot `slot`: [`Optimizer::slot_init`], unless
+    /// [`Optimizer::element`] reads that stored value as the initial one. Adagrad reads a zero
+    /// accumulator (which no update leaves) as its initial accumulator, so that a fresh table is
+    /// all zeros: its memory is mapped zero pages, first touched by the training workers in
+    /// parallel instead of by a fill pass over every row before training.
+    fn slot_fill(&self, slot: usize) -> T {
+        self.slot_init(slot)
+    }
+    /// The value slot `slot` holds when it stores `stored`: `stored` itself, except where
+    /// [`Optimizer::slot_fill`] stores a stand-in for the initial value (Adagrad's zero). Code
+    /// that adds changes to a slot from elsewhere (a worker's private copy of a row) reads through
+    /// this, so that the initial value is counted once.
+    #[inline(always)]
+    fn slot_value(&self, _slot: usize, stored: T) -> T {
+        stored
+    }
     /// Initial per-variable scalars, `SCALARS` of them.
     fn init_scalars(&self, scalars: &mut [T]);
     /// Validates the hyper-parameters and scalars and computes the per-call step.
@@ -151,6 +167,10 @@ impl<T: Real> Optimizer<T> for Sgd<T> {
 
 /// Adagrad (TensorFlow's form): `acc += g*g; w -= lr * g / sqrt(acc)`, the accumulator starting at
 /// `initial_accumulator` (TensorFlow's default 0.1).
+///
+/// A stored accumulator of zero reads as `initial_accumulator`: updates only add squares to a
+/// positive start, so no update leaves a zero, and a fresh table stores zeros
+/// ([`Optimizer::slot_fill`]). The arithmetic, and so every bit, is TensorFlow's either way.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Adagrad<T> {
     pub lr: T,
@@ -164,6 +184,17 @@ impl<T: Real> Optimizer<T> for Adagrad<T> {
 
     fn slot_init(&self, _slot: usize) -> T {
         self.initial_accumulator
+    }
+    fn slot_fill(&self, _slot: usize) -> T {
+        T::zero()
+    }
+    #[inline(always)]
+    fn slot_value(&self, _slot: usize, stored: T) -> T {
+        if stored == T::zero() {
+            self.initial_accumulator
+        } else {
+            stored
+        }
     }
     fn init_scalars(&self, _scalars: &mut [T]) {}
     fn begin(&self, _scalars: &[T], _sparse: bool) -> Result<T> {
@@ -181,7 +212,7 @@ impl<T: Real> Optimizer<T> for Adagrad<T> {
     fn finish(&self, _scalars: &mut [T], _sparse: bool, _touched: usize) {}
     #[inline(always)]
     fn element(&self, lr: &T, w: &mut T, slots: &mut [T], g: T) {
-        let acc = slots[0] + g * g;
+        let acc = self.slot_value(0, slots[0]) + g * g;
         slots[0] = acc;
         *w = *w - *lr * g / acc.sqrt();
     }

@@ -63,8 +63,10 @@ impl LocalRows {
     /// Plans a batch whose features are `rows` (table index into `tables`, row): every row used
     /// at least `min_uses` times is copied into the worker, and `local[k]` is set to the copy of
     /// feature `k`'s row, or [`SHARED`]. The copies of the previous batch must have been merged.
-    pub fn plan(
+    /// A copy holds the slots' values as `opt` reads them ([`Optimizer::slot_value`]).
+    pub fn plan<O: Optimizer<f32>>(
         &mut self,
+        opt: &O,
         tables: &[Table],
         rows: impl ExactSizeIterator<Item = (usize, usize)>,
         min_uses: u32,
@@ -104,8 +106,13 @@ impl LocalRows {
                         if entry.state >= min_uses && self.copies.len() < (COPIED - 1) as usize {
                             entry.state = COPIED | self.copies.len() as u32;
                             let at = self.start.len();
-                            self.start
-                                .extend(tables[table].row(row).iter().map(|c| c.load()));
+                            let t = &tables[table];
+                            self.start.extend(
+                                t.row(row)
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, c)| value(opt, t.dim(), i, c.load())),
+                            );
                             self.copies.push(Copy {
                                 table: table as u32,
                                 row,
@@ -171,17 +178,19 @@ impl LocalRows {
         );
     }
 
-    /// Writes the copies' changes back to `tables` (see the module documentation).
-    pub fn merge(&mut self, tables: &[Table]) {
+    /// Writes the copies' changes back to `tables` (see the module documentation), reading the
+    /// shared slots as `opt` does.
+    pub fn merge<O: Optimizer<f32>>(&mut self, opt: &O, tables: &[Table]) {
         for copy in &self.copies {
-            let cells = tables[copy.table as usize].row(copy.row);
+            let table = &tables[copy.table as usize];
+            let cells = table.row(copy.row);
             let start = &self.start[copy.at..copy.at + cells.len()];
             let now = &self.now[copy.at..copy.at + cells.len()];
-            for ((cell, &start), &now) in cells.iter().zip(start).zip(now) {
+            for (i, ((cell, &start), &now)) in cells.iter().zip(start).zip(now).enumerate() {
                 if now.to_bits() == start.to_bits() {
                     continue;
                 }
-                let shared = cell.load();
+                let shared = value(opt, table.dim(), i, cell.load());
                 cell.store(if shared.to_bits() == start.to_bits() {
                     now
                 } else {
@@ -193,17 +202,31 @@ impl LocalRows {
     }
 }
 
+/// Element `i` of a row of `dim` weights (weights, then each slot's `dim` values) as `opt` reads
+/// it: a weight as stored, a slot through [`Optimizer::slot_value`].
+#[inline(always)]
+fn value<O: Optimizer<f32>>(opt: &O, dim: usize, i: usize, stored: f32) -> f32 {
+    if i < dim {
+        stored
+    } else {
+        opt.slot_value(i / dim - 1, stored)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::optim::Adagrad;
 
-    fn table(rows: usize, dim: usize) -> Table {
-        let opt = Adagrad {
+    fn adagrad() -> Adagrad<f32> {
+        Adagrad {
             lr: 0.1f32,
             initial_accumulator: 0.1,
-        };
-        let t = Table::new("t", rows, dim, &opt).unwrap();
+        }
+    }
+
+    fn table(rows: usize, dim: usize) -> Table {
+        let t = Table::new("t", rows, dim, &adagrad()).unwrap();
         for r in 0..rows {
             let w: Vec<f32> = (0..dim).map(|k| (r * 10 + k) as f32 / 4.0).collect();
             t.write_weights(r, &w);
@@ -218,34 +241,32 @@ mod tests {
         let rows = [(0, 5), (1, 5), (0, 1), (0, 5), (1, 5), (0, 5), (1, 7)];
         let mut local = Vec::new();
         let mut copies = LocalRows::default();
-        copies.plan(&tables, rows.iter().copied(), 2, &mut local);
+        let opt = adagrad();
+        copies.plan(&opt, &tables, rows.iter().copied(), 2, &mut local);
         assert_eq!(local, vec![0, 1, SHARED, 0, 1, 0, SHARED]);
         assert_eq!(copies.len(), 2);
         assert_eq!(copies.weights(0, 2), &[12.5, 12.75]);
         assert_eq!(copies.weights(1, 3), &[12.5, 12.75, 13.0]);
-        copies.merge(&tables);
+        copies.merge(&opt, &tables);
         // A higher threshold, and the next batch's plan starts afresh.
-        copies.plan(&tables, rows.iter().copied(), 3, &mut local);
+        copies.plan(&opt, &tables, rows.iter().copied(), 3, &mut local);
         assert_eq!(local, vec![0, SHARED, SHARED, 0, SHARED, 0, SHARED]);
-        copies.merge(&tables);
-        copies.plan(&tables, [(1, 7), (1, 7)].into_iter(), 2, &mut local);
+        copies.merge(&opt, &tables);
+        copies.plan(&opt, &tables, [(1, 7), (1, 7)].into_iter(), 2, &mut local);
         assert_eq!(local, vec![0, 0]);
         assert_eq!(copies.weights(0, 3), &[17.5, 17.75, 18.0]);
-        copies.merge(&tables);
+        copies.merge(&opt, &tables);
         // Many distinct rows (probing past collisions): all shared at threshold 2.
         let many: Vec<(usize, usize)> = (0..1000).map(|i| (i % 2, i / 2)).collect();
         let big = [table(500, 1), table(500, 1)];
-        copies.plan(&big, many.iter().copied(), 2, &mut local);
+        copies.plan(&opt, &big, many.iter().copied(), 2, &mut local);
         assert!(copies.is_empty() && local.iter().all(|&l| l == SHARED));
     }
 
     /// One thread: stepping the copy and merging gives the bits of stepping the shared row.
     #[test]
     fn one_worker_gets_the_per_instance_result() {
-        let opt = Adagrad {
-            lr: 0.1f32,
-            initial_accumulator: 0.1,
-        };
+        let opt = adagrad();
         let (direct, staged) = ([table(4, 3)], [table(4, 3)]);
         let grads = [[0.5f32, -1.0, 0.25], [0.1, 0.2, -0.3], [-2.0, 0.0, 1.5]];
         let step = direct[0].begin(&opt, true).unwrap();
@@ -254,13 +275,13 @@ mod tests {
         }
         let mut copies = LocalRows::default();
         let mut local = Vec::new();
-        copies.plan(&staged, [(0, 2); 3].into_iter(), 2, &mut local);
+        copies.plan(&opt, &staged, [(0, 2); 3].into_iter(), 2, &mut local);
         for g in &grads {
             copies.update_row(&opt, &step, local[0], 3, g);
         }
         // Not written back before the merge.
         assert_eq!(staged[0].row(2)[0].load(), 5.0);
-        copies.merge(&staged);
+        copies.merge(&opt, &staged);
         let bits =
             |t: &Table| -> Vec<u32> { t.row(2).iter().map(|c| c.load().to_bits()).collect() };
         assert_eq!(bits(&staged[0]), bits(&direct[0]));
@@ -274,13 +295,39 @@ mod tests {
         let step = tables[0].begin(&opt, true).unwrap();
         let (mut a, mut b) = (LocalRows::default(), LocalRows::default());
         let mut local = Vec::new();
-        a.plan(&tables, [(0, 1), (0, 1)].into_iter(), 2, &mut local);
-        b.plan(&tables, [(0, 1), (0, 1)].into_iter(), 2, &mut local);
+        a.plan(&opt, &tables, [(0, 1), (0, 1)].into_iter(), 2, &mut local);
+        b.plan(&opt, &tables, [(0, 1), (0, 1)].into_iter(), 2, &mut local);
         // Row 1 starts at 2.5; a steps it by -0.5, b by -0.25.
         a.update_row(&opt, &step, 0, 1, &[0.5]);
         b.update_row(&opt, &step, 0, 1, &[0.25]);
-        a.merge(&tables);
-        b.merge(&tables);
+        a.merge(&opt, &tables);
+        b.merge(&opt, &tables);
         assert_eq!(tables[0].row(1)[0].load(), 1.75);
+    }
+
+    /// A fresh Adagrad row stores a zero accumulator standing for the initial one: copies read it
+    /// as the initial value and two workers' merged steps count it once.
+    #[test]
+    fn a_fresh_accumulator_is_counted_once_when_two_copies_merge() {
+        let opt = adagrad();
+        let tables = [Table::new("t", 2, 1, &opt).unwrap()];
+        assert_eq!(tables[0].row(1)[1].load().to_bits(), 0);
+        let step = tables[0].begin(&opt, true).unwrap();
+        let (mut a, mut b) = (LocalRows::default(), LocalRows::default());
+        let mut local = Vec::new();
+        a.plan(&opt, &tables, [(0, 1), (0, 1)].into_iter(), 2, &mut local);
+        b.plan(&opt, &tables, [(0, 1), (0, 1)].into_iter(), 2, &mut local);
+        a.update_row(&opt, &step, 0, 1, &[0.5]);
+        b.update_row(&opt, &step, 0, 1, &[0.25]);
+        a.merge(&opt, &tables);
+        // Alone, the first merge stores the copy's values: TensorFlow's bits.
+        assert_eq!(tables[0].row(1)[1].load(), 0.1 + 0.5 * 0.5);
+        b.merge(&opt, &tables);
+        let acc = tables[0].row(1)[1].load();
+        assert_eq!(acc, (0.1f32 + 0.5 * 0.5) + ((0.1 + 0.25 * 0.25) - 0.1));
+        let w = -0.1 * 0.5 / (0.1f32 + 0.25).sqrt() - 0.1 * 0.25 / (0.1f32 + 0.0625).sqrt();
+        assert!((tables[0].row(1)[0].load() - w).abs() < 1e-6);
+        // The other row was never touched: still the stand-in zero.
+        assert_eq!(tables[0].row(0)[1].load().to_bits(), 0);
     }
 }

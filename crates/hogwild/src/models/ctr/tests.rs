@@ -454,7 +454,8 @@ fn repeated_rows_in_an_instance_update_in_turn() {
 }
 
 /// Two workers stepping their copies of the bias during overlapping batches: the shared bias and
-/// its slot receive both changes (Hogwild's sum of the threads' steps), none is overwritten.
+/// its slot receive both changes (Hogwild's sum of the threads' steps), none is overwritten, and
+/// the accumulator's initial value (stored as zero in a fresh table) is counted once.
 #[test]
 fn workers_bias_steps_add_up_in_the_shared_bias() {
     let opt = Adagrad {
@@ -465,14 +466,16 @@ fn workers_bias_steps_add_up_in_the_shared_bias() {
     m.init();
     m.bias.write_weights(0, &[0.25]);
     let (mut first, mut second) = (m.local_bias(), m.local_bias());
+    assert_eq!(m.bias.row(0)[1].load(), 0.0);
     assert_eq!(first.now[..2], [0.25, 0.5]);
     first.now[0] += 0.5;
     first.now[1] += 2.0;
     second.now[0] -= 0.125;
+    second.now[1] += 1.0;
     m.merge_bias(&first);
     m.merge_bias(&second);
     let cells: Vec<f32> = m.bias.row(0).iter().map(|c| c.load()).collect();
-    assert_eq!(cells, [0.625, 2.5]);
+    assert_eq!(cells, [0.625, 3.5]);
 }
 
 /// A worker of a multi-threaded run steps private copies of the rows a batch uses often; alone,
