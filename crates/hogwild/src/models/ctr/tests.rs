@@ -536,3 +536,41 @@ fn private_copies_of_hot_rows_give_the_in_place_bits() {
     rms.apply_sparse_rmsprop = true;
     check(rms, &batch);
 }
+
+/// A fresh logistic regression with Adagrad holds nothing but zeros (its tables' memory is never
+/// written before training), and its first step gives TensorFlow's Adagrad bits: the stored zero
+/// accumulator reads as `initial_accumulator`.
+#[test]
+fn a_fresh_adagrad_lr_is_all_zeros_and_steps_like_tensorflow() {
+    let opt = Adagrad {
+        lr: 0.5f32,
+        initial_accumulator: 0.1,
+    };
+    let m = Ctr::new(CtrKind::Lr, CtrConfig::new(64), opt).unwrap();
+    m.init();
+    for t in m.tables.iter().chain([&m.bias]) {
+        assert!(t.elements().iter().all(|c| c.load().to_bits() == 0));
+        assert!(t.fill().iter().all(|x| x.to_bits() == 0));
+    }
+    let mut w = m.worker(&desc()).unwrap();
+    let mut out = [0.0];
+    m.train_batch(&mut w, &one(3, 5, 1), &mut out, None)
+        .unwrap();
+    // p = sigmoid(0) = 0.5, so every gradient is 0.5 - 1 = -0.5; TF's Adagrad:
+    // acc = 0.1 + 0.25, w = 0 - 0.5 * -0.5 / sqrt(acc).
+    let acc = 0.1f32 + -0.5f32 * -0.5;
+    let expected = 0.0 - 0.5f32 * -0.5 / acc.sqrt();
+    let bias: Vec<f32> = m.bias.row(0).iter().map(|c| c.load()).collect();
+    assert_eq!(bias, [expected, acc]);
+    let changed: Vec<Vec<f32>> = (0..m.tables[0].rows())
+        .map(|r| {
+            m.tables[0]
+                .row(r)
+                .iter()
+                .map(|c| c.load())
+                .collect::<Vec<_>>()
+        })
+        .filter(|row| row.iter().any(|x| x.to_bits() != 0))
+        .collect();
+    assert_eq!(changed, vec![vec![expected, acc]; 2]);
+}
