@@ -287,19 +287,28 @@ mod tests {
         assert_eq!(bits(&staged[0]), bits(&direct[0]));
     }
 
+    /// Two workers' copies of row 1 of a one-weight table, planned before either steps, then
+    /// stepped with gradients 0.5 and 0.25; neither is merged yet.
+    fn two_stepped_copies<O: Optimizer<f32>>(opt: &O, tables: &[Table]) -> [LocalRows; 2] {
+        let step = tables[0].begin(opt, true).unwrap();
+        let mut copies = [LocalRows::default(), LocalRows::default()];
+        let mut local = Vec::new();
+        for c in &mut copies {
+            c.plan(opt, tables, [(0, 1), (0, 1)].into_iter(), 2, &mut local);
+        }
+        for (c, g) in copies.iter_mut().zip([0.5, 0.25]) {
+            c.update_row(opt, &step, 0, 1, &[g]);
+        }
+        copies
+    }
+
     /// Two workers' copies of one row: both changes end up in the shared row.
     #[test]
     fn changes_made_elsewhere_during_a_batch_are_kept() {
         let tables = [table(2, 1)];
         let opt = crate::optim::Sgd { lr: 1.0f32 };
-        let step = tables[0].begin(&opt, true).unwrap();
-        let (mut a, mut b) = (LocalRows::default(), LocalRows::default());
-        let mut local = Vec::new();
-        a.plan(&opt, &tables, [(0, 1), (0, 1)].into_iter(), 2, &mut local);
-        b.plan(&opt, &tables, [(0, 1), (0, 1)].into_iter(), 2, &mut local);
         // Row 1 starts at 2.5; a steps it by -0.5, b by -0.25.
-        a.update_row(&opt, &step, 0, 1, &[0.5]);
-        b.update_row(&opt, &step, 0, 1, &[0.25]);
+        let [mut a, mut b] = two_stepped_copies(&opt, &tables);
         a.merge(&opt, &tables);
         b.merge(&opt, &tables);
         assert_eq!(tables[0].row(1)[0].load(), 1.75);
@@ -312,13 +321,7 @@ mod tests {
         let opt = adagrad();
         let tables = [Table::new("t", 2, 1, &opt).unwrap()];
         assert_eq!(tables[0].row(1)[1].load().to_bits(), 0);
-        let step = tables[0].begin(&opt, true).unwrap();
-        let (mut a, mut b) = (LocalRows::default(), LocalRows::default());
-        let mut local = Vec::new();
-        a.plan(&opt, &tables, [(0, 1), (0, 1)].into_iter(), 2, &mut local);
-        b.plan(&opt, &tables, [(0, 1), (0, 1)].into_iter(), 2, &mut local);
-        a.update_row(&opt, &step, 0, 1, &[0.5]);
-        b.update_row(&opt, &step, 0, 1, &[0.25]);
+        let [mut a, mut b] = two_stepped_copies(&opt, &tables);
         a.merge(&opt, &tables);
         // Alone, the first merge stores the copy's values: TensorFlow's bits.
         assert_eq!(tables[0].row(1)[1].load(), 0.1 + 0.5 * 0.5);
