@@ -373,6 +373,19 @@ impl Table {
     }
 }
 
+/// Element `i` of a row of `dim` weights laid out as a table's (the weights, then each slot's
+/// `dim` values) as `opt` reads it: a weight as stored, a slot through
+/// [`Optimizer::slot_value`]. For code that copies a row out and adds its changes back (a
+/// worker's private copies), so that a slot's stored stand-in is counted once.
+#[inline(always)]
+pub(crate) fn element_value<O: Optimizer<f32>>(opt: &O, dim: usize, i: usize, stored: f32) -> f32 {
+    if i < dim {
+        stored
+    } else {
+        opt.slot_value(i / dim - 1, stored)
+    }
+}
+
 /// Applies `opt`'s rule with gradient `scale * grad` to one row laid out as a table's (`dim`
 /// weights, then each slot's `dim` values), reached through `load` and `store` by element index:
 /// each weight and its slots are loaded into locals, updated, and stored back. The shared rows

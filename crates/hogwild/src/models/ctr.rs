@@ -46,7 +46,7 @@ use crate::feed::{Batch, DataFeedDesc, SlotType};
 use crate::metrics::Auc;
 use crate::model::{Model, StageTimes};
 use crate::optim::Optimizer;
-use crate::store::{in_row_ranges, LocalRows, Table, MAX_SLOTS, SHARED};
+use crate::store::{element_value, in_row_ranges, LocalRows, Table, MAX_SLOTS, SHARED};
 use crate::{Error, Result};
 
 /// Which CTR model.
@@ -562,7 +562,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     fn local_bias(&self) -> LocalBias {
         let mut start = [0.0f32; 1 + MAX_SLOTS];
         for (i, (x, cell)) in start.iter_mut().zip(self.bias.row(0)).enumerate() {
-            *x = self.bias_value(i, cell.load());
+            *x = element_value(&self.opt, self.bias.dim(), i, cell.load());
         }
         LocalBias { start, now: start }
     }
@@ -573,18 +573,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
         for (i, ((cell, &now), &start)) in cells.enumerate() {
             let delta = now - start;
             if delta != 0.0 {
-                cell.update(|x| self.bias_value(i, x) + delta);
+                cell.update(|x| element_value(&self.opt, self.bias.dim(), i, x) + delta);
             }
-        }
-    }
-
-    /// Element `i` of the bias row (the weight, then its slots) as the optimizer reads it
-    /// ([`Optimizer::slot_value`]).
-    fn bias_value(&self, i: usize, stored: f32) -> f32 {
-        if i == 0 {
-            stored
-        } else {
-            self.opt.slot_value(i - 1, stored)
         }
     }
 

@@ -16,7 +16,7 @@
 
 use std::cell::Cell;
 
-use super::{step_row, Table};
+use super::{element_value, step_row, Table};
 use crate::optim::Optimizer;
 
 /// `LocalRows::slot` of a feature whose row stays in the shared table.
@@ -111,7 +111,7 @@ impl LocalRows {
                                 t.row(row)
                                     .iter()
                                     .enumerate()
-                                    .map(|(i, c)| value(opt, t.dim(), i, c.load())),
+                                    .map(|(i, c)| element_value(opt, t.dim(), i, c.load())),
                             );
                             self.copies.push(Copy {
                                 table: table as u32,
@@ -190,7 +190,7 @@ impl LocalRows {
                 if now.to_bits() == start.to_bits() {
                     continue;
                 }
-                let shared = value(opt, table.dim(), i, cell.load());
+                let shared = element_value(opt, table.dim(), i, cell.load());
                 cell.store(if shared.to_bits() == start.to_bits() {
                     now
                 } else {
@@ -199,17 +199,6 @@ impl LocalRows {
             }
         }
         self.copies.clear();
-    }
-}
-
-/// Element `i` of a row of `dim` weights (weights, then each slot's `dim` values) as `opt` reads
-/// it: a weight as stored, a slot through [`Optimizer::slot_value`].
-#[inline(always)]
-fn value<O: Optimizer<f32>>(opt: &O, dim: usize, i: usize, stored: f32) -> f32 {
-    if i < dim {
-        stored
-    } else {
-        opt.slot_value(i / dim - 1, stored)
     }
 }
 
