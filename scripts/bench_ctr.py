@@ -205,9 +205,12 @@ def bench(hogwild, name, d, meta, models, threads_list, epochs, buckets, repeats
     rows = []
     systems = ["hogwild", "vw"] + (["xlearn"] if with_xlearn else [])
     for model in models:
-        for threads in threads_list:
-            runs = {s: [] for s in systems}
-            for r in range(repeats):
+        # Repeat by repeat, every thread count and system back to back: the ratios between
+        # thread counts then compare runs made within seconds of each other, as the ratios
+        # between systems do, instead of runs a minute apart on a machine whose speed drifts.
+        runs = {(t, s): [] for t in threads_list for s in systems}
+        for r in range(repeats):
+            for threads in threads_list:
                 for s in systems:
                     if s == "vw" and model == "fm":
                         continue
@@ -218,19 +221,19 @@ def bench(hogwild, name, d, meta, models, threads_list, epochs, buckets, repeats
                         res = xlearn(d, model, threads, epochs, tag)
                     else:
                         res = vw(d, epochs, buckets.bit_length() - 1, tag)
-                    runs[s].append(res)
+                    runs[(threads, s)].append(res)
                     print(f"{name} {model} threads {threads} {s} repeat {r + 1}: "
                           f"{n / res[0]:,.0f} examples/s", flush=True)
-            for s, rs in runs.items():
-                if not rs:
-                    continue
-                rows.append({"data": name, "model": model, "threads": threads, "system": s,
-                             "examples_per_s": statistics.median(n / r[0] for r in rs),
-                             "all": [round(n / r[0]) for r in rs],
-                             "per_cpu_s": statistics.median(n / r[3] for r in rs),
-                             "loop_per_s": statistics.median(r[4] for r in rs) if s == "hogwild" else None,
-                             "auc": auc(y_test, rs[-1][2]),
-                             "rss_mib": max(r[1] for r in rs)})
+        for (threads, s), rs in runs.items():
+            if not rs:
+                continue
+            rows.append({"data": name, "model": model, "threads": threads, "system": s,
+                         "examples_per_s": statistics.median(n / r[0] for r in rs),
+                         "all": [round(n / r[0]) for r in rs],
+                         "per_cpu_s": statistics.median(n / r[3] for r in rs),
+                         "loop_per_s": statistics.median(r[4] for r in rs) if s == "hogwild" else None,
+                         "auc": auc(y_test, rs[-1][2]),
+                         "rss_mib": max(r[1] for r in rs)})
     return rows
 
 
@@ -285,8 +288,10 @@ def main():
                              f"AUC {r['auc'] - p['auc']:+.4f}")
         one = by.get((data, model, 1, "hogwild"))
         if t != 1 and one:
+            paired = statistics.median(a / b for a, b in zip(r["all"], one["all"]))
             parts.append(f"{t} threads / 1 thread {r['examples_per_s'] / one['examples_per_s']:.2f}x "
-                         f"(CPU time per example {one['per_cpu_s'] / r['per_cpu_s']:.2f}x)")
+                         f"(median of the repeats' own ratios {paired:.2f}x; CPU time per example "
+                         f"{one['per_cpu_s'] / r['per_cpu_s']:.2f}x)")
         parts.append(f"training loop alone {r['loop_per_s']:,.0f} examples/s")
         lines.append(f"- {data} {model} {t} thread(s): " + "; ".join(parts))
     lines += [f"- {n}" for n in notes]

@@ -124,11 +124,12 @@ lr = 0.025
 """)
     feed = ROOT / "examples" / "word2vec" / "data.prototxt"
     load = os.getloadavg()
-    results = {}
-    for threads in [int(t) for t in args.threads.split(",")]:
-        for name in ["gensim", "hogwild"]:
-            results[(name, threads)] = []
-        for r in range(args.repeats):
+    thread_counts = [int(t) for t in args.threads.split(",")]
+    results = {(name, t): [] for t in thread_counts for name in ["gensim", "hogwild"]}
+    # Repeat by repeat, every thread count back to back: the ratios between thread counts then
+    # compare runs made close together, as the ratios between systems do.
+    for r in range(args.repeats):
+        for threads in thread_counts:
             gv = OUT / f"gensim-{threads}.txt"
             g = gensim_run(text, threads, gv, args.epochs)
             g["analogy"] = analogies(gv)
@@ -182,7 +183,10 @@ lr = 0.025
                      f"(one run)")
     for name in ["hogwild", "gensim"]:
         if (name, 1) in by and (name, 2) in by:
-            lines.append(f"- {name}: 2 threads / 1 thread {by[(name, 2)]['words_per_s'] / by[(name, 1)]['words_per_s']:.2f}x")
+            two, one = by[(name, 2)], by[(name, 1)]
+            paired = statistics.median(a / b for a, b in zip(two["all_words_per_s"], one["all_words_per_s"]))
+            lines.append(f"- {name}: 2 threads / 1 thread {two['words_per_s'] / one['words_per_s']:.2f}x "
+                         f"(median of the repeats' own ratios {paired:.2f}x)")
     lines.append(f"- load average at start: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores)")
     table = "\n".join(lines)
     print(table)
