@@ -146,7 +146,7 @@ lr = 0.025
                   f"analogy {h['analogy']:.1f} %", flush=True)
     iterable = {}
     if args.gensim_iterable:
-        for threads in [int(t) for t in args.threads.split(",") if int(t) > 1]:
+        for threads in [t for t in thread_counts if t > 1]:
             gv = OUT / f"gensim-iterable-{threads}.txt"
             g = gensim_run(text, threads, gv, args.epochs, mode="iterable")
             iterable[threads] = (g, analogies(gv))

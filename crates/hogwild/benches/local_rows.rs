@@ -5,12 +5,13 @@
 //! one table of 2^18 rows of 9 weights (an FM of 8 factors) with Adagrad.
 //!
 //! `cargo bench -p hogwild --bench local_rows` prints, median of the reps: planning a batch
-//! (counting uses, copying rows used 4 times or more), merging its stepped copies, and the two together, in ns
-//! per feature; and the share of features that were copied.
+//! (counting uses, copying rows used 4 times or more), merging its stepped copies, and the two
+//! together, in ns per feature; and the share of features that were copied.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use hogwild::models::mix64;
 use hogwild::optim::Adagrad;
 use hogwild::store::{LocalRows, Table, SHARED};
 
@@ -21,14 +22,6 @@ const ROWS: usize = 1 << 18;
 const DIM: usize = 9;
 const REPS: usize = 15;
 
-/// splitmix64: a small, seeded generator (no dependency needed for benchmark inputs).
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 fn batches() -> Vec<Vec<(usize, usize)>> {
     let mut state = 7u64;
     (0..BATCHES)
@@ -36,9 +29,9 @@ fn batches() -> Vec<Vec<(usize, usize)>> {
             let mut feats = Vec::with_capacity(BATCH * CARDINALITIES.len());
             for _ in 0..BATCH {
                 for (f, &n) in CARDINALITIES.iter().enumerate() {
-                    state = mix(state);
+                    state = mix64(state);
                     let id = state % n;
-                    let h = mix(id ^ (f as u64) << 56);
+                    let h = mix64(id ^ (f as u64) << 56);
                     feats.push((0, ((u128::from(h) * ROWS as u128) >> 64) as usize));
                 }
             }
@@ -91,7 +84,11 @@ fn main() {
     }
     let (plan, merge) = (median(plans), median(merges));
     let ns = |d: Duration| d.as_secs_f64() * 1e9 / features;
-    println!("LocalRows on flights-shaped batches ({BATCH} instances x 10 fields, {BATCHES} batches, median of {REPS})");
+    println!(
+        "LocalRows on flights-shaped batches ({BATCH} instances x {} fields, {BATCHES} batches, \
+         median of {REPS})",
+        CARDINALITIES.len()
+    );
     println!("| plan ns/feature | merge ns/feature | total ns/feature | features copied |");
     println!("|---|---|---|---|");
     println!(

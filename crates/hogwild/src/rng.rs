@@ -6,11 +6,10 @@ pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
     pub(crate) fn next(&mut self) -> u64 {
+        // `mix64` adds the step itself: this is the mix of the advanced state.
+        let z = crate::models::mix64(self.0);
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        z
     }
 
     /// Uniform in `0..n` (n > 0), by Lemire's multiply-shift.
