@@ -49,7 +49,7 @@ pub struct Args {
     #[arg(long)]
     pub stream: bool,
     /// Seed of the shuffles of in-memory training: once over all instances, then every epoch
-    /// within each thread's share.
+    /// within each thread's share (a thread that runs out of batches trains another's).
     #[arg(long, default_value_t = 1, conflicts_with = "no_shuffle")]
     pub shuffle_seed: u64,
     /// Keep the files' order in memory (no shuffle).

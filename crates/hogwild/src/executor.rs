@@ -74,7 +74,7 @@ impl Default for RunOptions {
     }
 }
 
-/// The metrics of one epoch of an in-memory training run, reported when its last thread ends it.
+/// The metrics of one epoch of an in-memory training run, reported when its last batch is counted.
 #[derive(Debug, Clone)]
 pub struct EpochReport {
     /// 1-based.
@@ -95,8 +95,8 @@ impl EpochReport {
     }
 }
 
-/// Called once per finished epoch, from the worker thread that finished it last (the others may
-/// already be training the next epoch). An error stops the run.
+/// Called once per finished epoch, in order, from the worker thread that counted the epoch's last
+/// batch (the others may already be training the next epoch). An error stops the run.
 pub type EpochHook<'a> = dyn Fn(&EpochReport) -> Result<()> + Sync + 'a;
 
 /// What a run returns.

@@ -1,23 +1,34 @@
 //! Training from an in-memory dataset: every epoch of a run in one pass of the machinery, with no
 //! reader thread and no queue.
 //!
-//! The instances are shuffled once (seeded) and split into one contiguous share per worker; each
-//! worker keeps its share's indices, reshuffles them every later epoch with its own seeded
-//! generator, and gathers its batches from the shared dataset into one reused batch. Threads start
-//! once per run, never wait on each other (an epoch ends per worker; its metrics are merged when
-//! the last worker ends it), and allocate nothing per batch.
+//! The instances are shuffled once (seeded) and split into one contiguous share per worker. A
+//! worker's batches for the whole run are its share's passes one after another: the first in the
+//! shared shuffle's order, each later one reshuffled with a generator seeded by the run's seed,
+//! the share and the epoch, so any thread can lay out any share's pass. Threads start once per
+//! run, never wait on each other (an epoch ends when its last batch is trained), and allocate
+//! nothing per batch.
 //!
-//! The model's run metrics ([`Model::run_metrics`], e.g. word2vec's `effective_words`) are read
-//! when the last worker ends an epoch, so each epoch reports what was gathered since the previous
-//! epoch's report: the whole epoch, plus the first batches of the next one that faster workers
-//! have already trained. The run reports their sum.
+//! Workers claim their own batches one at a time from an atomic counter; a worker whose batches
+//! are all claimed claims the next ones of the worker with the most left (work stealing), as long
+//! as the time that saves outweighs laying out that worker's pass. So a thread slowed by the
+//! machine (another process on its core, a slower core) does not hold up the run: the others
+//! train the rest of its share, and every epoch still trains every instance once. Which thread
+//! trains a batch can change from run to run; what the batches hold does not.
+//!
+//! Each thread adds its metrics to an epoch's totals when it moves to another epoch's batch or
+//! runs out of batches; an epoch is reported (in order) once all its batches are counted. The
+//! model's run metrics ([`Model::run_metrics`], e.g. word2vec's `effective_words`) are read when
+//! an epoch is reported, so each epoch reports what was gathered since the previous epoch's
+//! report: the whole epoch, plus the first batches of the next one that faster workers have
+//! already trained. The run reports their sum.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
 use super::{
     check_threads, fetch_positions, in_threads, metric_values, push_auc, push_values, step,
-    summarize, Context, EpochHook, EpochReport, RunOptions, RunReport,
+    summarize, Context, EpochHook, EpochReport, RunOptions, RunReport, ThreadState,
 };
 use crate::feed::{DataFeedDesc, FeedStats, InMemoryDataset};
 use crate::metrics::Auc;
@@ -30,18 +41,90 @@ fn share(n: usize, threads: usize, w: usize) -> std::ops::Range<usize> {
     w * n / threads..(w + 1) * n / threads
 }
 
-/// One epoch's metrics, merged from the workers as each ends it.
+/// The seed of share `w`'s shuffle in epoch `epoch` (0-based, above 0) of a run seeded `seed`.
+fn pass_seed(seed: u64, w: usize, epoch: usize) -> u64 {
+    let mut mix = SplitMix64(seed ^ (w as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407));
+    mix.next() ^ (epoch as u64).wrapping_mul(0x9FB2_1C65_1E98_DF25)
+}
+
+/// One share's batches for the whole run, claimed one at a time by any thread. Aligned to two
+/// cache lines so that one worker's claims do not disturb another's counter.
+#[repr(align(128))]
+struct Claims {
+    /// The next unclaimed batch: `epoch * per_epoch + batch`.
+    next: AtomicUsize,
+    /// Batches in one pass over the share.
+    per_epoch: usize,
+    /// `per_epoch` times the epochs.
+    total: usize,
+}
+
+impl Claims {
+    /// Claims the next batch: its (epoch, batch in the pass), or `None` when all are claimed.
+    fn claim(&self) -> Option<(usize, usize)> {
+        // Relaxed: the counter hands out distinct batches; no data is published through it.
+        let k = self.next.fetch_add(1, Ordering::Relaxed);
+        (k < self.total).then(|| (k / self.per_epoch, k % self.per_epoch))
+    }
+
+    /// Batches not yet claimed.
+    fn left(&self) -> usize {
+        self.total.saturating_sub(self.next.load(Ordering::Relaxed))
+    }
+
+    /// The epoch of the next unclaimed batch.
+    fn front_epoch(&self) -> usize {
+        self.next.load(Ordering::Relaxed) / self.per_epoch.max(1)
+    }
+}
+
+/// A thread's layout of one share's pass (the order its batches are cut from), and what laying
+/// it out last cost.
+struct Pass {
+    key: Option<(usize, usize)>,
+    order: Vec<u32>,
+    cost: f64,
+}
+
+impl Pass {
+    /// Lays out share `w`'s pass of `epoch` from the run's first shuffle `first`, unless this is
+    /// the pass already held.
+    fn prepare(
+        &mut self,
+        first: &[u32],
+        threads: usize,
+        w: usize,
+        epoch: usize,
+        seed: Option<u64>,
+    ) {
+        if self.key == Some((w, epoch)) {
+            return;
+        }
+        let t0 = Instant::now();
+        self.order.clear();
+        self.order
+            .extend_from_slice(&first[share(first.len(), threads, w)]);
+        if let Some(seed) = seed.filter(|_| epoch > 0) {
+            shuffle(&mut self.order, &mut SplitMix64(pass_seed(seed, w, epoch)));
+        }
+        self.key = Some((w, epoch));
+        self.cost = t0.elapsed().as_secs_f64();
+    }
+}
+
+/// One epoch's metrics, summed over the threads as they add theirs.
 struct EpochTotals {
     sums: Vec<f64>,
     batches: u64,
     instances: u64,
     auc: Auc,
-    finished: usize,
 }
 
-/// Every epoch's metrics, and the model's run metrics summed over the epochs reported so far.
+/// Every epoch's metrics, the next epoch to report, and the model's run metrics summed over the
+/// epochs reported so far.
 struct Totals {
     per_epoch: Vec<EpochTotals>,
+    reported: usize,
     run: Vec<(&'static str, f64)>,
 }
 
@@ -55,11 +138,19 @@ fn add_values(sums: &mut Vec<(&'static str, f64)>, values: &[(&'static str, f64)
     }
 }
 
+/// What a thread has trained of its current epoch since it last added to the epoch's totals.
+struct Since {
+    epoch: Option<usize>,
+    sums: Vec<f64>,
+    batches: u64,
+    instances: u64,
+}
+
 /// Trains `model` on `data` (laid out by `desc`) for `options.feed.epochs` epochs in `threads`
 /// worker threads. `options.feed.in_memory` seeds the shuffles (`None`: file order, no shuffle);
 /// `options.feed.batch_size` overrides the desc's. The same seed and thread count give the same
-/// batches. `on_epoch` is called once per finished epoch (see [`EpochHook`]); the report lists
-/// every epoch's metrics.
+/// batches (whichever thread trains them). `on_epoch` is called once per finished epoch, in order
+/// (see [`EpochHook`]); the report lists every epoch's metrics.
 pub fn train_dataset<M: Model>(
     model: &M,
     desc: &DataFeedDesc,
@@ -85,13 +176,24 @@ pub fn train_dataset<M: Model>(
     let mut workers = model.workers(desc, threads)?;
     let epochs = options.feed.epochs.max(1);
     let seed = options.feed.in_memory;
-    let batch_size = options.feed.batch_size(desc);
+    let batch_size = options.feed.batch_size(desc).max(1);
     model.run_metrics();
     let start = Instant::now();
-    let mut order: Vec<u32> = (0..n32).collect();
+    let mut first: Vec<u32> = (0..n32).collect();
     if let Some(seed) = seed {
-        shuffle(&mut order, &mut SplitMix64(seed));
+        shuffle(&mut first, &mut SplitMix64(seed));
     }
+    let claims: Vec<Claims> = (0..threads)
+        .map(|w| {
+            let per_epoch = share(n, threads, w).len().div_ceil(batch_size);
+            Claims {
+                next: AtomicUsize::new(0),
+                per_epoch,
+                total: per_epoch * epochs,
+            }
+        })
+        .collect();
+    let batches_per_epoch: u64 = claims.iter().map(|c| c.per_epoch as u64).sum();
     let totals = Mutex::new(Totals {
         per_epoch: (0..epochs)
             .map(|_| EpochTotals {
@@ -99,81 +201,138 @@ pub fn train_dataset<M: Model>(
                 batches: 0,
                 instances: 0,
                 auc: Auc::default(),
-                finished: 0,
             })
             .collect(),
+        reported: 0,
         run: Vec::new(),
     });
+    // Held while a thread calls the hook, so that epochs are reported in order.
+    let hooks = Mutex::new(());
     let reports: Mutex<Vec<EpochReport>> = Mutex::new(Vec::with_capacity(epochs));
     let nothing = || {};
     let ctx = Context::new(names, true, threads, options, &nothing);
-    let states = in_threads(model, &mut workers, &ctx, |thread, worker, t| {
-        let mut mine = order[share(n, threads, thread)].to_vec();
-        let mut rng =
-            SplitMix64(seed.unwrap_or(0) ^ (thread as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407));
-        let mut batch = data.empty_batch();
-        let mut epoch_sums = vec![0.0; names.len()];
-        for epoch in 0..epochs {
-            if seed.is_some() && epoch > 0 {
-                shuffle(&mut mine, &mut rng);
+
+    // Adds what `t` trained of `since.epoch` to the totals, then reports every epoch whose
+    // batches are all counted, in order.
+    let settle = |t: &mut ThreadState, worker: &mut M::Worker, since: &mut Since| -> Result<()> {
+        let Some(epoch) = since.epoch else {
+            return Ok(());
+        };
+        t.drain_auc(model, worker);
+        let mut guard = totals.lock().unwrap_or_else(|p| p.into_inner());
+        let all = &mut *guard;
+        let e = &mut all.per_epoch[epoch];
+        for ((s, now), before) in e.sums.iter_mut().zip(&t.sums).zip(&since.sums) {
+            *s += now - before;
+        }
+        e.batches += t.batches - since.batches;
+        e.instances += t.instances - since.instances;
+        e.auc.merge(std::mem::take(&mut t.auc));
+        since.sums.copy_from_slice(&t.sums);
+        (since.batches, since.instances) = (t.batches, t.instances);
+        let mut ready = Vec::new();
+        while all.reported < epochs && all.per_epoch[all.reported].batches == batches_per_epoch {
+            let e = &mut all.per_epoch[all.reported];
+            let mut fetched = metric_values(
+                names,
+                &(0..names.len()).collect::<Vec<_>>(),
+                &e.sums,
+                e.batches,
+            );
+            let mut pairs = std::mem::take(&mut e.auc);
+            push_auc(&mut fetched, &mut pairs);
+            let instances = e.instances;
+            let values = model.run_metrics();
+            push_values(&mut fetched, &values);
+            add_values(&mut all.run, &values);
+            all.reported += 1;
+            ready.push(EpochReport {
+                epoch: all.reported,
+                fetched,
+                instances,
+                elapsed: start.elapsed(),
+            });
+        }
+        if ready.is_empty() {
+            return Ok(());
+        }
+        // Taken before the totals are let go: a thread that reports later epochs waits here.
+        let _in_order = hooks.lock().unwrap_or_else(|p| p.into_inner());
+        drop(guard);
+        for report in ready {
+            if let Some(hook) = on_epoch {
+                hook(&report)?;
             }
-            let (batches_before, instances_before) = (t.batches, t.instances);
-            epoch_sums.copy_from_slice(&t.sums);
-            for chunk in mine.chunks(batch_size) {
-                if ctx.stopped() {
-                    return Ok(());
-                }
-                let t0 = Instant::now();
-                batch.clear();
-                data.gather(&mut batch, chunk);
-                let gathered = t0.elapsed();
-                t.wait += gathered;
-                t.stages.read += gathered;
-                step(model, worker, &ctx, t, &batch, None)?;
-            }
-            t.drain_auc(model, worker);
-            let report = {
-                let mut guard = totals.lock().unwrap_or_else(|p| p.into_inner());
-                let all = &mut *guard;
-                let e = &mut all.per_epoch[epoch];
-                for ((s, now), before) in e.sums.iter_mut().zip(&t.sums).zip(&epoch_sums) {
-                    *s += now - before;
-                }
-                e.batches += t.batches - batches_before;
-                e.instances += t.instances - instances_before;
-                e.auc.merge(std::mem::take(&mut t.auc));
-                e.finished += 1;
-                (e.finished == threads).then(|| {
-                    let mut fetched = metric_values(
-                        names,
-                        &(0..names.len()).collect::<Vec<_>>(),
-                        &e.sums,
-                        e.batches,
-                    );
-                    let mut pairs = std::mem::take(&mut e.auc);
-                    push_auc(&mut fetched, &mut pairs);
-                    let values = model.run_metrics();
-                    push_values(&mut fetched, &values);
-                    add_values(&mut all.run, &values);
-                    EpochReport {
-                        epoch: epoch + 1,
-                        fetched,
-                        instances: e.instances,
-                        elapsed: start.elapsed(),
-                    }
-                })
-            };
-            if let Some(report) = report {
-                if let Some(hook) = on_epoch {
-                    hook(&report)?;
-                }
-                reports
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(report);
-            }
+            reports
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(report);
         }
         Ok(())
+    };
+
+    let states = in_threads(model, &mut workers, &ctx, |thread, worker, t| {
+        let mut pass = Pass {
+            key: None,
+            order: Vec::with_capacity(share(n, threads, thread).len() + 1),
+            cost: 0.0,
+        };
+        let mut batch = data.empty_batch();
+        let mut since = Since {
+            epoch: None,
+            sums: vec![0.0; names.len()],
+            batches: 0,
+            instances: 0,
+        };
+        let begun = Instant::now();
+        let mut from = thread;
+        loop {
+            if ctx.stopped() {
+                return Ok(());
+            }
+            let claimed = match claims[from].claim() {
+                Some(c) => Some(c),
+                None => {
+                    // Steal from the worker with the most batches left, if the time saved (half
+                    // of what it has left, at this thread's pace) beats laying out its pass.
+                    let per_batch = begun.elapsed().as_secs_f64() / t.batches.max(1) as f64;
+                    let victim = (0..threads)
+                        .filter(|&v| v != from)
+                        .map(|v| (claims[v].left(), v))
+                        .filter(|&(left, v)| {
+                            let layout = if pass.key == Some((v, claims[v].front_epoch())) {
+                                0.0
+                            } else {
+                                pass.cost
+                            };
+                            left > 1 && left as f64 * per_batch / 2.0 > layout
+                        })
+                        .max();
+                    match victim {
+                        Some((_, v)) => {
+                            from = v;
+                            continue;
+                        }
+                        None => None,
+                    }
+                }
+            };
+            let Some((epoch, b)) = claimed else { break };
+            if since.epoch != Some(epoch) {
+                settle(t, worker, &mut since)?;
+                since.epoch = Some(epoch);
+            }
+            pass.prepare(&first, threads, from, epoch, seed);
+            let chunk = &pass.order[b * batch_size..((b + 1) * batch_size).min(pass.order.len())];
+            let t0 = Instant::now();
+            batch.clear();
+            data.gather(&mut batch, chunk);
+            let gathered = t0.elapsed();
+            t.wait += gathered;
+            t.stages.read += gathered;
+            step(model, worker, &ctx, t, &batch, None)?;
+        }
+        settle(t, worker, &mut since)
     });
     ctx.reporter.finish();
     if let Some(e) = ctx.take_failure() {

@@ -557,3 +557,187 @@ fn epoch_reports_carry_the_run_metrics_of_their_epoch() {
     .unwrap();
     assert_eq!(*hooked.lock().unwrap(), vec![Some(8.0), Some(8.0)]);
 }
+
+/// A model with no parameters whose first worker is slow: it counts the batches each worker
+/// trains and how often each instance (named by its first word) was trained, per batch of the
+/// run (so a test can also see every epoch).
+struct Lopsided {
+    workers: AtomicUsize,
+    /// Sleep per batch of worker 0.
+    slow: std::time::Duration,
+    /// Per worker, the batches it trained.
+    trained: Vec<AtomicUsize>,
+    /// Per instance, the times it was trained.
+    seen: Vec<AtomicUsize>,
+}
+
+impl Lopsided {
+    fn new(threads: usize, instances: usize, slow_ms: u64) -> Self {
+        Self {
+            workers: AtomicUsize::new(0),
+            slow: std::time::Duration::from_millis(slow_ms),
+            trained: (0..threads).map(|_| AtomicUsize::new(0)).collect(),
+            seen: (0..instances).map(|_| AtomicUsize::new(0)).collect(),
+        }
+    }
+}
+
+impl Model for Lopsided {
+    /// The worker's index.
+    type Worker = usize;
+    fn metrics(&self) -> &'static [&'static str] {
+        &["size"]
+    }
+    fn startup(&self) {}
+    fn worker(&self, _desc: &DataFeedDesc) -> Result<usize> {
+        Ok(self.workers.fetch_add(1, Ordering::Relaxed))
+    }
+    fn train_batch(
+        &self,
+        w: &mut usize,
+        batch: &Batch,
+        out: &mut [f64],
+        _stages: Option<&mut StageTimes>,
+    ) -> Result<()> {
+        if *w == 0 {
+            std::thread::sleep(self.slow);
+        }
+        for i in 0..batch.len {
+            let id = batch.slots[0].u64s(i).unwrap()[0] as usize;
+            self.seen[id].fetch_add(1, Ordering::Relaxed);
+        }
+        self.trained[*w].fetch_add(1, Ordering::Relaxed);
+        out[0] = batch.len as f64;
+        Ok(())
+    }
+    fn eval_batch(
+        &self,
+        w: &mut usize,
+        batch: &Batch,
+        out: &mut [f64],
+        _predictions: Option<&mut String>,
+    ) -> Result<()> {
+        self.train_batch(w, batch, out, None)
+    }
+    fn tables(&self) -> Vec<&Table> {
+        Vec::new()
+    }
+    fn describe(&self) -> String {
+        "lopsided".into()
+    }
+}
+
+/// `n` instances whose first word is their line number.
+fn numbered_data(dir: &Path, n: usize) -> InMemoryDataset {
+    let text: String = (0..n).map(|i| format!("2 {i} 7 1 {}\n", i % 2)).collect();
+    let path = dir.join("numbered");
+    std::fs::write(&path, text).unwrap();
+    InMemoryDataset::load(&desc(), &[path], &FeedOptions::default()).unwrap()
+}
+
+// Worker 0 sleeps 2 ms per batch, worker 1 not at all: worker 1 ends its own 2 x 13 batches at
+// once and trains most of worker 0's, and still every epoch trains every instance once.
+#[test]
+fn idle_workers_train_the_batches_of_a_slow_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = numbered_data(dir.path(), 200);
+    let model = Lopsided::new(2, 200, 2);
+    let epochs = Mutex::new(Vec::new());
+    let hook = |e: &EpochReport| {
+        epochs.lock().unwrap().push((e.epoch, e.instances));
+        Ok(())
+    };
+    let r = train_dataset(
+        &model,
+        &desc(),
+        &data,
+        2,
+        &[],
+        &in_memory(2, Some(3)),
+        Some(&hook),
+    )
+    .unwrap();
+    assert_eq!(r.instances, 400);
+    assert_eq!(r.batches, 2 * 2 * 13);
+    assert!(
+        model.seen.iter().all(|s| s.load(Ordering::Relaxed) == 2),
+        "every instance trained once per epoch"
+    );
+    let trained: Vec<usize> = model
+        .trained
+        .iter()
+        .map(|t| t.load(Ordering::Relaxed))
+        .collect();
+    assert_eq!(trained.iter().sum::<usize>(), 52);
+    assert!(
+        trained[1] > 26 + 13,
+        "the fast worker trained {trained:?} batches"
+    );
+    assert_eq!(*epochs.lock().unwrap(), vec![(1, 200), (2, 200)]);
+    assert_eq!(r.epochs.len(), 2);
+    assert_eq!(r.epochs[0].get("size"), Some(200.0 / 26.0));
+}
+
+// However the threads share the work, the batches are the same: one pass of each share per
+// epoch, in an order fixed by the seed. Each instance's first word is its line number; a model
+// that records the batches' contents sees the same set of batches in two runs.
+#[test]
+fn the_batches_do_not_depend_on_which_thread_trains_them() {
+    struct Recorder(Mutex<Vec<Vec<u64>>>);
+    impl Model for Recorder {
+        type Worker = ();
+        fn metrics(&self) -> &'static [&'static str] {
+            &["size"]
+        }
+        fn startup(&self) {}
+        fn worker(&self, _desc: &DataFeedDesc) -> Result<()> {
+            Ok(())
+        }
+        fn train_batch(
+            &self,
+            _w: &mut (),
+            batch: &Batch,
+            out: &mut [f64],
+            _stages: Option<&mut StageTimes>,
+        ) -> Result<()> {
+            let ids = (0..batch.len)
+                .map(|i| batch.slots[0].u64s(i).unwrap()[0])
+                .collect();
+            self.0.lock().unwrap().push(ids);
+            out[0] = batch.len as f64;
+            Ok(())
+        }
+        fn eval_batch(
+            &self,
+            w: &mut (),
+            batch: &Batch,
+            out: &mut [f64],
+            _predictions: Option<&mut String>,
+        ) -> Result<()> {
+            self.train_batch(w, batch, out, None)
+        }
+        fn tables(&self) -> Vec<&Table> {
+            Vec::new()
+        }
+        fn describe(&self) -> String {
+            "recorder".into()
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = numbered_data(dir.path(), 300);
+    let run = |seed| {
+        let model = Recorder(Mutex::new(Vec::new()));
+        train_dataset(&model, &desc(), &data, 3, &[], &in_memory(3, seed), None).unwrap();
+        let mut batches = model.0.into_inner().unwrap();
+        assert_eq!(batches.len(), 3 * 3 * 13);
+        batches.sort();
+        batches
+    };
+    let a = run(Some(5));
+    assert_eq!(a, run(Some(5)));
+    assert_ne!(a, run(Some(6)));
+    // Every epoch reshuffles every share: no two batches are the same.
+    let mut distinct = a.clone();
+    distinct.dedup();
+    assert_eq!(distinct.len(), a.len());
+}
