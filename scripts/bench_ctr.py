@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_util import run_measured
+from bench_util import core_to_core_ns, run_measured
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "bench" / "ctr"
@@ -209,13 +209,18 @@ def bench(hogwild, name, d, meta, models, threads_list, epochs, buckets, repeats
         # thread counts then compare runs made within seconds of each other, as the ratios
         # between systems do, instead of runs a minute apart on a machine whose speed drifts.
         runs = {(t, s): [] for t in threads_list for s in systems}
+        probes = {t: [] for t in threads_list}
         for r in range(repeats):
             for threads in threads_list:
                 for s in systems:
                     if s == "vw" and model == "fm":
                         continue
                     tag = f"{model}-{threads}"
+                    probe = ""
                     if s == "hogwild":
+                        if threads > 1:
+                            probes[threads].append(core_to_core_ns())
+                            probe = f" (core-to-core round trip {probes[threads][-1]:.0f} ns before)"
                         res = ours(hogwild, d, model, threads, epochs, buckets, tag)
                     elif s == "xlearn":
                         res = xlearn(d, model, threads, epochs, tag)
@@ -223,7 +228,7 @@ def bench(hogwild, name, d, meta, models, threads_list, epochs, buckets, repeats
                         res = vw(d, epochs, buckets.bit_length() - 1, tag)
                     runs[(threads, s)].append(res)
                     print(f"{name} {model} threads {threads} {s} repeat {r + 1}: "
-                          f"{n / res[0]:,.0f} examples/s", flush=True)
+                          f"{n / res[0]:,.0f} examples/s{probe}", flush=True)
         for (threads, s), rs in runs.items():
             if not rs:
                 continue
@@ -233,7 +238,8 @@ def bench(hogwild, name, d, meta, models, threads_list, epochs, buckets, repeats
                          "per_cpu_s": statistics.median(n / r[3] for r in rs),
                          "loop_per_s": statistics.median(r[4] for r in rs) if s == "hogwild" else None,
                          "auc": auc(y_test, rs[-1][2]),
-                         "rss_mib": max(r[1] for r in rs)})
+                         "rss_mib": max(r[1] for r in rs),
+                         "core_to_core_ns": probes[threads] if s == "hogwild" else []})
     return rows
 
 
@@ -291,7 +297,10 @@ def main():
             paired = statistics.median(a / b for a, b in zip(r["all"], one["all"]))
             parts.append(f"{t} threads / 1 thread {r['examples_per_s'] / one['examples_per_s']:.2f}x "
                          f"(median of the repeats' own ratios {paired:.2f}x; CPU time per example "
-                         f"{one['per_cpu_s'] / r['per_cpu_s']:.2f}x)")
+                         f"{one['per_cpu_s'] / r['per_cpu_s']:.2f}x; repeats "
+                         f"{', '.join(f'{a / b:.2f}' for a, b in zip(r['all'], one['all']))}; "
+                         f"core-to-core round trip before each {t}-thread run "
+                         f"{', '.join(f'{x:.0f}' for x in r['core_to_core_ns'])} ns)")
         parts.append(f"training loop alone {r['loop_per_s']:,.0f} examples/s")
         lines.append(f"- {data} {model} {t} thread(s): " + "; ".join(parts))
     lines += [f"- {n}" for n in notes]

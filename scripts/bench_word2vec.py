@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench_util import run_measured
+from bench_util import core_to_core_ns, run_measured
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "bench" / "word2vec"
@@ -131,19 +131,25 @@ lr = 0.025
     for r in range(args.repeats):
         for threads in thread_counts:
             gv = OUT / f"gensim-{threads}.txt"
+            probe = core_to_core_ns() if threads > 1 else None
             g = gensim_run(text, threads, gv, args.epochs)
+            g["core_to_core_ns"] = probe
             g["analogy"] = analogies(gv)
             results[("gensim", threads)].append(g)
             ck = OUT / f"hogwild-{threads}.ckpt"
+            probe = core_to_core_ns() if threads > 1 else None
             h = ours_run(args.hogwild, text, threads, config, feed, ck, args.epochs)
             ov = OUT / f"hogwild-{threads}.txt"
             subprocess.run([args.hogwild, "export", "--model", str(ck), "-o", str(ov)],
                            check=True, capture_output=True)
             h["analogy"] = analogies(ov)
+            h["core_to_core_ns"] = probe
             results[("hogwild", threads)].append(h)
             print(f"threads {threads} repeat {r + 1}: gensim {g['words_per_s']:.0f} w/s "
                   f"analogy {g['analogy']:.1f} %, hogwild {h['words_per_s']:.0f} w/s "
-                  f"analogy {h['analogy']:.1f} %", flush=True)
+                  f"analogy {h['analogy']:.1f} %"
+                  + (f" (core-to-core round trip before each: {g['core_to_core_ns']:.0f}, "
+                     f"{h['core_to_core_ns']:.0f} ns)" if threads > 1 else ""), flush=True)
     iterable = {}
     if args.gensim_iterable:
         for threads in [t for t in thread_counts if t > 1]:
@@ -161,6 +167,8 @@ lr = 0.025
             "all_analogy": [round(r["analogy"], 1) for r in runs],
             "rss_mib": max(r["rss_mib"] for r in runs),
             "cpu_s": statistics.median(r["cpu_s"] for r in runs),
+            "all_cpu_s": [round(r["cpu_s"], 1) for r in runs],
+            "core_to_core_ns": [r["core_to_core_ns"] for r in runs if r["core_to_core_ns"]],
         })
     by = {(r["system"], r["threads"]): r for r in rows}
     lines = [f"{args.epochs} epoch(s), {args.repeats} repeats",
@@ -186,7 +194,11 @@ lr = 0.025
             two, one = by[(name, 2)], by[(name, 1)]
             paired = statistics.median(a / b for a, b in zip(two["all_words_per_s"], one["all_words_per_s"]))
             lines.append(f"- {name}: 2 threads / 1 thread {two['words_per_s'] / one['words_per_s']:.2f}x "
-                         f"(median of the repeats' own ratios {paired:.2f}x)")
+                         f"(median of the repeats' own ratios {paired:.2f}x; repeats "
+                         f"{', '.join(f'{a / b:.2f}' for a, b in zip(two['all_words_per_s'], one['all_words_per_s']))}; "
+                         f"process CPU s at 1 / 2 threads {one['all_cpu_s']} / {two['all_cpu_s']}; "
+                         f"core-to-core round trip before each 2-thread run "
+                         f"{', '.join(f'{x:.0f}' for x in two['core_to_core_ns'])} ns)")
     lines.append(f"- load average at start: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores)")
     table = "\n".join(lines)
     print(table)
