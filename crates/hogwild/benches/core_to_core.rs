@@ -52,11 +52,16 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; a number is the sample length in ms.
-    let ms = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse::<u64>().ok())
-        .unwrap_or(100);
+    // `cargo bench` passes `--bench` (without it, as under `cargo test`, a quick 5 ms per
+    // sample); a number is the sample length in ms.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let ms = args.iter().find_map(|a| a.parse::<u64>().ok()).unwrap_or(
+        if args.iter().any(|a| a == "--bench") {
+            100
+        } else {
+            5
+        },
+    );
     let dur = Duration::from_millis(ms);
     let trips: Vec<f64> = (0..5).map(|_| round_trip(dur)).collect();
     for t in &trips {
