@@ -558,9 +558,9 @@ fn epoch_reports_carry_the_run_metrics_of_their_epoch() {
     assert_eq!(*hooked.lock().unwrap(), vec![Some(8.0), Some(8.0)]);
 }
 
-/// A model with no parameters whose first worker is slow: it counts the batches each worker
-/// trains and how often each instance (named by its first word) was trained, per batch of the
-/// run (so a test can also see every epoch).
+/// A model with no parameters whose first worker can be slow: it counts the batches each
+/// worker trains and how often each instance (named by its first word) was trained, and keeps
+/// every batch's instances.
 struct Lopsided {
     workers: AtomicUsize,
     /// Sleep per batch of worker 0.
@@ -569,6 +569,8 @@ struct Lopsided {
     trained: Vec<AtomicUsize>,
     /// Per instance, the times it was trained.
     seen: Vec<AtomicUsize>,
+    /// Every batch's instances, in training order.
+    batches: Mutex<Vec<Vec<u64>>>,
 }
 
 impl Lopsided {
@@ -578,6 +580,7 @@ impl Lopsided {
             slow: std::time::Duration::from_millis(slow_ms),
             trained: (0..threads).map(|_| AtomicUsize::new(0)).collect(),
             seen: (0..instances).map(|_| AtomicUsize::new(0)).collect(),
+            batches: Mutex::new(Vec::new()),
         }
     }
 }
@@ -602,10 +605,13 @@ impl Model for Lopsided {
         if *w == 0 {
             std::thread::sleep(self.slow);
         }
-        for i in 0..batch.len {
-            let id = batch.slots[0].u64s(i).unwrap()[0] as usize;
-            self.seen[id].fetch_add(1, Ordering::Relaxed);
+        let ids: Vec<u64> = (0..batch.len)
+            .map(|i| batch.slots[0].u64s(i).unwrap()[0])
+            .collect();
+        for &id in &ids {
+            self.seen[id as usize].fetch_add(1, Ordering::Relaxed);
         }
+        self.batches.lock().unwrap().push(ids);
         self.trained[*w].fetch_add(1, Ordering::Relaxed);
         out[0] = batch.len as f64;
         Ok(())
@@ -679,56 +685,16 @@ fn idle_workers_train_the_batches_of_a_slow_one() {
 }
 
 // However the threads share the work, the batches are the same: one pass of each share per
-// epoch, in an order fixed by the seed. Each instance's first word is its line number; a model
-// that records the batches' contents sees the same set of batches in two runs.
+// epoch, in an order fixed by the seed. Each instance's first word is its line number; the
+// batches' contents are the same set in two runs.
 #[test]
 fn the_batches_do_not_depend_on_which_thread_trains_them() {
-    struct Recorder(Mutex<Vec<Vec<u64>>>);
-    impl Model for Recorder {
-        type Worker = ();
-        fn metrics(&self) -> &'static [&'static str] {
-            &["size"]
-        }
-        fn startup(&self) {}
-        fn worker(&self, _desc: &DataFeedDesc) -> Result<()> {
-            Ok(())
-        }
-        fn train_batch(
-            &self,
-            _w: &mut (),
-            batch: &Batch,
-            out: &mut [f64],
-            _stages: Option<&mut StageTimes>,
-        ) -> Result<()> {
-            let ids = (0..batch.len)
-                .map(|i| batch.slots[0].u64s(i).unwrap()[0])
-                .collect();
-            self.0.lock().unwrap().push(ids);
-            out[0] = batch.len as f64;
-            Ok(())
-        }
-        fn eval_batch(
-            &self,
-            w: &mut (),
-            batch: &Batch,
-            out: &mut [f64],
-            _predictions: Option<&mut String>,
-        ) -> Result<()> {
-            self.train_batch(w, batch, out, None)
-        }
-        fn tables(&self) -> Vec<&Table> {
-            Vec::new()
-        }
-        fn describe(&self) -> String {
-            "recorder".into()
-        }
-    }
     let dir = tempfile::tempdir().unwrap();
     let data = numbered_data(dir.path(), 300);
     let run = |seed| {
-        let model = Recorder(Mutex::new(Vec::new()));
+        let model = Lopsided::new(3, 300, 0);
         train_dataset(&model, &desc(), &data, 3, &[], &in_memory(3, seed), None).unwrap();
-        let mut batches = model.0.into_inner().unwrap();
+        let mut batches = model.batches.into_inner().unwrap();
         assert_eq!(batches.len(), 3 * 3 * 13);
         batches.sort();
         batches
