@@ -416,8 +416,7 @@ impl InMemoryDataset {
                 let alive = std::thread::scope(|scope| {
                     let handles: Vec<_> = (0..workers)
                         .map(|w| {
-                            let share =
-                                &order[w * order.len() / workers..(w + 1) * order.len() / workers];
+                            let share = &order[share(order.len(), workers, w)];
                             let (shared, data, desc) = (&shared, &data, &desc);
                             scope.spawn(move || serve(shared, data, desc, share, batch_size, w))
                         })
@@ -438,6 +437,11 @@ impl InMemoryDataset {
             FeedHandle::new(shared, vec![thread]),
         )
     }
+}
+
+/// Worker `w`'s share of `n` instances: the `w`-th of `threads` contiguous ranges of the order.
+pub(crate) fn share(n: usize, threads: usize, w: usize) -> std::ops::Range<usize> {
+    w * n / threads..(w + 1) * n / threads
 }
 
 /// Gathers `share` into batches for worker `w`. Returns `false` if the worker left or the feed
