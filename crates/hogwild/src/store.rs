@@ -15,7 +15,8 @@
 //! (a read sees some value that was written), not a data race. An element's read-modify-write (load
 //! weight and slots, apply the optimizer rule, store back) is *not* atomic as a whole: a concurrent
 //! update of the same element may be lost, which is exactly Hogwild's contract. The `unsafe`
-//! code here is a cache prefetch hint, which touches no memory, the ownership of the cells'
+//! code here is cache prefetch hints (to read, and to write with `prefetchw`), which change no
+//! value, the ownership of the cells'
 //! memory (`cells.rs`: a huge-page mapping for large tables), and row copies four cells per
 //! instruction where the processor makes that one atomic access (`bulk.rs`, x86-64 with AVX:
 //! the same effect as the relaxed loop it replaces); `Table` is `Send + Sync` because
@@ -261,11 +262,28 @@ impl Table {
     /// while it computes on the current ones. A hint only: it reads and writes nothing.
     #[inline(always)]
     pub fn prefetch_weights(&self, row: usize) {
+        self.for_each_line(row, prefetch);
+    }
+
+    /// [`Table::prefetch_weights`] for a row about to be written: the lines are asked for with
+    /// the intent to write (`prefetchw` on x86-64), so they arrive owned by this core and the
+    /// write does not wait for the other cores to give up their copies. A row that two threads
+    /// keep training otherwise crosses between them twice per update, once to be read and once
+    /// to be owned; on a two-core VM whose cores sit far apart (a round trip of 310 ns instead
+    /// of 60) that doubled cost was a 2-thread word2vec epoch's largest (docs/benchmarks.md).
+    #[inline(always)]
+    pub fn prefetch_weights_to_write(&self, row: usize) {
+        self.for_each_line(row, prefetch_to_write);
+    }
+
+    /// Calls `f` on one element of each cache line of row `row`'s weights.
+    #[inline(always)]
+    fn for_each_line(&self, row: usize, f: impl Fn(&AtomicF32)) {
         let weights = self.weights(row);
         // One element per 64-byte line (16 elements), and the last element, whose line the
         // stride may miss when the row does not start on a line boundary.
         for cell in weights.iter().step_by(16).chain(weights.last()) {
-            prefetch(cell);
+            f(cell);
         }
     }
 
@@ -476,6 +494,41 @@ pub(crate) fn prefetch<T>(value: &T) {
     let _ = value;
 }
 
+/// Prefetches the cache line holding `value` to be written: `prefetchw` where the processor
+/// has it (CPUID `PRFCHW`, checked once), [`prefetch`] otherwise (and off x86-64, and under
+/// Miri).
+#[inline(always)]
+pub(crate) fn prefetch_to_write<T>(value: &T) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    if *HAS_PREFETCHW {
+        // SAFETY: the processor has `prefetchw` (checked by `HAS_PREFETCHW`). Like
+        // `_mm_prefetch` it is a hint that never faults and neither reads nor writes memory in
+        // the language's sense (it moves a cache line, changing no value), hence `readonly`; the
+        // pointer comes from a live reference.
+        unsafe {
+            std::arch::asm!(
+                "prefetchw byte ptr [{p}]",
+                p = in(reg) std::ptr::from_ref(value),
+                options(nostack, preserves_flags, readonly),
+            );
+        }
+        return;
+    }
+    prefetch(value);
+}
+
+/// Whether the processor has `prefetchw`: CPUID leaf 0x8000_0001, ECX bit 8 (`PRFCHW`, named
+/// 3DNowPrefetch on AMD), which Intel and AMD processors both report.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+static HAS_PREFETCHW: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+    use std::arch::x86_64::{__cpuid, CpuidResult};
+    // SAFETY: `cpuid` exists on every x86-64 processor and only reads identification registers
+    // (the intrinsic is safe to call from Rust 1.89 on, hence the `allow`).
+    #[allow(unused_unsafe)]
+    let leaf = |n: u32| -> CpuidResult { unsafe { __cpuid(n) } };
+    leaf(0x8000_0000).eax >= 0x8000_0001 && leaf(0x8000_0001).ecx & (1 << 8) != 0
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -650,6 +703,7 @@ mod tests {
             t.write_weights(1, &values);
             for r in 0..3 {
                 t.prefetch_weights(r);
+                t.prefetch_weights_to_write(r);
             }
             let mut got = vec![0.0f32; dim];
             t.read_weights(1, &mut got);
@@ -657,6 +711,8 @@ mod tests {
         }
         let t = Table::with_layout("t", 2, 4, 0, &[]).unwrap();
         let out_of_range = std::panic::catch_unwind(|| t.prefetch_weights(2));
+        assert!(out_of_range.is_err());
+        let out_of_range = std::panic::catch_unwind(|| t.prefetch_weights_to_write(2));
         assert!(out_of_range.is_err());
     }
 
