@@ -16,14 +16,12 @@ scripts/bench_word2vec.sh, which must have run once. Usage:
 
 import argparse
 import re
-import resource
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench_util import core_to_core_ns
+from bench_util import core_to_core_ns, run_measured
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "build" / "bench" / "word2vec"
@@ -54,14 +52,10 @@ def prepare(sentences):
 
 def run(binary, threads):
     """(epoch seconds, loss, process CPU seconds) of one epoch."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(
-        [binary, "train", "--config", str(WORK / "model.toml"), "--feed",
-         str(ROOT / "examples" / "word2vec" / "data.prototxt"), str(WORK / "train.ids"),
-         "--threads", str(threads), "--epochs", "1"],
-        capture_output=True, text=True, check=True).stdout
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out, _, _, cpu = run_measured(
+        [binary, "train", "--config", WORK / "model.toml", "--feed",
+         ROOT / "examples" / "word2vec" / "data.prototxt", WORK / "train.ids",
+         "--threads", threads, "--epochs", 1])
     m = re.search(r"^epoch 1: .* in ([\d.]+)s .*loss ([\d.]+)", out, re.M)
     if not m:
         sys.exit(f"{binary} printed no epoch line:\n{out}")

@@ -14,6 +14,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use hogwild::models::mix64;
 use hogwild::optim::{apply_dense, AdamAsync, AdamAsyncState, SlotState};
 
 const DENSE_LEN: usize = 16 << 20;
@@ -27,11 +28,10 @@ struct SplitMix(u64);
 
 impl SplitMix {
     fn next(&mut self) -> u64 {
+        // `mix64` adds the step itself: this is the mix of the advanced state.
+        let z = mix64(self.0);
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        z
     }
     /// Uniform in [-0.5, 0.5).
     fn unit(&mut self) -> f32 {

@@ -273,7 +273,12 @@ impl Table {
     /// of 60) that doubled cost was a 2-thread word2vec epoch's largest (docs/benchmarks.md).
     #[inline(always)]
     pub fn prefetch_weights_to_write(&self, row: usize) {
-        self.for_each_line(row, prefetch_to_write);
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        if *HAS_PREFETCHW {
+            self.for_each_line(row, prefetchw);
+            return;
+        }
+        self.prefetch_weights(row);
     }
 
     /// Calls `f` on one element of each cache line of row `row`'s weights.
@@ -494,27 +499,22 @@ pub(crate) fn prefetch<T>(value: &T) {
     let _ = value;
 }
 
-/// Prefetches the cache line holding `value` to be written: `prefetchw` where the processor
-/// has it (CPUID `PRFCHW`, checked once), [`prefetch`] otherwise (and off x86-64, and under
-/// Miri).
+/// Prefetches the cache line holding `value` to be written (`prefetchw`). Callers check
+/// [`HAS_PREFETCHW`] first, once per row.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
 #[inline(always)]
-pub(crate) fn prefetch_to_write<T>(value: &T) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    if *HAS_PREFETCHW {
-        // SAFETY: the processor has `prefetchw` (checked by `HAS_PREFETCHW`). Like
-        // `_mm_prefetch` it is a hint that never faults and neither reads nor writes memory in
-        // the language's sense (it moves a cache line, changing no value), hence `readonly`; the
-        // pointer comes from a live reference.
-        unsafe {
-            std::arch::asm!(
-                "prefetchw byte ptr [{p}]",
-                p = in(reg) std::ptr::from_ref(value),
-                options(nostack, preserves_flags, readonly),
-            );
-        }
-        return;
+fn prefetchw<T>(value: &T) {
+    // SAFETY: the callers checked that the processor has `prefetchw` (`HAS_PREFETCHW`). Like
+    // `_mm_prefetch` it is a hint that never faults and neither reads nor writes memory in the
+    // language's sense (it moves a cache line, changing no value), hence `readonly`; the pointer
+    // comes from a live reference.
+    unsafe {
+        std::arch::asm!(
+            "prefetchw byte ptr [{p}]",
+            p = in(reg) std::ptr::from_ref(value),
+            options(nostack, preserves_flags, readonly),
+        );
     }
-    prefetch(value);
 }
 
 /// Whether the processor has `prefetchw`: CPUID leaf 0x8000_0001, ECX bit 8 (`PRFCHW`, named
