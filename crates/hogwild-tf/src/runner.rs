@@ -1,6 +1,7 @@
-//! The worker threads: each takes batches from its own queue and runs steps on the shared session
-//! until its queue ends; fetched values are averaged over all batches of all threads, and a
-//! progress line is printed every `print_period` batches (all threads together).
+//! The worker threads: each takes batches from its own queue of the feed (and from the others' when
+//! its own is empty) and runs steps on the shared session until the feed ends; fetched values are
+//! averaged over all batches of all threads, and a progress line is printed every `print_period`
+//! batches (all threads together).
 //!
 //! The layout follows the native executor's (`hogwild::executor`): same averaging (the mean over
 //! batches of each batch's value) and the same progress lines, printed by its

@@ -4,7 +4,8 @@
 //! the held bytes over `byte_limit`. An element larger than the byte limit on its own still goes
 //! in when the channel is empty, so no producer can deadlock; the held bytes therefore never
 //! exceed `max(byte_limit, largest element)`. `close` makes writers fail, while readers drain
-//! what is left and then see the end (`None`).
+//! what is left and then see the end (`None`). `get_timeout` and `try_get` let a reader wait
+//! a bounded time or not at all, and tell an empty channel from an ended one.
 //!
 //! ```
 //! use hogwild::channel::{ByteSize, Channel};
@@ -24,6 +25,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// How many bytes an element holds (its heap payload; used for the byte limit).
 pub trait ByteSize {
@@ -56,6 +58,17 @@ pub enum TryPutError<T> {
     Full(T),
     /// The channel is closed.
     Closed(T),
+}
+
+/// What a bounded wait on a channel found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Got<T> {
+    /// The oldest element.
+    Item(T),
+    /// The channel is open and stayed empty.
+    Empty,
+    /// The channel is closed and drained.
+    Closed,
 }
 
 struct State<T> {
@@ -143,6 +156,25 @@ impl<T: ByteSize> Channel<T> {
     /// Takes the oldest element, blocking while the channel is empty and open; `None` once it is
     /// closed and drained.
     pub fn get(&self) -> Option<T> {
+        match self.get_until(None) {
+            Got::Item(item) => Some(item),
+            Got::Empty | Got::Closed => None,
+        }
+    }
+
+    /// Takes the oldest element, waiting at most `timeout` while the channel is empty and open.
+    pub fn get_timeout(&self, timeout: Duration) -> Got<T> {
+        self.get_until(Some(Instant::now() + timeout))
+    }
+
+    /// Takes the oldest element if there is one now.
+    pub fn try_get(&self) -> Got<T> {
+        self.get_until(Some(Instant::now()))
+    }
+
+    /// Takes the oldest element, waiting while the channel is empty and open until `deadline`
+    /// (forever without one).
+    fn get_until(&self, deadline: Option<Instant>) -> Got<T> {
         let mut state = self.lock();
         loop {
             if let Some((item, size)) = state.items.pop_front() {
@@ -150,15 +182,27 @@ impl<T: ByteSize> Channel<T> {
                 drop(state);
                 // Producers wait for different amounts of room: wake them all to re-check.
                 self.not_full.notify_all();
-                return Some(item);
+                return Got::Item(item);
             }
             if state.closed {
-                return None;
+                return Got::Closed;
             }
-            state = self
-                .not_empty
-                .wait(state)
-                .unwrap_or_else(|e| e.into_inner());
+            state = match deadline {
+                None => self
+                    .not_empty
+                    .wait(state)
+                    .unwrap_or_else(|e| e.into_inner()),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Got::Empty;
+                    }
+                    self.not_empty
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
         }
     }
 

@@ -2,7 +2,8 @@
 //! `AsyncExecutor.run_from_files`), and evaluates or predicts with the same machinery.
 //!
 //! A run starts the data feed, which gives every worker thread its own queue of batches, and runs
-//! one worker per queue. Workers share the model's parameters without locks (the Hogwild store);
+//! one worker per queue (a worker whose queue is empty takes from the others', so a slow worker
+//! holds up no batches). Workers share the model's parameters without locks (the Hogwild store);
 //! each keeps its own scratch buffers and computes single-threaded. The model's metrics are averaged
 //! over all batches of all threads and returned; every `print_period` batches the executor prints
 //! the step, the elapsed time, instances/s and the metrics averaged since the previous line (an

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hogwild::channel::{ByteSize, Channel, TryPutError};
+use hogwild::channel::{ByteSize, Channel, Got, TryPutError};
 
 #[derive(Debug, PartialEq)]
 struct Item {
@@ -205,4 +205,69 @@ fn close_during_heavy_traffic_loses_nothing_accepted() {
         );
         assert!(channel.peak_bytes() <= 2000);
     }
+}
+
+#[test]
+fn bounded_gets_tell_empty_from_ended() {
+    let channel = Arc::new(Channel::new(2, 1 << 20));
+    assert_eq!(channel.try_get(), Got::Empty);
+    let t0 = std::time::Instant::now();
+    assert_eq!(channel.get_timeout(Duration::from_millis(20)), Got::Empty);
+    assert!(
+        t0.elapsed() >= Duration::from_millis(20),
+        "waited the timeout"
+    );
+    channel.put(item(1)).unwrap();
+    channel.put(item(2)).unwrap();
+    // Taking makes room for a blocked writer, as `get` does.
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| channel.put(item(3)));
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(channel.try_get(), Got::Item(item(1)));
+        writer.join().unwrap().unwrap();
+    });
+    // An element put while a reader waits is taken before the timeout.
+    let got = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            (0..3)
+                .map(|_| channel.get_timeout(Duration::from_secs(30)))
+                .collect::<Vec<_>>()
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        channel.put(item(4)).unwrap();
+        reader.join().unwrap()
+    });
+    assert_eq!(
+        got,
+        [Got::Item(item(2)), Got::Item(item(3)), Got::Item(item(4))]
+    );
+    channel.put(item(5)).unwrap();
+    channel.close();
+    // Drained first, then the end, however the reader asks.
+    assert_eq!(
+        channel.get_timeout(Duration::from_secs(30)),
+        Got::Item(item(5))
+    );
+    assert_eq!(channel.try_get(), Got::Closed);
+    assert_eq!(channel.get_timeout(Duration::from_secs(30)), Got::Closed);
+    assert_eq!(channel.bytes(), 0);
+}
+
+#[test]
+fn close_wakes_a_reader_waiting_with_a_timeout() {
+    let channel: Arc<Channel<Item>> = Arc::new(Channel::new(1, 1 << 20));
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let t0 = std::time::Instant::now();
+            (channel.get_timeout(Duration::from_secs(60)), t0.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        channel.close();
+        let (got, waited) = reader.join().unwrap();
+        assert_eq!(got, Got::Closed);
+        assert!(
+            waited < Duration::from_secs(30),
+            "woken by the close, not the timeout"
+        );
+    });
 }

@@ -267,39 +267,103 @@ fn in_memory_epochs_are_shuffled_reproducibly_without_reloading() {
     assert_eq!(dataset.load_stats().lines, 60);
     // Files are gone: every epoch comes from memory.
     drop(dir);
-    let order = |dataset: &InMemoryDataset| {
-        let (queues, handle) = dataset.start(&opts);
-        let per_worker: Vec<Vec<u64>> = std::thread::scope(|s| {
+    // Every batch's instances, sorted: which worker trains a batch can change between runs,
+    // the batches cannot.
+    let batches = |dataset: &InMemoryDataset, opts: &FeedOptions| {
+        let (queues, handle) = dataset.start(opts);
+        let per_worker: Vec<Vec<Vec<u64>>> = std::thread::scope(|s| {
             let workers: Vec<_> = queues
                 .into_iter()
                 .map(|mut q| {
                     s.spawn(move || {
-                        let mut ids = Vec::new();
+                        let mut batches = Vec::new();
                         while let Some(b) = q.recv() {
-                            ids.extend((0..b.len).map(|i| b.slots[0].u64s(i).unwrap()[0]));
+                            batches.push(
+                                (0..b.len)
+                                    .map(|i| b.slots[0].u64s(i).unwrap()[0])
+                                    .collect::<Vec<u64>>(),
+                            );
                         }
-                        ids
+                        batches
                     })
                 })
                 .collect();
             workers.into_iter().map(|w| w.join().unwrap()).collect()
         });
         handle.join().unwrap();
-        per_worker
+        let mut all = per_worker.concat();
+        all.sort();
+        all
     };
-    let first = order(&dataset);
-    assert_eq!(first, order(&dataset), "same seed, same order");
-    assert_eq!(first.len(), 2);
-    // Each worker gets half of each epoch: 30 instances x 2 epochs.
-    assert!(first.iter().all(|w| w.len() == 60));
-    let mut all: Vec<u64> = first.concat();
-    all.sort_unstable();
-    all.dedup();
-    assert_eq!(all.len(), 60);
+    let first = batches(&dataset, &opts);
+    assert_eq!(first, batches(&dataset, &opts), "same seed, same batches");
+    // 2 epochs of 60 instances in batches of the desc's size 2.
+    assert_eq!(first.len(), 60);
+    assert!(first.iter().all(|b| b.len() == 2));
+    let mut ids: Vec<u64> = first.concat();
+    ids.sort_unstable();
     let file_order: Vec<u64> = (0..3)
         .flat_map(|f| (0..20).map(move |i| f * 1000 + i))
         .collect();
-    assert_ne!(first[0][..30], file_order[..30], "shuffled");
+    let twice: Vec<u64> = file_order.iter().flat_map(|&i| [i, i]).collect();
+    assert_eq!(ids, twice, "every instance once per epoch");
+    // Shuffled: some batch holds instances that are not neighbours in the files.
+    assert!(first.iter().any(|b| b[1] != b[0] + 1), "shuffled");
+    let other_seed = FeedOptions {
+        in_memory: Some(43),
+        ..opts.clone()
+    };
+    assert_ne!(
+        first,
+        batches(&dataset, &other_seed),
+        "another seed, other batches"
+    );
+}
+
+// A worker that takes 2 ms per batch is served few batches of an in-memory epoch: the other
+// server threads claim the rest, and the fast worker takes what waits in the slow one's queue.
+#[test]
+fn in_memory_feed_serves_the_faster_worker_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "a", &lines(0, 200));
+    let opts = FeedOptions {
+        threads: 2,
+        epochs: 2,
+        in_memory: Some(9),
+        ..FeedOptions::default()
+    };
+    let dataset = InMemoryDataset::load(&imdb(), &[file], &opts).unwrap();
+    let (queues, handle) = dataset.start(&opts);
+    let per_worker: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let workers: Vec<_> = queues
+            .into_iter()
+            .enumerate()
+            .map(|(w, mut q)| {
+                s.spawn(move || {
+                    let mut ids = Vec::new();
+                    while let Some(b) = q.recv() {
+                        if w == 0 {
+                            std::thread::sleep(std::time::Duration::from_millis(2));
+                        }
+                        ids.extend((0..b.len).map(|i| b.slots[0].u64s(i).unwrap()[0]));
+                    }
+                    ids
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let stats = handle.join().unwrap();
+    assert_eq!(stats.instances, 400);
+    let mut all = per_worker.concat();
+    all.sort_unstable();
+    let twice: Vec<u64> = (0..200).flat_map(|i| [i, i]).collect();
+    assert_eq!(all, twice, "every instance once per epoch");
+    assert!(
+        per_worker[1].len() > 300,
+        "the fast worker trained {} of 400 instances",
+        per_worker[1].len()
+    );
 }
 
 #[test]

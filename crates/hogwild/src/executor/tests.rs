@@ -633,12 +633,49 @@ impl Model for Lopsided {
     }
 }
 
-/// `n` instances whose first word is their line number.
-fn numbered_data(dir: &Path, n: usize) -> InMemoryDataset {
+/// A file of `n` instances whose first word is their line number.
+fn numbered_file(dir: &Path, n: usize) -> PathBuf {
     let text: String = (0..n).map(|i| format!("2 {i} 7 1 {}\n", i % 2)).collect();
     let path = dir.join("numbered");
     std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `n` instances whose first word is their line number.
+fn numbered_data(dir: &Path, n: usize) -> InMemoryDataset {
+    let path = numbered_file(dir, n);
     InMemoryDataset::load(&desc(), &[path], &FeedOptions::default()).unwrap()
+}
+
+/// The batches each of `model`'s workers trained.
+fn trained(model: &Lopsided) -> Vec<usize> {
+    model
+        .trained
+        .iter()
+        .map(|t| t.load(Ordering::Relaxed))
+        .collect()
+}
+
+// Streaming from a file with queues long enough to take the whole file, which a reader fills in
+// turn: worker 0 (2 ms a batch) gets half of the batches, and worker 1 trains most of them from
+// its queue once its own is empty. Every instance is trained once per epoch.
+#[test]
+fn streaming_workers_take_the_batches_queued_for_a_slow_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = numbered_file(dir.path(), 200);
+    let model = Lopsided::new(2, 200, 2);
+    let mut options = quiet();
+    options.feed.epochs = 2;
+    options.feed.queue_batches = 100;
+    let r = run_from_files(&model, &desc(), &[file], 2, &[], &options).unwrap();
+    assert_eq!(r.instances, 400);
+    assert!(model.seen.iter().all(|s| s.load(Ordering::Relaxed) == 2));
+    let trained = trained(&model);
+    assert_eq!(trained.iter().sum::<usize>(), 2 * 25);
+    assert!(
+        trained[1] > 25 + 12,
+        "the fast worker trained {trained:?} batches"
+    );
 }
 
 // Worker 0 sleeps 2 ms per batch, worker 1 not at all: worker 1 ends its own 2 x 13 batches at
@@ -669,11 +706,7 @@ fn idle_workers_train_the_batches_of_a_slow_one() {
         model.seen.iter().all(|s| s.load(Ordering::Relaxed) == 2),
         "every instance trained once per epoch"
     );
-    let trained: Vec<usize> = model
-        .trained
-        .iter()
-        .map(|t| t.load(Ordering::Relaxed))
-        .collect();
+    let trained = trained(&model);
     assert_eq!(trained.iter().sum::<usize>(), 52);
     assert!(
         trained[1] > 26 + 13,

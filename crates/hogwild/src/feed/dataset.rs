@@ -1,5 +1,5 @@
 //! The in-memory dataset: files are parsed once, then every epoch is a seeded shuffle of the
-//! instances, split into one contiguous share per worker, served without touching the files again.
+//! instances, cut into batches and served without touching the files again.
 //!
 //! Instances are stored one record after another (per used slot: the number of values, then the
 //! values), not slot by slot as a [`Batch`] holds them. A shuffled epoch visits instances at
@@ -394,14 +394,17 @@ impl InMemoryDataset {
     }
 
     /// Serves `opts.epochs` epochs to `opts.threads` workers. Each epoch shuffles the instances
-    /// (seeded by `opts.in_memory`; `None` keeps file order) and gives worker `w` the `w`-th
-    /// contiguous share of the order. The same seed gives the same batches.
+    /// (seeded by `opts.in_memory`; `None` keeps file order) and cuts the order into batches of
+    /// the batch size, which one server thread per worker claims in turn for its worker's queue:
+    /// a worker that trains faster is served more of them (and takes batches from a slower
+    /// worker's queue, see [`WorkerQueue::recv`]). The same seed gives the same batches; which
+    /// worker trains a batch can change from run to run.
     pub fn start(&self, opts: &FeedOptions) -> (Vec<WorkerQueue>, FeedHandle) {
         let workers = opts.threads.max(1);
         let shared = Shared::new(opts, workers);
         let data = Arc::clone(&self.data);
         let desc = self.desc.clone();
-        let batch_size = opts.batch_size(&self.desc);
+        let batch_size = opts.batch_size(&self.desc).max(1);
         let (epochs, seed) = (opts.epochs, opts.in_memory);
         let producer_shared = Arc::clone(&shared);
         shared.add_producers(1);
@@ -413,12 +416,15 @@ impl InMemoryDataset {
                 if seed.is_some() {
                     shuffle(&mut order, &mut rng);
                 }
+                let next = AtomicUsize::new(0);
                 let alive = std::thread::scope(|scope| {
                     let handles: Vec<_> = (0..workers)
                         .map(|w| {
-                            let share = &order[share(order.len(), workers, w)];
-                            let (shared, data, desc) = (&shared, &data, &desc);
-                            scope.spawn(move || serve(shared, data, desc, share, batch_size, w))
+                            let (shared, data, desc, order, next) =
+                                (&shared, &data, &desc, &order, &next);
+                            scope.spawn(move || {
+                                serve(shared, data, desc, order, next, batch_size, w)
+                            })
                         })
                         .collect();
                     handles
@@ -444,26 +450,34 @@ pub(crate) fn share(n: usize, threads: usize, w: usize) -> std::ops::Range<usize
     w * n / threads..(w + 1) * n / threads
 }
 
-/// Gathers `share` into batches for worker `w`. Returns `false` if the worker left or the feed
-/// stopped.
+/// Gathers the batches of `order` that `next` hands out (by their first position) for worker
+/// `w`, until none is left. Returns `false` if the worker left or the feed stopped.
 fn serve(
     shared: &Shared,
     data: &Records,
     desc: &DataFeedDesc,
-    share: &[u32],
+    order: &[u32],
+    next: &AtomicUsize,
     batch_size: usize,
     w: usize,
 ) -> bool {
-    for chunk in share.chunks(batch_size) {
+    loop {
+        // Relaxed: the counter hands out distinct batches; no data is published through it.
+        let first = next.fetch_add(batch_size, Ordering::Relaxed);
+        if first >= order.len() {
+            return true;
+        }
         let started = Instant::now();
         let mut batch = Batch::empty(desc);
-        data.gather(&mut batch, chunk);
+        data.gather(
+            &mut batch,
+            &order[first..first.saturating_add(batch_size).min(order.len())],
+        );
         shared.add_read_time(started.elapsed());
         if !shared.put_to(w, batch) {
             return false;
         }
     }
-    true
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! text format, and threads that read files into batches for Hogwild workers.
 //!
 //! Reader threads take files from a shared queue (more workers than files is fine), parse lines
-//! into [`Batch`]es and hand them to the workers' private bounded queues, so parsing runs ahead
-//! while workers compute and no two workers share a lock. Files may be gzip-compressed (detected
+//! into [`Batch`]es and hand them to the workers' own bounded queues, so parsing runs ahead
+//! while workers compute and workers do not share a lock while their queues have batches (an
+//! idle worker takes from the others' queues, see [`WorkerQueue::recv`]). Files may be gzip-compressed (detected
 //! by magic bytes) or piped through the desc's `pipe_command`.
 //!
 //! ```

@@ -1,6 +1,9 @@
 //! The streaming feed: reader threads take files from a shared queue, parse them into batches and
-//! hand the batches to the workers' private bounded queues; workers only ever touch their own.
-//! A large plain file is queued as byte ranges, so that one file is read by several readers.
+//! hand the batches to the workers' bounded queues, each to the next queue with room. A worker
+//! takes from its own queue; one whose queue stays empty a moment takes the oldest batch of
+//! another's, and one whose queue has ended drains the others' before it ends, so a slow worker
+//! keeps no batches the others are idle for. A large plain file is queued as byte ranges, so that
+//! one file is read by several readers.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -15,7 +18,7 @@ use super::desc::DataFeedDesc;
 use super::file_queue::FileQueue;
 use super::parser::{LineError, LineParser};
 use super::source::{plan_pieces, Piece, Source, MIN_PIECE_BYTES};
-use crate::channel::{Channel, TryPutError};
+use crate::channel::{Channel, Got, TryPutError};
 use crate::{Error, Result};
 
 /// What to do with a malformed line.
@@ -32,6 +35,9 @@ pub enum ErrorPolicy {
         max_bad_fraction: Option<f64>,
     },
 }
+
+/// How long a worker waits on its own empty queue before it looks in the others'.
+const STEAL_AFTER: Duration = Duration::from_millis(1);
 
 /// Lines read before the fraction budget is checked during the run.
 const FRACTION_MIN_LINES: u64 = 1000;
@@ -389,7 +395,7 @@ impl Shared {
     }
 }
 
-/// One worker's private queue of batches.
+/// One worker's queue of batches (and its way into the others' when its own is empty).
 pub struct WorkerQueue {
     index: usize,
     channel: Arc<Channel<Batch>>,
@@ -410,13 +416,28 @@ impl WorkerQueue {
             .collect()
     }
 
-    /// The next batch; `None` at the end of the data or once the feed is stopped.
+    /// The next batch; `None` at the end of the data or once the feed is stopped. Its own
+    /// queue's first; when that stays empty for [`STEAL_AFTER`], the oldest batch of another
+    /// worker's queue; once its own has ended (all producers done), the others' until they are
+    /// empty too.
     pub fn recv(&mut self) -> Option<Batch> {
         if self.shared.stopped() {
             return None;
         }
         let started = Instant::now();
-        let batch = self.channel.get();
+        let batch = loop {
+            match self.channel.get_timeout(STEAL_AFTER) {
+                Got::Item(batch) => break Some(batch),
+                Got::Empty => {
+                    if let Some(batch) = self.steal() {
+                        break Some(batch);
+                    }
+                }
+                // Producers close every queue at once (and a stop closes them all), so the
+                // others only drain from here on.
+                Got::Closed => break self.steal(),
+            }
+        };
         self.shared
             .wait_nanos
             .fetch_add(nanos(started.elapsed()), Ordering::Relaxed);
@@ -424,6 +445,17 @@ impl WorkerQueue {
             return None;
         }
         batch
+    }
+
+    /// The oldest batch in another worker's queue, looking at the next workers' in turn.
+    fn steal(&self) -> Option<Batch> {
+        let channels = &self.shared.channels;
+        (1..channels.len()).find_map(|k| {
+            match channels[(self.index + k) % channels.len()].try_get() {
+                Got::Item(batch) => Some(batch),
+                Got::Empty | Got::Closed => None,
+            }
+        })
     }
 
     /// This worker's index (0-based).
