@@ -30,12 +30,16 @@ use super::{
     check_threads, fetch_positions, in_threads, metric_values, push_auc, push_values, step,
     summarize, Context, EpochHook, EpochReport, RunOptions, RunReport, ThreadState,
 };
-use crate::feed::share;
 use crate::feed::{DataFeedDesc, FeedStats, InMemoryDataset};
 use crate::metrics::Auc;
 use crate::model::Model;
 use crate::rng::{shuffle, SplitMix64};
 use crate::{Error, Result};
+
+/// Worker `w`'s share of `n` instances: the `w`-th of `threads` contiguous ranges of the order.
+fn share(n: usize, threads: usize, w: usize) -> std::ops::Range<usize> {
+    w * n / threads..(w + 1) * n / threads
+}
 
 /// The seed of share `w`'s shuffle in epoch `epoch` (0-based, above 0) of a run seeded `seed`.
 fn pass_seed(seed: u64, w: usize, epoch: usize) -> u64 {

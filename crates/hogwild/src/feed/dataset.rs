@@ -445,11 +445,6 @@ impl InMemoryDataset {
     }
 }
 
-/// Worker `w`'s share of `n` instances: the `w`-th of `threads` contiguous ranges of the order.
-pub(crate) fn share(n: usize, threads: usize, w: usize) -> std::ops::Range<usize> {
-    w * n / threads..(w + 1) * n / threads
-}
-
 /// Gathers the batches of `order` that `next` hands out (by their first position) for worker
 /// `w`, until none is left. Returns `false` if the worker left or the feed stopped.
 fn serve(

@@ -47,7 +47,6 @@ mod source;
 
 pub use batch::{Batch, SlotBatch, SlotValues};
 pub use check::{check_file, CheckReport};
-pub(crate) use dataset::share;
 pub use dataset::InMemoryDataset;
 pub use desc::{proto, DataFeedDesc, MultiSlotDesc, Slot, SlotType};
 pub use file_queue::FileQueue;
