@@ -25,9 +25,10 @@
 //!
 //! The factorization machine's rows of low-cardinality fields (an airport, a carrier, a month)
 //! are in the same position, and each is two cache lines wide (weight, factors and their slots):
-//! with several workers, each steps private copies of the rows its batch uses at least
-//! [`LOCAL_MIN_USES`] times and writes their changes back once per batch
-//! ([`LocalRows`](crate::store::LocalRows)); rows used less often are updated in place. A lone
+//! with several workers, each steps private copies of the hot rows its batch uses and writes
+//! their changes back once per batch ([`LocalRows`](crate::store::LocalRows)). The hot rows are
+//! those a batch used at least [`LOCAL_MIN_USES`] times, counted in one batch of every
+//! [`LOCAL_RECOUNT_EVERY`]; the others are updated in place. A lone
 //! worker updates every row in place (the copies would only cost it time), and so does logistic
 //! regression, whose rows of 8 bytes cost less to update in place than to look up in the
 //! batch's map of used rows (measured: docs/benchmarks.md, CTR).
@@ -201,7 +202,7 @@ struct Field {
 /// One worker's scratch buffers and slot positions. Aligned to 128 bytes (two cache lines, the
 /// unit the adjacent-line prefetcher moves) so that workers kept side by side in a `Vec` never
 /// share a line: the buffers' lengths are written for every instance.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 #[repr(align(128))]
 pub struct CtrWorker {
     fields: Vec<Field>,
@@ -404,7 +405,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
             batch_starts: Vec::with_capacity(257),
             batch_local: Vec::with_capacity(64 * 256),
             local: Vec::with_capacity(64),
-            rows: LocalRows::default(),
+            rows: LocalRows::new(LOCAL_MIN_USES, LOCAL_RECOUNT_EVERY),
             copy_rows: false,
             vals: Vec::with_capacity(64 * (1 + max_dim)),
             sum: padded(max_dim),
@@ -441,8 +442,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
         }
     }
 
-    /// Hashes every instance of `batch` into `w.batch_feats`, for training copies the rows used
-    /// at least [`LOCAL_MIN_USES`] times into `w.rows`, and prefetches the rows of the first
+    /// Hashes every instance of `batch` into `w.batch_feats`, for training copies the hot rows
+    /// into `w.rows` (when `w.copy_rows`), and prefetches the rows of the first
     /// [`PREFETCH_INSTANCES`].
     fn gather_batch(&self, w: &mut CtrWorker, batch: &Batch, training: bool) {
         w.batch_feats.clear();
@@ -458,7 +459,6 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 &self.opt,
                 &self.tables,
                 w.batch_feats.iter().copied(),
-                LOCAL_MIN_USES,
                 &mut w.batch_local,
             );
         }
@@ -636,9 +636,13 @@ struct LocalBias {
     now: [f32; 1 + MAX_SLOTS],
 }
 
-/// Rows a training batch uses at least this often are stepped on the worker's private copy and
-/// written back once per batch (see [`LocalRows`]).
+/// Rows a counted training batch uses at least this often are hot: stepped on the worker's
+/// private copy and written back once per batch (see [`LocalRows`]).
 const LOCAL_MIN_USES: u32 = 4;
+
+/// A worker counts its batch's uses of each row (to find the hot rows) in one batch of this
+/// many, the first included; the batches between copy the rows found hot in the last count.
+const LOCAL_RECOUNT_EVERY: u32 = 64;
 
 /// How many instances ahead of the one training [`Ctr`] prefetches rows: an instance takes a
 /// few hundred nanoseconds, about one memory latency.

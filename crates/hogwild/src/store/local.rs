@@ -1,11 +1,18 @@
-//! A worker's private copies of the rows that one batch updates many times.
+//! A worker's private copies of the rows that its batches update many times.
 //!
 //! Rows of low-cardinality features (a CTR model's airport, carrier or month) are read and
 //! written by nearly every instance. Updated in the shared table instance by instance, their
 //! cache lines travel between the cores on every instance of every thread, and the second thread
-//! then costs more than it brings. [`LocalRows`] finds the rows a batch uses at least `min_uses`
-//! times, copies each into the worker's memory once, lets the worker step the copy instance by
-//! instance, and writes the change back once per batch ([`LocalRows::merge`]).
+//! then costs more than it brings. [`LocalRows`] keeps a set of such hot rows: for each batch it
+//! copies the hot rows the batch uses into the worker's memory once, lets the worker step the
+//! copies instance by instance, and writes the changes back once per batch
+//! ([`LocalRows::merge`]).
+//!
+//! The hot rows are those a batch used at least `min_uses` times, counted in one batch out of
+//! every `recount_every` (and in the first): which rows are frequent changes slowly, and
+//! counting every batch's uses in a hash map cost about 7 ns per feature, 10 % of a flights
+//! instance, that only multi-threaded runs paid. Between counts, a feature is looked up in the
+//! small map of hot rows (docs/benchmarks.md, CTR, "Planning cost of the private row copies").
 //!
 //! Merging adds the copy's change to what the shared row holds then, so the other workers'
 //! updates made during the batch are kept; an element that no other worker changed gets the
@@ -19,25 +26,34 @@ use std::cell::Cell;
 use super::{element_value, step_row, Table};
 use crate::optim::Optimizer;
 
-/// `LocalRows::slot` of a feature whose row stays in the shared table.
+/// `LocalRows::plan`'s entry for a feature whose row stays in the shared table.
 pub const SHARED: u32 = u32::MAX;
 
-/// An entry of the per-batch hash map from (table, row) to uses or local copy: 16 bytes, so
-/// that the map of a batch's features stays in the first cache levels.
+/// An entry of the hash map that counts a batch's uses of each (table, row): 16 bytes, so that
+/// the map of a batch's features stays in the first cache levels.
 #[derive(Debug, Clone, Copy, Default)]
-struct Entry {
+struct Count {
     /// `table << 48 | row`.
     key: u64,
-    /// The batch that wrote the entry (entries of other batches are empty).
+    /// The count that wrote the entry (entries of other counts are empty).
     generation: u32,
-    /// The uses so far, or [`COPIED`] with the copy's index once the row is copied.
-    state: u32,
+    /// The uses so far.
+    uses: u32,
 }
 
-/// The bit of [`Entry::state`] that marks a copied row.
-const COPIED: u32 = 1 << 31;
+/// An entry of the map from a hot row's key to its copy.
+#[derive(Debug, Clone, Copy)]
+struct Hot {
+    /// `table << 48 | row`, or [`NO_KEY`] for an empty entry.
+    key: u64,
+    /// Index into `LocalRows::copies`.
+    copy: u32,
+}
 
-/// One local copy: its table and row, and where its elements start in the buffers.
+/// [`Hot::key`] of an empty entry: row 2^48 - 1 of table 65,535, which no model has.
+const NO_KEY: u64 = u64::MAX;
+
+/// One hot row's copy: its table and row, and where its elements start in the buffers.
 #[derive(Debug, Clone, Copy)]
 struct Copy {
     table: u32,
@@ -45,104 +61,199 @@ struct Copy {
     at: usize,
 }
 
-/// A worker's private copies of a batch's hot rows (see the module documentation).
-#[derive(Debug, Default)]
+/// A worker's private copies of its batches' hot rows (see the module documentation).
+#[derive(Debug)]
 pub struct LocalRows {
-    entries: Vec<Entry>,
+    min_uses: u32,
+    recount_every: u32,
+    /// The counting map.
+    counts: Vec<Count>,
     generation: u32,
-    /// Per feature of the planned batch: the entry holding its row.
-    entry_of: Vec<u32>,
+    /// The hot rows' keys, found by the last count.
+    hot_keys: Vec<u64>,
+    /// The hot rows' copies, found by hashing their key to a pair of entries (see `count`).
+    hot: Vec<Hot>,
     copies: Vec<Copy>,
-    /// The rows' elements (weights, then slots, as the table lays them out) when copied.
+    /// Whether the copies were loaded for a batch and not merged yet.
+    loaded: bool,
+    /// Batches planned so far.
+    batch: u64,
+    /// The rows' elements (weights, then slots, as the table lays them out) when loaded.
     start: Vec<f32>,
     /// The copies, stepped by the worker.
     now: Vec<f32>,
 }
 
+/// The home entry of `key` in a map of `mask + 1` entries: rows are hashes or dense ids, and a
+/// multiplicative mix spreads either.
+#[inline(always)]
+fn home(key: u64, mask: usize) -> usize {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize & mask
+}
+
+#[inline(always)]
+fn key(table: usize, row: usize) -> u64 {
+    (table as u64) << 48 | row as u64
+}
+
 impl LocalRows {
-    /// Plans a batch whose features are `rows` (table index into `tables`, row): every row used
-    /// at least `min_uses` times is copied into the worker, and `local[k]` is set to the copy of
-    /// feature `k`'s row, or [`SHARED`]. The copies of the previous batch must have been merged.
-    /// A copy holds the slots' values as `opt` reads them ([`Optimizer::slot_value`]).
+    /// Copies of the rows a batch uses at least `min_uses` times (at least 1), counted in one
+    /// batch of every `recount_every` (at least 1).
+    pub fn new(min_uses: u32, recount_every: u32) -> Self {
+        LocalRows {
+            min_uses: min_uses.max(1),
+            recount_every: recount_every.max(1),
+            counts: Vec::new(),
+            generation: 0,
+            hot_keys: Vec::new(),
+            hot: Vec::new(),
+            copies: Vec::new(),
+            loaded: false,
+            batch: 0,
+            start: Vec::new(),
+            now: Vec::new(),
+        }
+    }
+
+    /// Plans a batch whose features are `rows` (table index into `tables`, row): in the batches
+    /// that count, the rows used at least `min_uses` times become the hot rows; then each hot
+    /// row the batch uses is copied into the worker, and `local[k]` is set to the copy of
+    /// feature `k`'s row, or [`SHARED`] (`local` is left empty when no row is hot). The copies
+    /// of the previous batch must have been merged. A copy holds the slots' values as `opt`
+    /// reads them ([`Optimizer::slot_value`]).
     pub fn plan<O: Optimizer<f32>>(
         &mut self,
         opt: &O,
         tables: &[Table],
-        rows: impl ExactSizeIterator<Item = (usize, usize)>,
-        min_uses: u32,
+        rows: impl ExactSizeIterator<Item = (usize, usize)> + Clone,
         local: &mut Vec<u32>,
     ) {
-        self.copies.clear();
-        self.start.clear();
-        self.now.clear();
+        debug_assert!(!self.loaded, "the previous batch was not merged");
         local.clear();
+        if self.batch.is_multiple_of(u64::from(self.recount_every)) {
+            self.count(tables, rows.clone());
+        }
+        self.batch += 1;
+        if self.copies.is_empty() {
+            return;
+        }
+        self.load(opt, tables);
+        let mask = self.hot.len() - 1;
+        let hot = &self.hot;
+        local.extend(rows.map(|(table, row)| {
+            let key = key(table, row);
+            let at = home(key, mask);
+            // The two entries of the key's pair (see `count`).
+            // Selects rather than branches: whether a feature's row is hot is a coin toss.
+            let (a, b) = (hot[at], hot[at ^ 1]);
+            let copy = if a.key == key { a.copy } else { SHARED };
+            if b.key == key {
+                b.copy
+            } else {
+                copy
+            }
+        }));
+    }
+
+    /// Copies every hot row from the shared table.
+    fn load<O: Optimizer<f32>>(&mut self, opt: &O, tables: &[Table]) {
+        for c in &self.copies {
+            let t = &tables[c.table as usize];
+            let cells = t.row(c.row);
+            let start = &mut self.start[c.at..c.at + cells.len()];
+            for (i, (x, cell)) in start.iter_mut().zip(cells).enumerate() {
+                *x = element_value(opt, t.dim(), i, cell.load());
+            }
+        }
+        self.now.copy_from_slice(&self.start);
+        self.loaded = true;
+    }
+
+    /// Counts the uses of each row in `rows` and makes those used at least `min_uses` times
+    /// the hot rows, each with room for a copy.
+    fn count(&mut self, tables: &[Table], rows: impl ExactSizeIterator<Item = (usize, usize)>) {
         let features = rows.len();
         let capacity = (features + features / 2).next_power_of_two().max(16);
-        if self.entries.len() < capacity || self.generation == u32::MAX {
-            self.entries.clear();
-            self.entries
-                .resize(capacity.max(self.entries.len()), Entry::default());
+        if self.counts.len() < capacity || self.generation == u32::MAX {
+            self.counts.clear();
+            self.counts
+                .resize(capacity.max(self.counts.len()), Count::default());
             self.generation = 0;
         }
         self.generation += 1;
-        let mask = self.entries.len() - 1;
-        self.entry_of.clear();
+        let mask = self.counts.len() - 1;
+        self.hot_keys.clear();
         for (table, row) in rows {
-            let key = (table as u64) << 48 | row as u64;
-            // Rows are hashes or dense ids: a multiplicative mix spreads either.
-            let mut at = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize & mask;
+            let key = key(table, row);
+            let mut at = home(key, mask);
             loop {
-                let entry = &mut self.entries[at];
+                let entry = &mut self.counts[at];
                 if entry.generation != self.generation {
-                    *entry = Entry {
+                    *entry = Count {
                         key,
                         generation: self.generation,
-                        state: 0,
+                        uses: 0,
                     };
                 }
                 if entry.key == key {
-                    if entry.state < COPIED {
-                        entry.state += 1;
-                        if entry.state >= min_uses && self.copies.len() < (COPIED - 1) as usize {
-                            entry.state = COPIED | self.copies.len() as u32;
-                            let at = self.start.len();
-                            let t = &tables[table];
-                            self.start.extend(
-                                t.row(row)
-                                    .iter()
-                                    .enumerate()
-                                    .map(|(i, c)| element_value(opt, t.dim(), i, c.load())),
-                            );
-                            self.copies.push(Copy {
-                                table: table as u32,
-                                row,
-                                at,
-                            });
-                        }
+                    entry.uses += 1;
+                    if entry.uses == self.min_uses {
+                        self.hot_keys.push(key);
                     }
                     break;
                 }
                 at = (at + 1) & mask;
             }
-            self.entry_of.push(at as u32);
         }
-        local.extend(self.entry_of.iter().map(|&at| {
-            let state = self.entries[at as usize].state;
-            if state >= COPIED {
-                state & !COPIED
-            } else {
-                SHARED
-            }
-        }));
-        self.now.extend_from_slice(&self.start);
+        self.hot_keys.truncate(SHARED as usize);
+        self.copies.clear();
+        self.hot.clear();
+        if self.hot_keys.is_empty() {
+            return;
+        }
+        // A key may sit in either entry of its pair, both in one cache line, so that a lookup
+        // is two loads and no probing loop; a third hot key of a pair (rare at a quarter full)
+        // stays shared.
+        let size = (4 * self.hot_keys.len()).next_power_of_two();
+        self.hot.resize(
+            size,
+            Hot {
+                key: NO_KEY,
+                copy: SHARED,
+            },
+        );
+        let mask = size - 1;
+        let mut elements = 0;
+        for &key in &self.hot_keys {
+            let home = home(key, mask);
+            let Some(at) = [home, home ^ 1]
+                .into_iter()
+                .find(|&at| self.hot[at].key == NO_KEY)
+            else {
+                continue;
+            };
+            self.hot[at] = Hot {
+                key,
+                copy: self.copies.len() as u32,
+            };
+            let (table, row) = ((key >> 48) as usize, (key & ((1 << 48) - 1)) as usize);
+            self.copies.push(Copy {
+                table: table as u32,
+                row,
+                at: elements,
+            });
+            elements += tables[table].row(row).len();
+        }
+        self.start.resize(elements, 0.0);
+        self.now.resize(elements, 0.0);
     }
 
-    /// Number of rows copied for the planned batch.
+    /// Number of hot rows, copied for each batch.
     pub fn len(&self) -> usize {
         self.copies.len()
     }
 
-    /// Whether the planned batch copied no row.
+    /// Whether no row is hot.
     pub fn is_empty(&self) -> bool {
         self.copies.is_empty()
     }
@@ -178,9 +289,12 @@ impl LocalRows {
         );
     }
 
-    /// Writes the copies' changes back to `tables` (see the module documentation), reading the
-    /// shared slots as `opt` does.
+    /// Writes the planned batch's copies' changes back to `tables` (see the module
+    /// documentation), reading the shared slots as `opt` does.
     pub fn merge<O: Optimizer<f32>>(&mut self, opt: &O, tables: &[Table]) {
+        if !std::mem::take(&mut self.loaded) {
+            return;
+        }
         for copy in &self.copies {
             let table = &tables[copy.table as usize];
             let cells = table.row(copy.row);
@@ -198,10 +312,8 @@ impl LocalRows {
                 });
             }
         }
-        self.copies.clear();
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,32 +336,91 @@ mod tests {
     }
 
     #[test]
-    fn rows_used_often_enough_are_copied_once_each() {
+    fn rows_used_often_enough_in_a_counted_batch_are_copied_once_each() {
         let tables = [table(8, 2), table(8, 3)];
+        let opt = adagrad();
+        let mut local = Vec::new();
+        // Counts in batches 1, 3, 5...
+        let mut copies = LocalRows::new(2, 2);
         // (table, row): row 5 of table 0 three times, row 5 of table 1 twice, others once.
         let rows = [(0, 5), (1, 5), (0, 1), (0, 5), (1, 5), (0, 5), (1, 7)];
-        let mut local = Vec::new();
-        let mut copies = LocalRows::default();
-        let opt = adagrad();
-        copies.plan(&opt, &tables, rows.iter().copied(), 2, &mut local);
+        copies.plan(&opt, &tables, rows.iter().copied(), &mut local);
         assert_eq!(local, vec![0, 1, SHARED, 0, 1, 0, SHARED]);
         assert_eq!(copies.len(), 2);
         assert_eq!(copies.weights(0, 2), &[12.5, 12.75]);
         assert_eq!(copies.weights(1, 3), &[12.5, 12.75, 13.0]);
         copies.merge(&opt, &tables);
-        // A higher threshold, and the next batch's plan starts afresh.
-        copies.plan(&opt, &tables, rows.iter().copied(), 3, &mut local);
-        assert_eq!(local, vec![0, SHARED, SHARED, 0, SHARED, 0, SHARED]);
+        // Batch 2 does not count: row 7 of table 1 stays shared however often it is used, and
+        // the hot rows are copied where this batch uses them.
+        let second = [(1, 7), (1, 7), (1, 7), (0, 5), (0, 2)];
+        copies.plan(&opt, &tables, second.iter().copied(), &mut local);
+        assert_eq!(local, vec![SHARED, SHARED, SHARED, 0, SHARED]);
         copies.merge(&opt, &tables);
-        copies.plan(&opt, &tables, [(1, 7), (1, 7)].into_iter(), 2, &mut local);
-        assert_eq!(local, vec![0, 0]);
+        // Batch 3 counts again: row 7 of table 1 is the one hot row now.
+        copies.plan(
+            &opt,
+            &tables,
+            [(1, 7), (0, 5), (1, 7)].into_iter(),
+            &mut local,
+        );
+        assert_eq!(local, vec![0, SHARED, 0]);
+        assert_eq!(copies.len(), 1);
         assert_eq!(copies.weights(0, 3), &[17.5, 17.75, 18.0]);
         copies.merge(&opt, &tables);
-        // Many distinct rows (probing past collisions): all shared at threshold 2.
+        copies.plan(&opt, &tables, [(1, 7)].into_iter(), &mut local);
+        copies.merge(&opt, &tables);
+        // Many distinct rows (probing past collisions): none is hot at threshold 2, and the
+        // plan leaves `local` empty.
         let many: Vec<(usize, usize)> = (0..1000).map(|i| (i % 2, i / 2)).collect();
         let big = [table(500, 1), table(500, 1)];
-        copies.plan(&opt, &big, many.iter().copied(), 2, &mut local);
-        assert!(copies.is_empty() && local.iter().all(|&l| l == SHARED));
+        copies.plan(&opt, &big, many.iter().copied(), &mut local);
+        assert!(copies.is_empty() && local.is_empty());
+        copies.merge(&opt, &big);
+    }
+
+    /// A key's copy sits in one of the two entries of its pair: a third hot row whose key falls
+    /// in a full pair stays shared, and every other row keeps its own copy.
+    #[test]
+    fn a_third_hot_row_of_a_pair_stays_shared() {
+        let opt = adagrad();
+        let tables = [table(4096, 1)];
+        // Four hot rows make a map of 16 entries; three rows share a pair there, one does not.
+        let pair = |row: usize| home(key(0, row), 15) >> 1;
+        let same: Vec<usize> = (0..4096).filter(|&r| pair(r) == pair(0)).take(3).collect();
+        let other = (0..4096).find(|&r| pair(r) != pair(0)).unwrap();
+        let hot = [same[0], same[1], same[2], other];
+        let rows: Vec<(usize, usize)> = hot.iter().flat_map(|&r| [(0, r), (0, r)]).collect();
+        let mut copies = LocalRows::new(2, 1);
+        let mut local = Vec::new();
+        copies.plan(&opt, &tables, rows.iter().copied(), &mut local);
+        assert_eq!(copies.len(), 3);
+        assert_eq!(local, vec![0, 0, 1, 1, SHARED, SHARED, 2, 2]);
+        for (l, &r) in [0, 1, 2].into_iter().zip([same[0], same[1], other].iter()) {
+            assert_eq!(copies.weights(l, 1), &[r as f32 * 10.0 / 4.0]);
+        }
+        copies.merge(&opt, &tables);
+    }
+
+    /// Each batch copies the hot rows afresh: what changed in the shared table between two
+    /// batches (another worker's merge) is in the next batch's copy.
+    #[test]
+    fn every_batch_copies_the_shared_row_as_it_is_then() {
+        let opt = crate::optim::Sgd { lr: 1.0f32 };
+        let tables = [table(4, 1)];
+        let step = tables[0].begin(&opt, true).unwrap();
+        let mut copies = LocalRows::new(2, 100);
+        let mut local = Vec::new();
+        copies.plan(&opt, &tables, [(0, 3), (0, 3)].into_iter(), &mut local);
+        copies.update_row(&opt, &step, 0, 1, &[0.5]);
+        copies.merge(&opt, &tables);
+        assert_eq!(tables[0].row(3)[0].load(), 7.0);
+        tables[0].update_row(&opt, &step, 3, &[1.0], 1.0);
+        copies.plan(&opt, &tables, [(0, 3)].into_iter(), &mut local);
+        assert_eq!(local, vec![0]);
+        assert_eq!(copies.weights(0, 1), &[6.0]);
+        copies.update_row(&opt, &step, 0, 1, &[2.0]);
+        copies.merge(&opt, &tables);
+        assert_eq!(tables[0].row(3)[0].load(), 4.0);
     }
 
     /// One thread: stepping the copy and merging gives the bits of stepping the shared row.
@@ -262,9 +433,9 @@ mod tests {
         for g in &grads {
             direct[0].update_row(&opt, &step, 2, g, 1.0);
         }
-        let mut copies = LocalRows::default();
+        let mut copies = LocalRows::new(2, 1);
         let mut local = Vec::new();
-        copies.plan(&opt, &staged, [(0, 2); 3].into_iter(), 2, &mut local);
+        copies.plan(&opt, &staged, [(0, 2); 3].into_iter(), &mut local);
         for g in &grads {
             copies.update_row(&opt, &step, local[0], 3, g);
         }
@@ -280,10 +451,10 @@ mod tests {
     /// stepped with gradients 0.5 and 0.25; neither is merged yet.
     fn two_stepped_copies<O: Optimizer<f32>>(opt: &O, tables: &[Table]) -> [LocalRows; 2] {
         let step = tables[0].begin(opt, true).unwrap();
-        let mut copies = [LocalRows::default(), LocalRows::default()];
+        let mut copies = [LocalRows::new(2, 1), LocalRows::new(2, 1)];
         let mut local = Vec::new();
         for c in &mut copies {
-            c.plan(opt, tables, [(0, 1), (0, 1)].into_iter(), 2, &mut local);
+            c.plan(opt, tables, [(0, 1), (0, 1)].into_iter(), &mut local);
         }
         for (c, g) in copies.iter_mut().zip([0.5, 0.25]) {
             c.update_row(opt, &step, 0, 1, &[g]);
