@@ -12,6 +12,8 @@ epochs with the same threads; examples/s = training examples x epochs / wall sec
 training process (reading and parsing included for everyone). Test AUC is computed here, the same
 way for everyone, from each system's predictions. Peak memory is the training process's max RSS.
 VW is single-threaded (its row is the same at every thread count) and has no FM here.
+Beside each of our multi-threaded runs, as many separate 1-thread runs of ours start at once:
+what they train together is the machine's own ceiling for that many threads in that minute.
 Run through scripts/bench_ctr.sh.
 """
 import argparse
@@ -22,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -128,7 +131,8 @@ def auc(y, s):
     return float((r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
-def ours(hogwild, d, model, threads, epochs, buckets, tag):
+def ours_train(hogwild, d, model, threads, epochs, buckets, tag):
+    """The command that trains our `model` on `d` and saves it, and the checkpoint's path."""
     # Adagrad; LR's rate 0.1 for 5 epochs on flights, 0.2 (xLearn's) for one pass over the
     # synthetic set's many rare ids.
     lr = 0.05 if model == "fm" else (0.1 if epochs > 1 else 0.2)
@@ -137,16 +141,38 @@ def ours(hogwild, d, model, threads, epochs, buckets, tag):
     cfg = d / f"{model}.toml"
     cfg.write_text(f'[model]\nkind = "{model}"\nbuckets = {buckets}\n{dim}\n[optimizer]\n{opt}\n')
     ck = d / f"ours-{tag}.ckpt"
-    out, wall, rss, cpu = run_measured([hogwild, "train", "--config", str(cfg), "--feed",
-                                 str(d / "data.prototxt"), str(d / "train.ms"), "--threads",
-                                 str(threads), "--epochs", str(epochs), "--quiet", "--save",
-                                 str(ck)])
+    return [hogwild, "train", "--config", str(cfg), "--feed", str(d / "data.prototxt"),
+            str(d / "train.ms"), "--threads", str(threads), "--epochs", str(epochs), "--quiet",
+            "--save", str(ck)], ck
+
+
+def ours(hogwild, d, model, threads, epochs, buckets, tag):
+    cmd, ck = ours_train(hogwild, d, model, threads, epochs, buckets, tag)
+    out, wall, rss, cpu = run_measured(cmd)
     pred = d / f"ours-{tag}.pred"
     run_measured([hogwild, "predict", "--model", str(ck), "--feed", str(d / "data.prototxt"),
                   str(d / "test.ms"), "-o", str(pred), "--quiet"])
     # The training loop's own rate (feed + updates, without process start and table setup).
     loop = [float(x) for x in re.findall(r"instances in [\d.]+s \((\d+)/s", out)]
-    return wall, rss, np.loadtxt(pred), cpu, statistics.mean(loop)
+    return wall, rss, np.loadtxt(pred), cpu, statistics.mean(loop), training_s(out)
+
+
+def training_s(out):
+    """The training time our `train` reports (after loading, before saving)."""
+    return float(re.findall(r"training ([\d.]+)s", out)[-1])
+
+
+def ours_side_by_side(hogwild, d, model, k, epochs, buckets):
+    """Training seconds of the slowest of `k` separate 1-thread runs started at once: `k` times
+    the examples in that time is what this machine's `k` cores give to work that shares nothing
+    (no row, no cache line), the ceiling for `k` Hogwild threads in the same minute."""
+    cmds = [ours_train(hogwild, d, model, 1, epochs, buckets, f"{model}-alone-{i}")[0]
+            for i in range(k)]
+    with ThreadPoolExecutor(k) as pool:
+        times = [training_s(r[0]) for r in pool.map(run_measured, cmds)]
+    for i in range(k):
+        (d / f"ours-{model}-alone-{i}.ckpt").unlink(missing_ok=True)
+    return max(times)
 
 
 XLEARN_CHILD = r"""
@@ -210,6 +236,7 @@ def bench(hogwild, name, d, meta, models, threads_list, epochs, buckets, repeats
         # between systems do, instead of runs a minute apart on a machine whose speed drifts.
         runs = {(t, s): [] for t in threads_list for s in systems}
         probes = {t: [] for t in threads_list}
+        apart = {t: [] for t in threads_list}
         for r in range(repeats):
             for threads in threads_list:
                 for s in systems:
@@ -222,6 +249,12 @@ def bench(hogwild, name, d, meta, models, threads_list, epochs, buckets, repeats
                             probes[threads].append(core_to_core_ns())
                             probe = f" (core-to-core round trip {probes[threads][-1]:.0f} ns before)"
                         res = ours(hogwild, d, model, threads, epochs, buckets, tag)
+                        if threads > 1:
+                            took = ours_side_by_side(hogwild, d, model, threads, epochs, buckets)
+                            apart[threads].append(threads * n / took)
+                            probe += (f"; training alone {n / res[5]:,.0f} examples/s, "
+                                      f"{threads} separate 1-thread runs at once "
+                                      f"{threads * n / took:,.0f} together")
                     elif s == "xlearn":
                         res = xlearn(d, model, threads, epochs, tag)
                     else:
@@ -239,7 +272,10 @@ def bench(hogwild, name, d, meta, models, threads_list, epochs, buckets, repeats
                          "loop_per_s": statistics.median(r[4] for r in rs) if s == "hogwild" else None,
                          "auc": auc(y_test, rs[-1][2]),
                          "rss_mib": max(r[1] for r in rs),
-                         "core_to_core_ns": probes[threads] if s == "hogwild" else []})
+                         "core_to_core_ns": probes[threads] if s == "hogwild" else [],
+                         "training_per_s": [round(n / r[5]) for r in rs] if s == "hogwild" else [],
+                         "separate_runs_per_s": [round(x) for x in apart[threads]]
+                         if s == "hogwild" else []})
     return rows
 
 
@@ -301,6 +337,18 @@ def main():
                          f"{', '.join(f'{a / b:.2f}' for a, b in zip(r['all'], one['all']))}; "
                          f"core-to-core round trip before each {t}-thread run "
                          f"{', '.join(f'{x:.0f}' for x in r['core_to_core_ns'])} ns)")
+            # The same repeats' ceiling, in training time (loading and saving left out, as our
+            # threads share them): t separate 1-thread runs at once against the repeat's
+            # 1-thread run, and what our t threads trained against the ceiling.
+            ceiling = [c / b for c, b in zip(r["separate_runs_per_s"], one["training_per_s"])]
+            if ceiling:
+                reach = [a / c for a, c in zip(r["training_per_s"], r["separate_runs_per_s"])]
+                parts.append(f"training time: {t} threads / 1 thread "
+                             f"{', '.join(f'{a / b:.2f}' for a, b in zip(r['training_per_s'], one['training_per_s']))}, "
+                             f"{t} separate 1-thread runs at once / 1 thread "
+                             f"{', '.join(f'{x:.2f}' for x in ceiling)} (repeats): {t} threads "
+                             f"reach {100 * statistics.median(reach):.0f} % of that ceiling "
+                             f"(median; repeats {', '.join(f'{100 * x:.0f}' for x in reach)} %)")
         parts.append(f"training loop alone {r['loop_per_s']:,.0f} examples/s")
         lines.append(f"- {data} {model} {t} thread(s): " + "; ".join(parts))
     lines += [f"- {n}" for n in notes]
