@@ -4,9 +4,8 @@
 //! written by nearly every instance. Updated in the shared table instance by instance, their
 //! cache lines travel between the cores on every instance of every thread, and the second thread
 //! then costs more than it brings. [`LocalRows`] keeps a set of such hot rows: for each batch it
-//! copies the hot rows the batch uses into the worker's memory once, lets the worker step the
-//! copies instance by instance, and writes the changes back once per batch
-//! ([`LocalRows::merge`]).
+//! copies them into the worker's memory once, lets the worker step the copies instance by
+//! instance, and writes the changes back once per batch ([`LocalRows::merge`]).
 //!
 //! The hot rows are those a batch used at least `min_uses` times, counted in one batch out of
 //! every `recount_every` (and in the first): which rows are frequent changes slowly, and
@@ -116,9 +115,9 @@ impl LocalRows {
     }
 
     /// Plans a batch whose features are `rows` (table index into `tables`, row): in the batches
-    /// that count, the rows used at least `min_uses` times become the hot rows; then each hot
-    /// row the batch uses is copied into the worker, and `local[k]` is set to the copy of
-    /// feature `k`'s row, or [`SHARED`] (`local` is left empty when no row is hot). The copies
+    /// that count, the rows used at least `min_uses` times become the hot rows; then every hot
+    /// row is copied into the worker, and `local[k]` is set to the copy of feature `k`'s row, or
+    /// [`SHARED`] (`local` is left empty when no row is hot). The copies
     /// of the previous batch must have been merged. A copy holds the slots' values as `opt`
     /// reads them ([`Optimizer::slot_value`]).
     pub fn plan<O: Optimizer<f32>>(
@@ -143,8 +142,8 @@ impl LocalRows {
         local.extend(rows.map(|(table, row)| {
             let key = key(table, row);
             let at = home(key, mask);
-            // The two entries of the key's pair (see `count`).
-            // Selects rather than branches: whether a feature's row is hot is a coin toss.
+            // The two entries of the key's pair (see `count`). Selects rather than branches:
+            // whether a feature's row is hot is a coin toss.
             let (a, b) = (hot[at], hot[at ^ 1]);
             let copy = if a.key == key { a.copy } else { SHARED };
             if b.key == key {
