@@ -68,8 +68,8 @@ pub struct LocalRows {
     /// The counting map.
     counts: Vec<Count>,
     generation: u32,
-    /// The hot rows' keys, found by the last count.
-    hot_keys: Vec<u64>,
+    /// The hot rows (table, row), found by the last count.
+    hot_rows: Vec<(usize, usize)>,
     /// The hot rows' copies, found by hashing their key to a pair of entries (see `count`).
     hot: Vec<Hot>,
     copies: Vec<Copy>,
@@ -104,7 +104,7 @@ impl LocalRows {
             recount_every: recount_every.max(1),
             counts: Vec::new(),
             generation: 0,
-            hot_keys: Vec::new(),
+            hot_rows: Vec::new(),
             hot: Vec::new(),
             copies: Vec::new(),
             loaded: false,
@@ -181,7 +181,7 @@ impl LocalRows {
         }
         self.generation += 1;
         let mask = self.counts.len() - 1;
-        self.hot_keys.clear();
+        self.hot_rows.clear();
         for (table, row) in rows {
             let key = key(table, row);
             let mut at = home(key, mask);
@@ -197,23 +197,23 @@ impl LocalRows {
                 if entry.key == key {
                     entry.uses += 1;
                     if entry.uses == self.min_uses {
-                        self.hot_keys.push(key);
+                        self.hot_rows.push((table, row));
                     }
                     break;
                 }
                 at = (at + 1) & mask;
             }
         }
-        self.hot_keys.truncate(SHARED as usize);
+        self.hot_rows.truncate(SHARED as usize);
         self.copies.clear();
         self.hot.clear();
-        if self.hot_keys.is_empty() {
+        if self.hot_rows.is_empty() {
             return;
         }
         // A key may sit in either entry of its pair, both in one cache line, so that a lookup
         // is two loads and no probing loop; a third hot key of a pair (rare at a quarter full)
         // stays shared.
-        let size = (4 * self.hot_keys.len()).next_power_of_two();
+        let size = (4 * self.hot_rows.len()).next_power_of_two();
         self.hot.resize(
             size,
             Hot {
@@ -223,7 +223,8 @@ impl LocalRows {
         );
         let mask = size - 1;
         let mut elements = 0;
-        for &key in &self.hot_keys {
+        for &(table, row) in &self.hot_rows {
+            let key = key(table, row);
             let home = home(key, mask);
             let Some(at) = [home, home ^ 1]
                 .into_iter()
@@ -235,7 +236,6 @@ impl LocalRows {
                 key,
                 copy: self.copies.len() as u32,
             };
-            let (table, row) = ((key >> 48) as usize, (key & ((1 << 48) - 1)) as usize);
             self.copies.push(Copy {
                 table: table as u32,
                 row,
