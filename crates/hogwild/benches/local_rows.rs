@@ -55,7 +55,7 @@ fn main() {
     let tables = [Table::new("fm", ROWS, DIM, &opt).unwrap()];
     let batches = batches();
     let features = (BATCHES * BATCH * CARDINALITIES.len()) as f64;
-    let mut rows = LocalRows::new(4, RECOUNT_EVERY);
+    let mut rows = LocalRows::new(4, RECOUNT_EVERY, 1);
     let mut local = Vec::new();
     let (mut plans, mut merges) = (Vec::new(), Vec::new());
     let mut copied = 0usize;

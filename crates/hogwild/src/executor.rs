@@ -375,6 +375,12 @@ fn in_threads<M: Model>(
                 s.spawn(move || {
                     let mut t = ThreadState::new(ctx.names.len());
                     let result = catch_unwind(AssertUnwindSafe(|| body(thread, worker, &mut t)));
+                    // What the worker trained reaches the tables however the thread stopped.
+                    let flushed = catch_unwind(AssertUnwindSafe(|| model.flush(worker)));
+                    let result = match (result, flushed) {
+                        (Ok(r), Err(p)) if r.is_ok() => Err(p),
+                        (r, _) => r,
+                    };
                     let message = match result {
                         Ok(Ok(())) => None,
                         Ok(Err(e)) => Some(e.to_string()),

@@ -84,6 +84,14 @@ pub trait Model: Send + Sync {
         predictions: Option<&mut String>,
     ) -> Result<()>;
 
+    /// Writes back to the shared tables what `worker` has trained but holds privately (a CTR
+    /// model's copies of its hot rows, written back every few batches). The executor calls it
+    /// whenever a thread leaves an epoch's batches (before the epoch is counted as trained, so
+    /// that its report and checkpoint hold every batch of it) and when a thread stops; whoever
+    /// calls [`Model::train_batch`] directly calls it before reading or saving the tables. The
+    /// default holds nothing back.
+    fn flush(&self, _worker: &mut Self::Worker) {}
+
     /// The parameter tables, for checkpoints and memory accounting.
     fn tables(&self) -> Vec<&Table>;
 

@@ -218,6 +218,8 @@ pub fn train_dataset<M: Model>(
         let Some(epoch) = since.epoch else {
             return Ok(());
         };
+        // The epoch's batches of this thread reach the tables before they are counted.
+        model.flush(worker);
         t.drain_auc(model, worker);
         let mut guard = totals.lock().unwrap_or_else(|p| p.into_inner());
         let all = &mut *guard;

@@ -740,3 +740,160 @@ fn the_batches_do_not_depend_on_which_thread_trains_them() {
     distinct.dedup();
     assert_eq!(distinct.len(), a.len());
 }
+
+/// A model whose workers hold back what they train until flushed (as a CTR model's copies of its
+/// hot rows), and can fail on its n-th batch.
+struct Holder {
+    fail_at: Option<usize>,
+    trained: AtomicUsize,
+    flushed: AtomicUsize,
+}
+
+impl Holder {
+    fn new(fail_at: Option<usize>) -> Self {
+        Holder {
+            fail_at,
+            trained: AtomicUsize::new(0),
+            flushed: AtomicUsize::new(0),
+        }
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        (
+            self.trained.load(Ordering::SeqCst),
+            self.flushed.load(Ordering::SeqCst),
+        )
+    }
+}
+
+impl Model for Holder {
+    /// The batches trained since the last flush.
+    type Worker = usize;
+    fn metrics(&self) -> &'static [&'static str] {
+        &["size"]
+    }
+    fn startup(&self) {}
+    fn worker(&self, _desc: &DataFeedDesc) -> Result<usize> {
+        Ok(0)
+    }
+    fn train_batch(
+        &self,
+        held: &mut usize,
+        batch: &Batch,
+        out: &mut [f64],
+        _stages: Option<&mut StageTimes>,
+    ) -> Result<()> {
+        // Like a CTR model, a failing batch has trained the instances before the bad one.
+        *held += 1;
+        let n = self.trained.fetch_add(1, Ordering::SeqCst);
+        if self.fail_at == Some(n) {
+            return Err(Error::Empty {
+                what: "holder batch",
+            });
+        }
+        out[0] = batch.len as f64;
+        Ok(())
+    }
+    fn eval_batch(
+        &self,
+        held: &mut usize,
+        batch: &Batch,
+        out: &mut [f64],
+        _predictions: Option<&mut String>,
+    ) -> Result<()> {
+        self.train_batch(held, batch, out, None)
+    }
+    fn flush(&self, held: &mut usize) {
+        self.flushed
+            .fetch_add(std::mem::take(held), Ordering::SeqCst);
+    }
+    fn tables(&self) -> Vec<&Table> {
+        Vec::new()
+    }
+    fn describe(&self) -> String {
+        "holder".into()
+    }
+}
+
+// 100 instances in batches of 8, 2 threads: 7 batches a thread and epoch. When an epoch is
+// reported, every batch of it (and of the epochs before) has been flushed, though the other
+// thread may be training the next epoch; when the run returns, every batch has.
+#[test]
+fn workers_are_flushed_before_their_epoch_is_reported_and_at_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = numbered_data(dir.path(), 100);
+    let model = Holder::new(None);
+    let seen = Mutex::new(Vec::new());
+    let hook = |e: &EpochReport| {
+        seen.lock().unwrap().push((e.epoch, model.counts().1));
+        Ok(())
+    };
+    let epochs = 4;
+    train_dataset(
+        &model,
+        &desc(),
+        &data,
+        2,
+        &[],
+        &in_memory(epochs, Some(3)),
+        Some(&hook),
+    )
+    .unwrap();
+    let (trained, flushed) = model.counts();
+    assert_eq!(trained, 14 * epochs);
+    assert_eq!(flushed, trained);
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.len(), epochs);
+    for (epoch, flushed) in seen {
+        assert!(
+            flushed >= 14 * epoch,
+            "epoch {epoch}: {flushed} batches flushed"
+        );
+    }
+}
+
+// Streaming from files, and a run that stops on a worker's error: what the workers trained is
+// flushed either way, the failing batch included.
+#[test]
+fn workers_are_flushed_when_streaming_and_when_a_batch_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = numbered_file(dir.path(), 100);
+    let model = Holder::new(None);
+    run_from_files(
+        &model,
+        &desc(),
+        std::slice::from_ref(&path),
+        2,
+        &[],
+        &quiet(),
+    )
+    .unwrap();
+    let (trained, flushed) = model.counts();
+    assert!(trained >= 13, "{trained} batches");
+    assert_eq!(flushed, trained);
+
+    let failing = Holder::new(Some(5));
+    let e = run_from_files(&failing, &desc(), &[path], 2, &[], &quiet())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("holder batch"), "{e}");
+    let (trained, flushed) = failing.counts();
+    assert!(trained >= 6, "{trained} batches");
+    assert_eq!(flushed, trained);
+
+    let data = numbered_data(dir.path(), 100);
+    let failing = Holder::new(Some(20));
+    train_dataset(
+        &failing,
+        &desc(),
+        &data,
+        2,
+        &[],
+        &in_memory(3, Some(1)),
+        None,
+    )
+    .unwrap_err();
+    let (trained, flushed) = failing.counts();
+    assert!(trained >= 21, "{trained} batches");
+    assert_eq!(flushed, trained);
+}

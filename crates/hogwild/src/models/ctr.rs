@@ -25,10 +25,12 @@
 //!
 //! The factorization machine's rows of low-cardinality fields (an airport, a carrier, a month)
 //! are in the same position, and each is two cache lines wide (weight, factors and their slots):
-//! with several workers, each steps private copies of the hot rows its batch uses and writes
-//! their changes back once per batch ([`LocalRows`](crate::store::LocalRows)). The hot rows are
-//! those a batch used at least [`LOCAL_MIN_USES`] times, counted in one batch of every
-//! [`LOCAL_RECOUNT_EVERY`]; the others are updated in place. A lone
+//! with several workers, each steps private copies of the hot rows its batches use and writes
+//! their changes back once every [`LOCAL_MERGE_EVERY`] batches
+//! ([`LocalRows`](crate::store::LocalRows)), and whenever the executor flushes the worker
+//! ([`Model::flush`]: at the end of its part of each epoch). The hot rows are those a batch used
+//! at least [`LOCAL_MIN_USES`] times, counted in one batch of every [`LOCAL_RECOUNT_EVERY`]; the
+//! others are updated in place. A lone
 //! worker updates every row in place (the copies would only cost it time), and so does logistic
 //! regression, whose rows of 8 bytes cost less to update in place than to look up in the
 //! batch's map of used rows (measured: docs/benchmarks.md, CTR).
@@ -405,7 +407,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
             batch_starts: Vec::with_capacity(257),
             batch_local: Vec::with_capacity(64 * 256),
             local: Vec::with_capacity(64),
-            rows: LocalRows::new(LOCAL_MIN_USES, LOCAL_RECOUNT_EVERY),
+            rows: LocalRows::new(LOCAL_MIN_USES, LOCAL_RECOUNT_EVERY, LOCAL_MERGE_EVERY),
             copy_rows: false,
             vals: Vec::with_capacity(64 * (1 + max_dim)),
             sum: padded(max_dim),
@@ -637,8 +639,12 @@ struct LocalBias {
 }
 
 /// Rows a counted training batch uses at least this often are hot: stepped on the worker's
-/// private copy and written back once per batch (see [`LocalRows`]).
+/// private copy and written back every [`LOCAL_MERGE_EVERY`] batches (see [`LocalRows`]).
 const LOCAL_MIN_USES: u32 = 4;
+
+/// A worker writes its copies of the hot rows back once every this many batches (and when
+/// flushed): each load and merge moves their cache lines between the cores.
+const LOCAL_MERGE_EVERY: u32 = 4;
 
 /// A worker counts its batch's uses of each row (to find the hot rows) in one batch of this
 /// many, the first included; the batches between copy the rows found hot in the last count.
@@ -729,8 +735,13 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
                 rows[t] += 1;
             }
         }
-        // The instances before a bad one were applied to their rows: their bias steps too.
-        w.rows.merge(&self.opt, &self.tables);
+        // The instances before a bad one were applied to their rows: their bias steps too, and
+        // the copies are written back at once.
+        if result.is_ok() {
+            w.rows.end_batch(&self.opt, &self.tables);
+        } else {
+            w.rows.merge(&self.opt, &self.tables);
+        }
         self.merge_bias(&bias);
         self.finish(&rows, batch.len);
         result?;
@@ -750,6 +761,8 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         mut predictions: Option<&mut String>,
     ) -> Result<()> {
         let mut loss = 0.0f64;
+        // Evaluation reads the shared rows: this worker's training changes first.
+        w.rows.merge(&self.opt, &self.tables);
         self.gather_batch(w, batch, false);
         let bias = self.bias.weights(0)[0].load();
         for i in 0..batch.len {
@@ -770,6 +783,10 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
             None => f64::NAN,
         };
         Ok(())
+    }
+
+    fn flush(&self, w: &mut CtrWorker) {
+        w.rows.merge(&self.opt, &self.tables);
     }
 
     fn tables(&self) -> Vec<&Table> {

@@ -3,14 +3,23 @@
 //! Rows of low-cardinality features (a CTR model's airport, carrier or month) are read and
 //! written by nearly every instance. Updated in the shared table instance by instance, their
 //! cache lines travel between the cores on every instance of every thread, and the second thread
-//! then costs more than it brings. [`LocalRows`] keeps a set of such hot rows: for each batch it
-//! copies them into the worker's memory once, lets the worker step the copies instance by
-//! instance, and writes the changes back once per batch ([`LocalRows::merge`]).
+//! then costs more than it brings. [`LocalRows`] keeps a set of such hot rows: it copies them into
+//! the worker's memory, lets the worker step the copies instance by instance, and writes the
+//! changes back once every `merge_every` batches ([`LocalRows::end_batch`]), or whenever the
+//! worker is asked to ([`LocalRows::merge`]: at the end of its part of an epoch, before the
+//! tables are read or saved).
 //!
-//! The hot rows are those a batch used at least `min_uses` times, counted in one batch out of
-//! every `recount_every` (and in the first): which rows are frequent changes slowly, and
-//! counting every batch's uses in a hash map cost about 7 ns per feature, 10 % of a flights
-//! instance, that only multi-threaded runs paid. Between counts, a feature is looked up in the
+//! Each load and merge moves the copied rows' cache lines between the cores, which costs more
+//! the farther apart the cores are (between the sockets of a large server). Merging every 4
+//! batches rather than every batch made the FM on flights 4 % faster at 2 threads (median of 12
+//! alternating rounds' ratios, faster in 10), with the same test AUC; the other workers' changes
+//! to a hot row reach a worker's copy 4 batches later at most (docs/benchmarks.md, CTR,
+//! "Merging the private copies every 4 batches").
+//!
+//! The hot rows are those a batch used at least `min_uses` times, counted in the first batch
+//! planned after `recount_every` batches since the last count, when no copies are held: which
+//! rows are frequent changes slowly, and counting every batch's uses in a hash map cost about
+//! 7 ns per feature, 10 % of a flights instance, that only multi-threaded runs paid. Between counts, a feature is looked up in the
 //! small map of hot rows (docs/benchmarks.md, CTR, "Planning cost of the private row copies").
 //!
 //! Merging adds the copy's change to what the shared row holds then, so the other workers'
@@ -65,6 +74,7 @@ struct Copy {
 pub struct LocalRows {
     min_uses: u32,
     recount_every: u32,
+    merge_every: u32,
     /// The counting map.
     counts: Vec<Count>,
     generation: u32,
@@ -73,10 +83,14 @@ pub struct LocalRows {
     /// The hot rows' copies, found by hashing their key to a pair of entries (see `count`).
     hot: Vec<Hot>,
     copies: Vec<Copy>,
-    /// Whether the copies were loaded for a batch and not merged yet.
+    /// Whether the copies were loaded and not merged yet.
     loaded: bool,
+    /// Batches planned with the loaded copies.
+    planned: u32,
     /// Batches planned so far.
     batch: u64,
+    /// The first batch that counts again.
+    next_count: u64,
     /// The rows' elements (weights, then slots, as the table lays them out) when loaded.
     start: Vec<f32>,
     /// The copies, stepped by the worker.
@@ -96,30 +110,34 @@ fn key(table: usize, row: usize) -> u64 {
 }
 
 impl LocalRows {
-    /// Copies of the rows a batch uses at least `min_uses` times (at least 1), counted in one
-    /// batch of every `recount_every` (at least 1).
-    pub fn new(min_uses: u32, recount_every: u32) -> Self {
+    /// Copies of the rows a batch uses at least `min_uses` times (at least 1), counted about
+    /// once every `recount_every` batches (at least 1), merged every `merge_every` batches (at
+    /// least 1).
+    pub fn new(min_uses: u32, recount_every: u32, merge_every: u32) -> Self {
         LocalRows {
             min_uses: min_uses.max(1),
             recount_every: recount_every.max(1),
+            merge_every: merge_every.max(1),
             counts: Vec::new(),
             generation: 0,
             hot_rows: Vec::new(),
             hot: Vec::new(),
             copies: Vec::new(),
             loaded: false,
+            planned: 0,
             batch: 0,
+            next_count: 0,
             start: Vec::new(),
             now: Vec::new(),
         }
     }
 
-    /// Plans a batch whose features are `rows` (table index into `tables`, row): in the batches
-    /// that count, the rows used at least `min_uses` times become the hot rows; then every hot
-    /// row is copied into the worker, and `local[k]` is set to the copy of feature `k`'s row, or
-    /// [`SHARED`] (`local` is left empty when no row is hot). The copies
-    /// of the previous batch must have been merged. A copy holds the slots' values as `opt`
-    /// reads them ([`Optimizer::slot_value`]).
+    /// Plans a batch whose features are `rows` (table index into `tables`, row): in a batch that
+    /// counts, the rows used at least `min_uses` times become the hot rows; unless the copies
+    /// are still held from an earlier batch (not merged yet), every hot row is copied into the
+    /// worker; then `local[k]` is set to the copy of feature `k`'s row, or [`SHARED`] (`local`
+    /// is left empty when no row is hot). A copy holds the slots' values as `opt` reads them
+    /// ([`Optimizer::slot_value`]).
     pub fn plan<O: Optimizer<f32>>(
         &mut self,
         opt: &O,
@@ -127,16 +145,19 @@ impl LocalRows {
         rows: impl ExactSizeIterator<Item = (usize, usize)> + Clone,
         local: &mut Vec<u32>,
     ) {
-        debug_assert!(!self.loaded, "the previous batch was not merged");
         local.clear();
-        if self.batch.is_multiple_of(u64::from(self.recount_every)) {
+        if !self.loaded && self.batch >= self.next_count {
             self.count(tables, rows.clone());
+            self.next_count = self.batch + u64::from(self.recount_every);
         }
         self.batch += 1;
         if self.copies.is_empty() {
             return;
         }
-        self.load(opt, tables);
+        if !self.loaded {
+            self.load(opt, tables);
+        }
+        self.planned += 1;
         let mask = self.hot.len() - 1;
         let hot = &self.hot;
         local.extend(rows.map(|(table, row)| {
@@ -166,6 +187,7 @@ impl LocalRows {
         }
         self.now.copy_from_slice(&self.start);
         self.loaded = true;
+        self.planned = 0;
     }
 
     /// Counts the uses of each row in `rows` and makes those used at least `min_uses` times
@@ -288,8 +310,22 @@ impl LocalRows {
         );
     }
 
-    /// Writes the planned batch's copies' changes back to `tables` (see the module
-    /// documentation), reading the shared slots as `opt` does.
+    /// Ends a planned batch: merges the copies ([`LocalRows::merge`]) when they have served
+    /// `merge_every` batches.
+    pub fn end_batch<O: Optimizer<f32>>(&mut self, opt: &O, tables: &[Table]) {
+        if self.planned >= self.merge_every {
+            self.merge(opt, tables);
+        }
+    }
+
+    /// Whether copies are held whose changes are not in the shared tables yet.
+    pub fn is_held(&self) -> bool {
+        self.loaded
+    }
+
+    /// Writes the copies' changes back to `tables` now (see the module documentation), reading
+    /// the shared slots as `opt` does; the next batch copies the hot rows afresh. Does nothing
+    /// when no copies are held.
     pub fn merge<O: Optimizer<f32>>(&mut self, opt: &O, tables: &[Table]) {
         if !std::mem::take(&mut self.loaded) {
             return;
@@ -340,7 +376,7 @@ mod tests {
         let opt = adagrad();
         let mut local = Vec::new();
         // Counts in batches 1, 3, 5...
-        let mut copies = LocalRows::new(2, 2);
+        let mut copies = LocalRows::new(2, 2, 1);
         // (table, row): row 5 of table 0 three times, row 5 of table 1 twice, others once.
         let rows = [(0, 5), (1, 5), (0, 1), (0, 5), (1, 5), (0, 5), (1, 7)];
         copies.plan(&opt, &tables, rows.iter().copied(), &mut local);
@@ -389,7 +425,7 @@ mod tests {
         let other = (0..4096).find(|&r| pair(r) != pair(0)).unwrap();
         let hot = [same[0], same[1], same[2], other];
         let rows: Vec<(usize, usize)> = hot.iter().flat_map(|&r| [(0, r), (0, r)]).collect();
-        let mut copies = LocalRows::new(2, 1);
+        let mut copies = LocalRows::new(2, 1, 1);
         let mut local = Vec::new();
         copies.plan(&opt, &tables, rows.iter().copied(), &mut local);
         assert_eq!(copies.len(), 3);
@@ -407,7 +443,7 @@ mod tests {
         let opt = crate::optim::Sgd { lr: 1.0f32 };
         let tables = [table(4, 1)];
         let step = tables[0].begin(&opt, true).unwrap();
-        let mut copies = LocalRows::new(2, 100);
+        let mut copies = LocalRows::new(2, 100, 1);
         let mut local = Vec::new();
         copies.plan(&opt, &tables, [(0, 3), (0, 3)].into_iter(), &mut local);
         copies.update_row(&opt, &step, 0, 1, &[0.5]);
@@ -422,6 +458,54 @@ mod tests {
         assert_eq!(tables[0].row(3)[0].load(), 4.0);
     }
 
+    /// Copies merged every 3 batches: two batches step the same copy without writing it back
+    /// or counting again, the third writes both batches' changes; a merge asked for earlier
+    /// writes at once, and the next batch copies (and counts) afresh.
+    #[test]
+    fn copies_are_held_until_their_batches_are_done_or_a_merge_is_asked_for() {
+        let opt = crate::optim::Sgd { lr: 1.0f32 };
+        let tables = [table(8, 1)];
+        let step = tables[0].begin(&opt, true).unwrap();
+        // Counts every batch when free to: row 3 is hot in the first batch.
+        let mut copies = LocalRows::new(2, 1, 3);
+        let mut local = Vec::new();
+        copies.plan(&opt, &tables, [(0, 3), (0, 3)].into_iter(), &mut local);
+        copies.update_row(&opt, &step, local[0], 1, &[0.5]);
+        copies.end_batch(&opt, &tables);
+        assert!(copies.is_held());
+        assert_eq!(tables[0].row(3)[0].load(), 7.5);
+        // Row 5 is used twice but not counted while the copies are held; the copy of row 3 is
+        // the one stepped in the first batch.
+        copies.plan(
+            &opt,
+            &tables,
+            [(0, 5), (0, 5), (0, 3)].into_iter(),
+            &mut local,
+        );
+        assert_eq!(local, vec![SHARED, SHARED, 0]);
+        assert_eq!(copies.weights(0, 1), &[7.0]);
+        copies.update_row(&opt, &step, 0, 1, &[0.25]);
+        copies.end_batch(&opt, &tables);
+        assert_eq!(tables[0].row(3)[0].load(), 7.5);
+        copies.plan(&opt, &tables, [(0, 3)].into_iter(), &mut local);
+        copies.update_row(&opt, &step, 0, 1, &[0.25]);
+        copies.end_batch(&opt, &tables);
+        assert!(!copies.is_held());
+        assert_eq!(tables[0].row(3)[0].load(), 6.5);
+        // Counted again: row 5 is hot now, and a merge asked for after one batch writes it.
+        copies.plan(&opt, &tables, [(0, 5), (0, 5)].into_iter(), &mut local);
+        assert_eq!(local, vec![0, 0]);
+        copies.update_row(&opt, &step, 0, 1, &[1.0]);
+        copies.end_batch(&opt, &tables);
+        assert_eq!(tables[0].row(5)[0].load(), 12.5);
+        copies.merge(&opt, &tables);
+        assert!(!copies.is_held());
+        assert_eq!(tables[0].row(5)[0].load(), 11.5);
+        // Nothing held: a second merge changes nothing.
+        copies.merge(&opt, &tables);
+        assert_eq!(tables[0].row(5)[0].load(), 11.5);
+    }
+
     /// One thread: stepping the copy and merging gives the bits of stepping the shared row.
     #[test]
     fn one_worker_gets_the_per_instance_result() {
@@ -432,7 +516,7 @@ mod tests {
         for g in &grads {
             direct[0].update_row(&opt, &step, 2, g, 1.0);
         }
-        let mut copies = LocalRows::new(2, 1);
+        let mut copies = LocalRows::new(2, 1, 1);
         let mut local = Vec::new();
         copies.plan(&opt, &staged, [(0, 2); 3].into_iter(), &mut local);
         for g in &grads {
@@ -450,7 +534,7 @@ mod tests {
     /// stepped with gradients 0.5 and 0.25; neither is merged yet.
     fn two_stepped_copies<O: Optimizer<f32>>(opt: &O, tables: &[Table]) -> [LocalRows; 2] {
         let step = tables[0].begin(opt, true).unwrap();
-        let mut copies = [LocalRows::new(2, 1), LocalRows::new(2, 1)];
+        let mut copies = [LocalRows::new(2, 1, 1), LocalRows::new(2, 1, 1)];
         let mut local = Vec::new();
         for c in &mut copies {
             c.plan(opt, tables, [(0, 1), (0, 1)].into_iter(), &mut local);

@@ -478,8 +478,9 @@ fn workers_bias_steps_add_up_in_the_shared_bias() {
     assert_eq!(cells, [0.625, 3.5]);
 }
 
-/// A worker of a multi-threaded run steps private copies of the rows a batch uses often; alone,
-/// it must leave the tables exactly as in-place updates do, for every optimizer's slots.
+/// A worker of a multi-threaded run steps private copies of the rows a batch uses often, written
+/// back every [`LOCAL_MERGE_EVERY`] batches and when flushed; alone, it must leave the tables
+/// exactly as in-place updates do, for every optimizer's slots.
 #[test]
 fn private_copies_of_hot_rows_give_the_in_place_bits() {
     // Field `a` takes 3 values (rows used ~13 times each), field `b` mostly distinct values.
@@ -506,7 +507,8 @@ fn private_copies_of_hot_rows_give_the_in_place_bits() {
         let mut w_plain = plain.workers(&desc(), 1).unwrap().remove(0);
         let mut w_copied = copied.workers(&desc(), 2).unwrap().remove(0);
         let mut out = [0.0f64];
-        for _ in 0..3 {
+        // A merge after the first LOCAL_MERGE_EVERY batches, then two batches held until the flush.
+        for _ in 0..LOCAL_MERGE_EVERY + 2 {
             plain
                 .train_batch(&mut w_plain, batch, &mut out, None)
                 .unwrap();
@@ -521,6 +523,9 @@ fn private_copies_of_hot_rows_give_the_in_place_bits() {
             .filter(|&&l| l != SHARED)
             .count();
         assert!(copies >= 40, "{copies} features used private copies");
+        assert!(w_copied.rows.is_held());
+        copied.flush(&mut w_copied);
+        assert!(!w_copied.rows.is_held());
         assert_same_bits(&plain, &copied);
     }
     check(
