@@ -9,7 +9,9 @@
 //! the step, the elapsed time, instances/s and the metrics averaged since the previous line (an
 //! `indicatif` spinner on a terminal, plain lines otherwise; other runners of batches in threads
 //! print the same way through [`Reporter`]). A worker that fails or panics stops the feed and the
-//! other workers, and the run returns its error.
+//! other workers, and the run returns its error. However a worker's thread ends, the executor
+//! flushes it ([`Model::flush`]) so that what it trained is in the shared tables when the run
+//! returns.
 //!
 //! ```no_run
 //! use hogwild::executor::{self, RunOptions};
