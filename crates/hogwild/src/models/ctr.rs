@@ -735,13 +735,9 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
                 rows[t] += 1;
             }
         }
-        // The instances before a bad one were applied to their rows: their bias steps too, and
-        // the copies are written back at once.
-        if result.is_ok() {
-            w.rows.end_batch(&self.opt, &self.tables);
-        } else {
-            w.rows.merge(&self.opt, &self.tables);
-        }
+        // The instances before a bad one were applied to their rows: their bias steps too (the
+        // executor flushes the copies when the failing thread stops).
+        w.rows.end_batch(&self.opt, &self.tables);
         self.merge_bias(&bias);
         self.finish(&rows, batch.len);
         result?;

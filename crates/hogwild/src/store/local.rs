@@ -83,9 +83,7 @@ pub struct LocalRows {
     /// The hot rows' copies, found by hashing their key to a pair of entries (see `count`).
     hot: Vec<Hot>,
     copies: Vec<Copy>,
-    /// Whether the copies were loaded and not merged yet.
-    loaded: bool,
-    /// Batches planned with the loaded copies.
+    /// Batches planned with the copies since they were loaded (0: none held).
     planned: u32,
     /// Batches planned so far.
     batch: u64,
@@ -123,7 +121,6 @@ impl LocalRows {
             hot_rows: Vec::new(),
             hot: Vec::new(),
             copies: Vec::new(),
-            loaded: false,
             planned: 0,
             batch: 0,
             next_count: 0,
@@ -146,7 +143,7 @@ impl LocalRows {
         local: &mut Vec<u32>,
     ) {
         local.clear();
-        if !self.loaded && self.batch >= self.next_count {
+        if self.planned == 0 && self.batch >= self.next_count {
             self.count(tables, rows.clone());
             self.next_count = self.batch + u64::from(self.recount_every);
         }
@@ -154,7 +151,7 @@ impl LocalRows {
         if self.copies.is_empty() {
             return;
         }
-        if !self.loaded {
+        if self.planned == 0 {
             self.load(opt, tables);
         }
         self.planned += 1;
@@ -186,8 +183,6 @@ impl LocalRows {
             }
         }
         self.now.copy_from_slice(&self.start);
-        self.loaded = true;
-        self.planned = 0;
     }
 
     /// Counts the uses of each row in `rows` and makes those used at least `min_uses` times
@@ -320,14 +315,15 @@ impl LocalRows {
 
     /// Whether copies are held whose changes are not in the shared tables yet.
     pub fn is_held(&self) -> bool {
-        self.loaded
+        self.planned > 0
     }
 
     /// Writes the copies' changes back to `tables` now (see the module documentation), reading
     /// the shared slots as `opt` does; the next batch copies the hot rows afresh. Does nothing
     /// when no copies are held.
     pub fn merge<O: Optimizer<f32>>(&mut self, opt: &O, tables: &[Table]) {
-        if !std::mem::take(&mut self.loaded) {
+        // Taken first: a merge cut short by a panic is not repeated.
+        if std::mem::take(&mut self.planned) == 0 {
             return;
         }
         for copy in &self.copies {
