@@ -46,7 +46,6 @@ def prepare(sentences):
     text = config.read_text()
     text = re.sub(r'(?m)^input = .*$', 'input = "ids"', text)
     text = re.sub(r'(?m)^vocab_file = .*$', f'vocab_file = "{WORK / "vocab.txt"}"', text)
-    text = re.sub(r'(?m)^epochs = .*$', "epochs = 1", text)
     (WORK / "model.toml").write_text(text)
 
 

@@ -117,7 +117,6 @@ window = 5
 negative = 5
 min_count = 5
 sample = 1e-4
-epochs = {args.epochs}
 
 [optimizer]
 kind = "sgd"

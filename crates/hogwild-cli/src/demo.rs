@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use hogwild::executor::{self, EpochReport, Progress, RunOptions};
 use hogwild::feed::{DataFeedDesc, InMemoryDataset};
-use hogwild::models::{BowConfig, ModelConfig, ModelKind, OptimizerConfig, Pool};
+use hogwild::models::{BowConfig, LrSchedule, ModelConfig, ModelKind, OptimizerConfig, Pool};
 
 use crate::models::{default_threads, AnyModel};
 use crate::with_model;
@@ -130,6 +130,8 @@ pub fn run(args: Args) -> Result<()> {
             dim: 10,
             bigram_buckets: 0,
             pool: Pool::Mean,
+            end_of_text: true,
+            lr_schedule: LrSchedule::Linear,
             seed: 1,
         }),
         optimizer: OptimizerConfig::AdamAsync {

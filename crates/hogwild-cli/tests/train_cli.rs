@@ -106,3 +106,62 @@ fn the_model_is_saved_after_the_last_epoch_and_as_often_as_asked() {
         assert!(err.contains("--save-every") && err.contains(bad), "{err}");
     }
 }
+
+#[test]
+fn a_word2vec_config_cannot_set_a_second_epoch_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("data.prototxt"),
+        "name: \"MultiSlotDataFeed\"\nbatch_size: 4\nmulti_slot_desc {\n  \
+         slots { name: \"words\" type: \"uint64\" is_dense: false is_used: true }\n}\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("text.txt"), "the cat sat\nthe dog sat\n".repeat(20)).unwrap();
+    let config = |extra: &str| {
+        format!(
+            "[model]\nkind = \"word2vec\"\ninput = \"text\"\nvocab_file = \"{}\"\ndim = 8\n\
+             min_count = 1\n{extra}\n[optimizer]\nkind = \"sgd\"\nlr = 0.025\n",
+            d.join("vocab.txt").display()
+        )
+    };
+    std::fs::write(d.join("w2v.toml"), config("epochs = 5")).unwrap();
+    let args = [
+        "train",
+        "--config",
+        "w2v.toml",
+        "--feed",
+        "data.prototxt",
+        "text.txt",
+        "--epochs",
+        "2",
+        "--threads",
+        "2",
+        "--save",
+        "w2v.ckpt",
+    ];
+    let out = hogwild(d, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("epochs = 5") && err.contains("--epochs"),
+        "the refusal names the setting and the flag: {err}"
+    );
+    assert!(
+        !d.join("w2v.ckpt").exists(),
+        "nothing trained, nothing saved"
+    );
+    // Without it, --epochs sets both the passes and the decay.
+    std::fs::write(d.join("w2v.toml"), config("")).unwrap();
+    let out = hogwild(d, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("epoch ")).count(),
+        2
+    );
+}

@@ -16,14 +16,15 @@
 //! ```no_run
 //! use hogwild::executor::{self, RunOptions};
 //! use hogwild::feed::DataFeedDesc;
-//! use hogwild::models::{Bow, BowConfig, Pool};
+//! use hogwild::models::{Bow, BowConfig, LrSchedule, Pool};
 //! use hogwild::optim::AdamAsync;
 //!
 //! # fn main() -> hogwild::Result<()> {
 //! let desc = DataFeedDesc::from_file("data.prototxt".as_ref())?;
 //! let cfg = BowConfig {
 //!     words_slot: "words".into(), label_slot: "label".into(), vocab: 30_000, classes: 2,
-//!     dim: 10, bigram_buckets: 1 << 20, pool: Pool::Mean, seed: 1,
+//!     dim: 10, bigram_buckets: 1 << 20, pool: Pool::Mean, end_of_text: true, lr_schedule: LrSchedule::Linear,
+//!     seed: 1,
 //! };
 //! let model = Bow::new(cfg, AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8))?;
 //! executor::startup(&model);
@@ -46,9 +47,11 @@ use std::time::{Duration, Instant};
 pub use in_memory::train_dataset;
 pub use report::{LocalWindow, Progress, Reporter};
 
-use crate::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, FeedStats, InMemoryDataset};
+use crate::feed::{
+    count_instances, start_feed, Batch, DataFeedDesc, FeedOptions, FeedStats, InMemoryDataset,
+};
 use crate::metrics::Auc;
-use crate::model::{Model, StageTimes};
+use crate::model::{Model, RunPlan, StageTimes};
 use crate::{Error, Result};
 
 /// How a run reports and reads.
@@ -495,6 +498,10 @@ fn run_streaming<M: Model>(
     check_threads(threads)?;
     let names = model.metrics();
     let positions = fetch_positions(names, fetch)?;
+    if train {
+        let count = || count_instances(desc, files);
+        model.plan(&RunPlan::new(options.feed.epochs.max(1), &count))?;
+    }
     let mut workers = model.workers(desc, threads)?;
     let mut feed_options = options.feed.clone();
     feed_options.threads = threads;

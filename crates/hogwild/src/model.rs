@@ -39,6 +39,31 @@ impl StageTimes {
     }
 }
 
+/// The length of a training run, which the executor gives the model before the run's first batch
+/// ([`Model::plan`]): a model whose learning rate decays over the run (to zero at its end, as
+/// fastText and word2vec do) needs it.
+pub struct RunPlan<'a> {
+    /// Passes over the data.
+    pub epochs: usize,
+    instances: &'a (dyn Fn() -> Result<u64> + Sync),
+}
+
+impl<'a> RunPlan<'a> {
+    /// A plan of `epochs` passes over data of `instances_per_epoch()` instances, counted only if
+    /// a model asks (a streaming run reads its files once more to count them).
+    pub fn new(epochs: usize, instances_per_epoch: &'a (dyn Fn() -> Result<u64> + Sync)) -> Self {
+        Self {
+            epochs,
+            instances: instances_per_epoch,
+        }
+    }
+
+    /// The instances of one pass (every file's lines, for a streaming run).
+    pub fn instances_per_epoch(&self) -> Result<u64> {
+        (self.instances)()
+    }
+}
+
 /// A model the executor can train and evaluate.
 pub trait Model: Send + Sync {
     /// One thread's private state: scratch buffers, slot positions.
@@ -62,6 +87,14 @@ pub trait Model: Send + Sync {
     /// of its often-used rows only then).
     fn workers(&self, desc: &DataFeedDesc, threads: usize) -> Result<Vec<Self::Worker>> {
         (0..threads).map(|_| self.worker(desc)).collect()
+    }
+
+    /// Called by the executor before each training run, on one thread, before any worker exists:
+    /// the run's length. A model whose training depends on it (a learning rate decaying to zero
+    /// over the run) sets that up here; whoever calls [`Model::train_batch`] directly calls it
+    /// first. The default needs nothing.
+    fn plan(&self, _plan: &RunPlan<'_>) -> Result<()> {
+        Ok(())
     }
 
     /// Trains on one batch and writes the batch's metrics (in `metrics()` order) into `out`.

@@ -75,7 +75,6 @@ fn text_to_vectors_in_two_threads() {
     cfg.dim = 16;
     cfg.min_count = 2;
     cfg.window = 3;
-    cfg.epochs = 4;
     cfg.sample = 0.0;
     let vocab = Vocab::count_text(std::slice::from_ref(&text), cfg.min_count).unwrap();
     assert_eq!(vocab.len(), 12, "zebra is below min_count");

@@ -32,7 +32,7 @@ use super::{
 };
 use crate::feed::{DataFeedDesc, FeedStats, InMemoryDataset};
 use crate::metrics::Auc;
-use crate::model::Model;
+use crate::model::{Model, RunPlan};
 use crate::rng::{shuffle, SplitMix64};
 use crate::{Error, Result};
 
@@ -173,8 +173,10 @@ pub fn train_dataset<M: Model>(
         field: "in_memory".into(),
         reason: format!("{n} instances, at most {} fit in memory mode", u32::MAX),
     })?;
-    let mut workers = model.workers(desc, threads)?;
     let epochs = options.feed.epochs.max(1);
+    let count = || Ok(n as u64);
+    model.plan(&RunPlan::new(epochs, &count))?;
+    let mut workers = model.workers(desc, threads)?;
     let seed = options.feed.in_memory;
     let batch_size = options.feed.batch_size(desc).max(1);
     model.run_metrics();

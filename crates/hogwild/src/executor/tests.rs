@@ -6,7 +6,7 @@ use super::*;
 use crate::checkpoint;
 use crate::feed::{Batch, DataFeedDesc, InMemoryDataset};
 use crate::metrics::Auc;
-use crate::models::{Bow, BowConfig, Pool};
+use crate::models::{Bow, BowConfig, LrSchedule, Pool};
 use crate::optim::{AdamAsync, Sgd};
 use crate::store::Table;
 
@@ -74,6 +74,8 @@ fn bow_cfg() -> BowConfig {
         dim: 8,
         bigram_buckets: 64,
         pool: Pool::Mean,
+        end_of_text: true,
+        lr_schedule: LrSchedule::Linear,
         seed: 3,
     }
 }
@@ -336,6 +338,81 @@ fn a_desc_without_the_words_slot_is_refused() {
     let other = DataFeedDesc::from_text(&DESC.replace("\"words\"", "\"tokens\"")).unwrap();
     let e = run_from_files(&model, &other, &[], 1, &[], &quiet()).unwrap_err();
     assert!(e.to_string().contains("no used slot \"words\""), "{e}");
+}
+
+#[test]
+fn the_learning_rate_reaches_zero_at_the_end_of_every_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // 3 files of 101 lines: batches of 8 leave short ones, which still count whole.
+    let train = write_corpus(dir.path(), "train", 3, 101, 5);
+    let data = InMemoryDataset::load(&desc(), &train, &FeedOptions::for_desc(&desc())).unwrap();
+    for threads in [1, 2, 3] {
+        let model = Bow::new(bow_cfg(), Sgd { lr: 0.5f32 }).unwrap();
+        startup(&model);
+        assert_eq!(
+            model.lr_scale(),
+            1.0,
+            "no run planned: the optimizer's rate"
+        );
+        let lowest = Mutex::new(f32::MAX);
+        let hook = |_: &EpochReport| -> Result<()> {
+            let mut low = lowest.lock().unwrap();
+            *low = low.min(model.lr_scale());
+            Ok(())
+        };
+        let r = train_dataset(
+            &model,
+            &desc(),
+            &data,
+            threads,
+            &[],
+            &in_memory(4, Some(9)),
+            Some(&hook),
+        )
+        .unwrap();
+        assert_eq!(r.instances, 4 * 303);
+        assert_eq!(model.lr_scale(), 0.0, "in memory, {threads} threads");
+        // Every epoch ended further down the schedule, the last one at zero.
+        assert_eq!(*lowest.lock().unwrap(), 0.0);
+        // A second run (a resumed model) decays again from the top over its own epochs.
+        let mut streaming = quiet();
+        streaming.feed.epochs = 2;
+        let r = run_from_files(&model, &desc(), &train, threads, &[], &streaming).unwrap();
+        assert_eq!(r.instances, 2 * 303);
+        assert_eq!(model.lr_scale(), 0.0, "streaming, {threads} threads");
+    }
+    // A constant schedule keeps the rate.
+    let mut cfg = bow_cfg();
+    cfg.lr_schedule = LrSchedule::Constant;
+    let model = Bow::new(cfg, Sgd { lr: 0.5f32 }).unwrap();
+    startup(&model);
+    train_dataset(&model, &desc(), &data, 2, &[], &in_memory(2, Some(9)), None).unwrap();
+    assert_eq!(model.lr_scale(), 1.0);
+}
+
+#[test]
+fn a_decayed_run_ends_closer_to_its_training_accuracy_than_a_constant_one() {
+    // At a rate too high to settle, two threads at a constant rate end on a model no better than
+    // chance (1/3); decayed to zero over the run, the same rate ends on a good one.
+    let dir = tempfile::tempdir().unwrap();
+    let train = write_corpus(dir.path(), "train", 2, 400, 21);
+    let test = write_corpus(dir.path(), "test", 1, 400, 22);
+    let data = InMemoryDataset::load(&desc(), &train, &FeedOptions::for_desc(&desc())).unwrap();
+    let accuracy = |schedule: LrSchedule| {
+        let mut cfg = bow_cfg();
+        cfg.lr_schedule = schedule;
+        let model = Bow::new(cfg, Sgd { lr: 5.0f32 }).unwrap();
+        startup(&model);
+        train_dataset(&model, &desc(), &data, 2, &[], &in_memory(3, Some(4)), None).unwrap();
+        let r = eval_from_files(&model, &desc(), &test, 2, &["accuracy"], &quiet(), None).unwrap();
+        r.get("accuracy").unwrap()
+    };
+    let (decayed, constant) = (accuracy(LrSchedule::Linear), accuracy(LrSchedule::Constant));
+    assert!(decayed > 0.85, "decayed: test accuracy {decayed}");
+    assert!(
+        decayed >= constant - 0.01,
+        "decayed {decayed} vs constant {constant}"
+    );
 }
 
 fn in_memory(epochs: usize, seed: Option<u64>) -> RunOptions {

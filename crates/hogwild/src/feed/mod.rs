@@ -51,4 +51,6 @@ pub use dataset::InMemoryDataset;
 pub use desc::{proto, DataFeedDesc, MultiSlotDesc, Slot, SlotType};
 pub use file_queue::FileQueue;
 pub use parser::{LineError, LineErrorKind, LineParser};
-pub use reader::{start_feed, ErrorPolicy, FeedHandle, FeedOptions, FeedStats, WorkerQueue};
+pub use reader::{
+    count_instances, start_feed, ErrorPolicy, FeedHandle, FeedOptions, FeedStats, WorkerQueue,
+};

@@ -599,6 +599,22 @@ impl ReadContext {
     }
 }
 
+/// The instances in `files` as `desc` reads them (one per line, through the desc's
+/// `pipe_command`): what a streaming run holds per epoch, for a model whose learning rate decays
+/// over the run. Reads every file once.
+pub fn count_instances(desc: &DataFeedDesc, files: &[PathBuf]) -> Result<u64> {
+    let mut line = Vec::with_capacity(1 << 12);
+    let mut lines = 0u64;
+    for path in files {
+        let mut source = Source::open(path, desc.pipe_command())?;
+        while source.read_line(&mut line)? {
+            lines += 1;
+        }
+        source.finish()?;
+    }
+    Ok(lines)
+}
+
 /// Starts a feed over `files` for `opts.threads` workers (see the module docs).
 pub fn start_feed(
     desc: &DataFeedDesc,

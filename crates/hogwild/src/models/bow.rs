@@ -6,6 +6,13 @@
 //! to its embedding rows and to the output layer before the next instance is read. A batch is one
 //! optimizer call: AdamAsync's beta powers advance once per batch and table, and the coefficients
 //! are computed once per batch.
+//!
+//! The learning rate decays linearly to zero over each training run (`lr_schedule = "linear"`, the
+//! default, fastText's schedule), following the instances taken by all workers together; the
+//! rate of a batch is the one at its first instance. The decay is what makes the model the run
+//! ends with a good one: at a constant rate the last updates, and with several threads their
+//! races, leave the final weights far from the average the model held during its last epoch.
+//! `"constant"` keeps the optimizer's rate throughout.
 
 use std::time::Instant;
 
@@ -13,8 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{ModelConfig, ModelKind, OptimizerDesc};
 use crate::feed::{Batch, DataFeedDesc, SlotType};
-use crate::model::{Model, StageTimes};
-use crate::optim::Optimizer;
+use crate::model::{Model, RunPlan, StageTimes};
+use crate::optim::{LinearDecay, Optimizer};
 use crate::store::{in_row_ranges, Table};
 use crate::{Error, Result};
 
@@ -27,6 +34,17 @@ pub enum Pool {
     Mean,
     /// The sum of the rows (Paddle's `sequence_pool(pool_type="sum")`).
     Sum,
+}
+
+/// How the learning rate changes over a training run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LrSchedule {
+    /// From the optimizer's rate to zero, linearly in the instances trained (fastText's).
+    #[default]
+    Linear,
+    /// The optimizer's rate throughout.
+    Constant,
 }
 
 /// The bag-of-words model's settings.
@@ -51,6 +69,15 @@ pub struct BowConfig {
     pub bigram_buckets: usize,
     #[serde(default)]
     pub pool: Pool,
+    /// Every instance also holds one learned end-of-text row (and, with bigrams, the bigram of
+    /// its last word and the end), as fastText reads `</s>` at the end of every line. Pooled by
+    /// the mean, it gives each instance a term that grows as the text gets shorter, which short
+    /// texts need; an instance without words still has it.
+    #[serde(default = "default_true")]
+    pub end_of_text: bool,
+    /// How the learning rate changes over a training run.
+    #[serde(default)]
+    pub lr_schedule: LrSchedule,
     /// Seed of the initial embedding.
     #[serde(default)]
     pub seed: u64,
@@ -65,11 +92,15 @@ fn default_label() -> String {
 fn default_dim() -> usize {
     10
 }
+fn default_true() -> bool {
+    true
+}
 
 /// fastText's multiplier for hashing word n-grams.
 const NGRAM_MULT: u64 = 116_049_371;
 
-/// The bag-of-words model: the embedding table (`vocab + bigram_buckets` rows of `dim`) and the
+/// The bag-of-words model: the embedding table (`vocab` word rows, `bigram_buckets` bigram rows,
+/// then the end-of-text row when `end_of_text` is set; `dim` wide) and the
 /// output table (`classes` rows of `dim + 1`: weights then bias), shared by every worker.
 #[derive(Debug)]
 pub struct Bow<O> {
@@ -77,6 +108,8 @@ pub struct Bow<O> {
     opt: O,
     emb: Table,
     fc: Table,
+    /// The training run's progress, in instances.
+    decay: LinearDecay,
 }
 
 /// One worker's scratch buffers: allocated once, reused for every instance.
@@ -109,9 +142,15 @@ impl<O: Optimizer<f32>> Bow<O> {
     /// A model with fresh tables (zero weights; call [`Bow::init`], the startup step, before training).
     pub fn new(cfg: BowConfig, opt: O) -> Result<Self> {
         Self::check(&cfg)?;
-        let emb = Table::new("embedding", cfg.vocab + cfg.bigram_buckets, cfg.dim, &opt)?;
+        let emb = Table::new("embedding", Self::embedding_rows(&cfg), cfg.dim, &opt)?;
         let fc = Table::new("output", cfg.classes, cfg.dim + 1, &opt)?;
-        Ok(Self { cfg, opt, emb, fc })
+        Ok(Self {
+            cfg,
+            opt,
+            emb,
+            fc,
+            decay: LinearDecay::default(),
+        })
     }
 
     /// A model from a checkpoint's tables (which must fit `cfg` and `opt`).
@@ -121,11 +160,21 @@ impl<O: Optimizer<f32>> Bow<O> {
         ck: &mut crate::checkpoint::Checkpoint,
     ) -> Result<Self> {
         Self::check(&cfg)?;
-        let emb = ck.take_table("embedding", cfg.vocab + cfg.bigram_buckets, cfg.dim)?;
+        let emb = ck.take_table("embedding", Self::embedding_rows(&cfg), cfg.dim)?;
         let fc = ck.take_table("output", cfg.classes, cfg.dim + 1)?;
         emb.check_optimizer::<O>()?;
         fc.check_optimizer::<O>()?;
-        Ok(Self { cfg, opt, emb, fc })
+        Ok(Self {
+            cfg,
+            opt,
+            emb,
+            fc,
+            decay: LinearDecay::default(),
+        })
+    }
+
+    fn embedding_rows(cfg: &BowConfig) -> usize {
+        cfg.vocab + cfg.bigram_buckets + usize::from(cfg.end_of_text)
     }
 
     fn check(cfg: &BowConfig) -> Result<()> {
@@ -205,7 +254,9 @@ impl<O: Optimizer<f32>> Bow<O> {
         }
     }
 
-    /// Fills `w.rows` with the embedding rows of `ids`: the words, then one bucket per bigram.
+    /// Fills `w.rows` with the embedding rows of `ids`: the words, one bucket per bigram (the
+    /// last word and the end of text making one more with `end_of_text`), then the end-of-text
+    /// row.
     #[inline]
     pub(crate) fn gather_rows(
         &self,
@@ -221,11 +272,20 @@ impl<O: Optimizer<f32>> Bow<O> {
             w.rows.push(id as usize);
         }
         let buckets = self.cfg.bigram_buckets as u64;
+        let bucket = |a: u64, b: u64| {
+            (vocab + a.wrapping_mul(NGRAM_MULT).wrapping_add(b) % buckets) as usize
+        };
         if buckets > 0 {
             for pair in ids.windows(2) {
-                let h = pair[0].wrapping_mul(NGRAM_MULT).wrapping_add(pair[1]);
-                w.rows.push((vocab + h % buckets) as usize);
+                w.rows.push(bucket(pair[0], pair[1]));
             }
+        }
+        if self.cfg.end_of_text {
+            // The end of text reads as word id `vocab`, one past the words.
+            if let (true, Some(&last)) = (buckets > 0, ids.last()) {
+                w.rows.push(bucket(last, vocab));
+            }
+            w.rows.push(self.cfg.vocab + self.cfg.bigram_buckets);
         }
         Ok(())
     }
@@ -293,12 +353,32 @@ impl<O: Optimizer<f32>> Bow<O> {
         }
     }
 
-    /// Starts an optimizer call (one per batch) on both tables.
-    pub(crate) fn begin(&self) -> Result<BowSteps<O>> {
+    /// Starts an optimizer call (one per batch) on both tables, at `lr_scale` times the
+    /// optimizer's learning rate.
+    pub(crate) fn begin(&self, lr_scale: f32) -> Result<BowSteps<O>> {
+        let opt = self.opt.with_lr(self.opt.lr() * lr_scale);
         Ok(BowSteps {
-            emb: self.emb.begin(&self.opt, true)?,
-            fc: self.fc.begin(&self.opt, false)?,
+            emb: self.emb.begin(&opt, true)?,
+            fc: self.fc.begin(&opt, false)?,
         })
+    }
+
+    /// The factor on the optimizer's learning rate for the next batch: 1 at the start of a run,
+    /// 0 once the run's instances are all taken (always 1 with `lr_schedule = "constant"`).
+    pub fn lr_scale(&self) -> f32 {
+        match self.cfg.lr_schedule {
+            LrSchedule::Linear => self.decay.scale(self.decay.done()),
+            LrSchedule::Constant => 1.0,
+        }
+    }
+
+    /// Takes a batch of `instances` from the run's progress; returns the factor on the learning
+    /// rate for it.
+    fn take_batch(&self, instances: usize) -> f32 {
+        match self.cfg.lr_schedule {
+            LrSchedule::Linear => self.decay.scale(self.decay.advance(instances as u64)),
+            LrSchedule::Constant => 1.0,
+        }
     }
 
     /// Ends an optimizer call that updated `rows` embedding rows and `instances` output-layer steps.
@@ -390,6 +470,16 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
         self.init();
     }
 
+    /// Starts the learning-rate decay over the run's instances (counted first when streaming).
+    fn plan(&self, plan: &RunPlan<'_>) -> Result<()> {
+        if self.cfg.lr_schedule == LrSchedule::Linear {
+            let per_epoch = plan.instances_per_epoch()?;
+            self.decay
+                .start(per_epoch.saturating_mul(plan.epochs as u64));
+        }
+        Ok(())
+    }
+
     fn worker(&self, desc: &DataFeedDesc) -> Result<BowWorker> {
         let words_at = slot_position(desc, &self.cfg.words_slot, "words")?.ok_or_else(|| {
             Error::InvalidConfig {
@@ -422,7 +512,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
                 ),
             });
         };
-        let steps = self.begin()?;
+        let steps = self.begin(self.take_batch(batch.len))?;
         let (mut loss, mut right, mut rows) = (0.0f64, 0usize, 0usize);
         for i in 0..batch.len {
             let label = self.label_of(batch, label_at, i)?;
@@ -557,6 +647,8 @@ mod tests {
             dim: 4,
             bigram_buckets: bigrams,
             pool: Pool::Mean,
+            end_of_text: false,
+            lr_schedule: LrSchedule::Linear,
             seed: 7,
         }
     }
@@ -596,7 +688,7 @@ mod tests {
         let mut w = m.new_worker();
         let mut last = 0.0;
         for _ in 0..epochs {
-            let steps = m.begin().unwrap();
+            let steps = m.begin(1.0).unwrap();
             let mut loss = 0.0;
             for (ids, y) in data {
                 loss += m.train_instance(&mut w, &steps, ids, *y).unwrap().0;
@@ -655,7 +747,7 @@ mod tests {
         m.output().write_weights(0, &[0.5, -0.5, 0.1]);
         m.output().write_weights(1, &[0.2, 0.3, -0.1]);
         let mut w = m.new_worker();
-        let steps = m.begin().unwrap();
+        let steps = m.begin(1.0).unwrap();
         let (loss, right) = m.train_instance(&mut w, &steps, &[1, 2], 1).unwrap();
         assert_relative_eq!(loss, 0.87753, epsilon = 1e-4);
         assert!(!right);
@@ -681,10 +773,31 @@ mod tests {
     }
 
     #[test]
+    fn end_of_text_adds_its_row_and_last_bigram() {
+        let mut c = cfg(5);
+        c.end_of_text = true;
+        let m = Bow::new(c, Sgd { lr: 0.1f32 }).unwrap();
+        assert_eq!(m.embedding().rows(), 20 + 5 + 1);
+        let mut w = m.new_worker();
+        m.gather_rows(&mut w, &[3, 4]).unwrap();
+        let h34 = (3 * NGRAM_MULT + 4) % 5;
+        let h4e = (4 * NGRAM_MULT + 20) % 5; // the end of text reads as id vocab = 20
+        assert_eq!(w.rows, vec![3, 4, 20 + h34 as usize, 20 + h4e as usize, 25]);
+        // An instance without words is its end-of-text row alone, not an empty (zero) mean.
+        m.gather_rows(&mut w, &[]).unwrap();
+        assert_eq!(w.rows, vec![25]);
+        let mut c = cfg(0);
+        c.end_of_text = true;
+        let m = Bow::new(c, Sgd { lr: 0.1f32 }).unwrap();
+        m.gather_rows(&mut w, &[3, 4]).unwrap();
+        assert_eq!(w.rows, vec![3, 4, 20]);
+    }
+
+    #[test]
     fn bad_ids_labels_and_configs_are_named() {
         let m = Bow::new(cfg(0), Sgd { lr: 0.1f32 }).unwrap();
         let mut w = m.new_worker();
-        let steps = m.begin().unwrap();
+        let steps = m.begin(1.0).unwrap();
         let e = m
             .train_instance(&mut w, &steps, &[1, 25], 0)
             .unwrap_err()

@@ -25,7 +25,7 @@ mod bow;
 mod ctr;
 mod word2vec;
 
-pub use bow::{Bow, BowConfig, BowWorker, Pool};
+pub use bow::{Bow, BowConfig, BowWorker, LrSchedule, Pool};
 pub use ctr::{Ctr, CtrConfig, CtrKind, CtrWorker};
 pub use word2vec::{text_to_ids, Input, Vocab, Word2Vec, Word2VecConfig, Word2VecWorker};
 
@@ -209,7 +209,18 @@ impl ModelConfig {
             path: path.display().to_string(),
             message: format!("cannot read the model config: {e}"),
         })?;
-        Self::from_toml(&text, &path.display().to_string())
+        let config = Self::from_toml(&text, &path.display().to_string())?;
+        // Refused here, before a vocabulary pass or a load, not only when the model is built.
+        if let Some(reason) = match &config.model {
+            ModelKind::Word2vec(c) => c.obsolete_epochs(),
+            _ => None,
+        } {
+            return Err(Error::InvalidConfig {
+                field: format!("{}: epochs", path.display()),
+                reason,
+            });
+        }
+        Ok(config)
     }
 
     /// The configuration as TOML text (stored in checkpoints).

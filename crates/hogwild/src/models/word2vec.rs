@@ -5,7 +5,8 @@
 //! `1..=window`, the context word's input vector is trained to predict the word against `negative`
 //! noise words drawn from the unigram distribution raised to the power 0.75. Frequent words are
 //! subsampled (kept with probability `(sqrt(c / t) + 1) * t / c`, `t = sample * total words`), and
-//! the learning rate decays linearly from the optimizer's `lr` to `min_lr` over `epochs` passes.
+//! the learning rate decays linearly from the optimizer's `lr` to `min_lr` over each training run
+//! (the run's epochs: `hogwild train --epochs`), following the words taken by all workers together.
 //! Updates are plain SGD applied at once, Hogwild-style, exactly as word2vec.c does.
 //!
 //! The vocabulary (one `word count` line per id, most frequent first when built from text) is
@@ -26,8 +27,8 @@ use serde::{Deserialize, Serialize};
 use super::{padded, ModelConfig, ModelKind, OptimizerDesc};
 use crate::checkpoint::replace_file;
 use crate::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, SlotType};
-use crate::model::{Model, StageTimes};
-use crate::optim::Sgd;
+use crate::model::{Model, RunPlan, StageTimes};
+use crate::optim::{LinearDecay, Sgd};
 use crate::store::{in_row_ranges, Table};
 use crate::{Error, Result};
 
@@ -70,12 +71,13 @@ pub struct Word2VecConfig {
     /// Subsampling threshold of frequent words (0 disables subsampling).
     #[serde(default = "default_sample")]
     pub sample: f64,
-    /// The learning rate reached at the end of `epochs` passes (it starts at the optimizer's lr).
+    /// The learning rate reached at the end of a training run (it starts at the optimizer's lr).
     #[serde(default = "default_min_lr")]
     pub min_lr: f32,
-    /// Passes over the data the learning rate decays over (train with the same `--epochs`).
-    #[serde(default = "default_epochs")]
-    pub epochs: usize,
+    /// No longer a setting, and refused when given: the run's epochs (`hogwild train --epochs`)
+    /// are both the passes and what the learning rate decays over, so the two cannot disagree.
+    #[serde(default, skip_serializing)]
+    pub epochs: Option<usize>,
     /// Longest sentence: longer text lines are split when converted to ids.
     #[serde(default = "default_max_sentence")]
     pub max_sentence: usize,
@@ -105,9 +107,6 @@ fn default_sample() -> f64 {
 fn default_min_lr() -> f32 {
     1e-4
 }
-fn default_epochs() -> usize {
-    1
-}
 fn default_max_sentence() -> usize {
     10_000
 }
@@ -125,10 +124,20 @@ impl Word2VecConfig {
             min_count: default_min_count(),
             sample: default_sample(),
             min_lr: default_min_lr(),
-            epochs: default_epochs(),
+            epochs: None,
             max_sentence: default_max_sentence(),
             seed: 0,
         }
+    }
+
+    /// Why `epochs` is refused, when it is given.
+    pub(crate) fn obsolete_epochs(&self) -> Option<String> {
+        self.epochs.map(|epochs| {
+            format!(
+                "remove `epochs = {epochs}`: the run's epochs (hogwild train --epochs) set both \
+                 the passes and the learning-rate decay"
+            )
+        })
     }
 
     fn check(&self, lr: f32) -> Result<()> {
@@ -147,8 +156,8 @@ impl Word2VecConfig {
         if self.negative == 0 {
             return bad("negative", "must be at least 1".into());
         }
-        if self.epochs == 0 {
-            return bad("epochs", "must be at least 1".into());
+        if let Some(reason) = self.obsolete_epochs() {
+            return bad("epochs", reason);
         }
         if self.max_sentence == 0 {
             return bad("max_sentence", "must be at least 1".into());
@@ -550,10 +559,11 @@ pub struct Word2Vec {
     output: Table,
     /// Training progress mirrored for checkpoints: words done, as two 32-bit halves.
     progress_table: Table,
-    /// Words (kept by `min_count`, before subsampling) trained on so far, over all runs.
-    progress: AtomicU64,
-    /// The words the learning rate decays over: corpus words times epochs.
-    horizon: u64,
+    /// The training run's progress: words (kept by `min_count`, before subsampling) taken so far,
+    /// of the corpus's words times the run's epochs.
+    decay: LinearDecay,
+    /// Words of the corpus kept by `min_count` (one epoch's).
+    corpus_words: u64,
     /// Words trained on (after subsampling) since the last `run_metrics` call.
     effective: AtomicU64,
     /// Workers created so far (each gets its own random stream).
@@ -604,7 +614,7 @@ impl Word2Vec {
         let cells = m.progress_table.weights(0);
         let done =
             u64::from(cells[0].load().to_bits()) | (u64::from(cells[1].load().to_bits()) << 32);
-        m.progress.store(done, Ordering::Relaxed);
+        m.decay.set_done(done);
         Ok(m)
     }
 
@@ -654,19 +664,18 @@ impl Word2Vec {
                 }
             })
             .collect();
-        let horizon = total.saturating_mul(cfg.epochs as u64);
         Ok(Self {
             noise: AliasTable::new(&weights),
             softplus: SoftplusTable::new(),
             keep,
-            horizon,
+            corpus_words: total,
             cfg,
             opt,
             vocab,
             input,
             output,
             progress_table,
-            progress: AtomicU64::new(0),
+            decay: LinearDecay::default(),
             effective: AtomicU64::new(0),
             workers: AtomicU64::new(0),
         })
@@ -710,7 +719,7 @@ impl Word2Vec {
                 self.output.write_weights(r, &row);
             }
         });
-        self.progress.store(0, Ordering::Relaxed);
+        self.decay.set_done(0);
         self.progress_table.write_weights(0, &[0.0, 0.0]);
     }
 
@@ -729,15 +738,23 @@ impl Word2Vec {
         }
     }
 
-    /// The learning rate after `done` words.
-    pub fn learning_rate(&self, done: u64) -> f32 {
-        let frac = (done as f64 / self.horizon.max(1) as f64).min(1.0) as f32;
-        (self.opt.lr - (self.opt.lr - self.cfg.min_lr) * frac).max(self.cfg.min_lr)
+    /// Starts a training run of `epochs` passes over the corpus: the learning rate decays from
+    /// the optimizer's to `min_lr` over its words. The executor calls it ([`Model::plan`]);
+    /// before any run is started the rate stays the optimizer's.
+    pub fn start_run(&self, epochs: usize) {
+        self.decay
+            .start(self.corpus_words.saturating_mul(epochs as u64));
     }
 
-    /// Words trained on so far (kept by `min_count`, counted before subsampling).
+    /// The learning rate after `done` words of the run.
+    pub fn learning_rate(&self, done: u64) -> f32 {
+        let left = self.decay.scale(done);
+        (self.cfg.min_lr + (self.opt.lr - self.cfg.min_lr) * left).max(self.cfg.min_lr)
+    }
+
+    /// Words of the run trained on so far (kept by `min_count`, counted before subsampling).
     pub fn words_done(&self) -> u64 {
-        self.progress.load(Ordering::Relaxed)
+        self.decay.done()
     }
 
     /// Keeps the sentence's words that pass `min_count` and subsampling (with `subsample`) in
@@ -898,7 +915,7 @@ impl Word2Vec {
     /// Trains on one sentence of ids; returns its summed loss and (word, context) pairs.
     pub fn train_sentence_ids(&self, w: &mut Word2VecWorker, ids: &[u64]) -> Result<(f64, u64)> {
         let known = self.filter(w, ids, 0, true)?;
-        let done = self.progress.fetch_add(known, Ordering::Relaxed);
+        let done = self.decay.advance(known);
         let alpha = self.learning_rate(done);
         self.effective
             .fetch_add(w.sentence.len() as u64, Ordering::Relaxed);
@@ -941,7 +958,7 @@ impl Word2Vec {
     }
 
     fn save_progress(&self) {
-        let done = self.progress.load(Ordering::Relaxed);
+        let done = self.decay.done();
         self.progress_table.write_weights(
             0,
             &[
@@ -994,6 +1011,13 @@ impl Model for Word2Vec {
         self.init();
     }
 
+    /// The learning rate decays over the run's epochs of the corpus (its words are known from
+    /// the vocabulary's counts).
+    fn plan(&self, plan: &RunPlan<'_>) -> Result<()> {
+        self.start_run(plan.epochs);
+        Ok(())
+    }
+
     fn worker(&self, desc: &DataFeedDesc) -> Result<Word2VecWorker> {
         Ok(self.new_worker(words_position(desc, &self.cfg.words_slot)?))
     }
@@ -1010,7 +1034,7 @@ impl Model for Word2Vec {
         for i in 0..batch.len {
             let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
             let known = self.filter(w, ids, i, true)?;
-            let done = self.progress.fetch_add(known, Ordering::Relaxed);
+            let done = self.decay.advance(known);
             let alpha = self.learning_rate(done);
             let (l, p) = self.train_sentence(w, alpha, true);
             loss += l;

@@ -48,6 +48,7 @@
 mod adam_async;
 mod real;
 mod rule;
+mod schedule;
 mod shared;
 
 pub use adam_async::{
@@ -56,6 +57,7 @@ pub use adam_async::{
 };
 pub use real::{Real, SparseIndex};
 pub use rule::{apply_dense, apply_sparse, Adagrad, Optimizer, Sgd, SlotState};
+pub use schedule::LinearDecay;
 pub use shared::{
     advance_powers_shared, as_cells, cells_from_raw_parts, AtomicBF16, AtomicF16, AtomicF64,
     SharedReal, CHUNK,

@@ -43,6 +43,12 @@ pub trait Optimizer<T: Real>: Send + Sync {
     fn finish(&self, scalars: &mut [T], sparse: bool, touched: usize);
     /// The rule for one element; `slots` holds `SLOTS` values.
     fn element(&self, step: &Self::Step, w: &mut T, slots: &mut [T], g: T);
+    /// The learning rate.
+    fn lr(&self) -> T;
+    /// The same optimizer with learning rate `lr` (a schedule's rate for one call).
+    fn with_lr(&self, lr: T) -> Self
+    where
+        Self: Sized;
 }
 
 /// One variable's optimizer state for slice updates: `SLOTS` state vectors, element-major
@@ -163,6 +169,12 @@ impl<T: Real> Optimizer<T> for Sgd<T> {
     fn element(&self, lr: &T, w: &mut T, _slots: &mut [T], g: T) {
         *w = *w - *lr * g;
     }
+    fn lr(&self) -> T {
+        self.lr
+    }
+    fn with_lr(&self, lr: T) -> Self {
+        Self { lr }
+    }
 }
 
 /// Adagrad (TensorFlow's form): `acc += g*g; w -= lr * g / sqrt(acc)`, the accumulator starting at
@@ -215,6 +227,12 @@ impl<T: Real> Optimizer<T> for Adagrad<T> {
         let acc = self.slot_value(0, slots[0]) + g * g;
         slots[0] = acc;
         *w = *w - *lr * g / acc.sqrt();
+    }
+    fn lr(&self) -> T {
+        self.lr
+    }
+    fn with_lr(&self, lr: T) -> Self {
+        Self { lr, ..*self }
     }
 }
 
@@ -274,6 +292,12 @@ impl<T: Real> Optimizer<T> for super::AdamAsync<T> {
             }
             AdamRule::RmsProp => super::rmsprop_element(w, &mut m[0], &mut v[0], g, c),
         }
+    }
+    fn lr(&self) -> T {
+        self.lr
+    }
+    fn with_lr(&self, lr: T) -> Self {
+        Self { lr, ..*self }
     }
 }
 

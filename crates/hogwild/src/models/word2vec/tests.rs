@@ -58,14 +58,15 @@ fn subsampling_and_learning_rate_follow_word2vec() {
     let mut c = small_cfg(2);
     c.sample = 1e-3;
     c.min_count = 2;
-    c.epochs = 2;
     c.min_lr = 0.001;
     let m = Word2Vec::new(c, Sgd { lr: 0.025 }, vocab(&[1000, 10, 1])).unwrap();
+    assert_relative_eq!(m.learning_rate(5000), 0.025, epsilon = 0.0); // no run planned yet
+    m.start_run(2);
     let p = |id: usize| m.keep[id] as f64 / 4_294_967_296.0;
     assert_relative_eq!(p(0), 0.03279050, epsilon = 1e-6);
     assert_relative_eq!(p(1), 0.41880497, epsilon = 1e-6);
     assert_eq!(m.keep[2], 0, "below min_count");
-    // The horizon is (1000 + 10) * 2 epochs.
+    // The run's words are (1000 + 10) * 2 epochs.
     assert_relative_eq!(m.learning_rate(0), 0.025);
     assert_relative_eq!(m.learning_rate(1010), 0.013, epsilon = 1e-7);
     assert_relative_eq!(m.learning_rate(5000), 0.001);
@@ -168,6 +169,11 @@ fn bad_vocabularies_configs_and_ids_are_named() {
             "min_count",
             Box::new(|c: &mut Word2VecConfig| c.min_count = 10),
         ),
+        // The run's epochs set the decay: a second epoch count is refused, not trained with.
+        (
+            "hogwild train --epochs",
+            Box::new(|c: &mut Word2VecConfig| c.epochs = Some(5)),
+        ),
     ] {
         let mut c = small_cfg(4);
         edit(&mut c);
@@ -241,24 +247,23 @@ fn trained(threads: usize, files: &[PathBuf], vocab_file: &Path) -> (Word2Vec, f
     c.dim = 16;
     c.min_count = 1;
     c.window = 3;
-    c.epochs = 3;
     c.sample = 0.0;
     let desc = DataFeedDesc::from_text(DESC).unwrap();
     let v = Vocab::count_ids(&desc, files, "words").unwrap();
     let m = Word2Vec::new(c, Sgd { lr: 0.05 }, v).unwrap();
     executor::startup(&m);
-    let opts = RunOptions {
+    let mut opts = RunOptions {
         print_period: 0,
         progress: Progress::Quiet,
         ..RunOptions::default()
     };
-    let mut loss = 0.0;
-    for _ in 0..3 {
-        let r = executor::run_from_files(&m, &desc, files, threads, &[], &opts).unwrap();
-        loss = r.get("loss").unwrap();
-        assert_eq!(r.get("effective_words"), Some(12.0 * 400.0));
-    }
-    (m, loss)
+    opts.feed.epochs = 3;
+    let r = executor::run_from_files(&m, &desc, files, threads, &[], &opts).unwrap();
+    assert_eq!(r.get("effective_words"), Some(3.0 * 12.0 * 400.0));
+    // The run's words are all taken, so the last pairs trained at the floor's rate.
+    assert_eq!(m.words_done(), 3 * 12 * 400);
+    assert_eq!(m.learning_rate(m.words_done()), m.config().min_lr);
+    (m, r.get("loss").unwrap())
 }
 
 #[test]
