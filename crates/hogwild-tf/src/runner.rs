@@ -1,10 +1,11 @@
 //! The worker threads: each takes batches from its own queue of the feed (and from the others' when
 //! its own is empty) and runs steps on the shared session until the feed ends; fetched values are
-//! averaged over all batches of all threads, and a progress line is printed every `print_period`
+//! averaged over all instances of all threads (each batch's value weighted by its instances), and
+//! a progress line is printed every `print_period`
 //! batches (all threads together).
 //!
-//! The layout follows the native executor's (`hogwild::executor`): same averaging (the mean over
-//! batches of each batch's value) and the same progress lines, printed by its
+//! The layout follows the native executor's (`hogwild::executor`): same averaging and the same
+//! progress lines, printed by its
 //! [`Reporter`](hogwild::executor::Reporter) as plain lines on stderr.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -121,7 +122,7 @@ where
                                 model.eval_batch(&mut worker, &slots, n, &mut out)?;
                             }
                             for (s, v) in totals.sums.iter_mut().zip(&out) {
-                                *s += v;
+                                *s += v * n as f64;
                             }
                             totals.batches += 1;
                             totals.instances += n as u64;
@@ -174,7 +175,7 @@ where
         batches += t.batches;
         instances += t.instances;
     }
-    let denom = batches.max(1) as f64;
+    let denom = instances.max(1) as f64;
     Ok(RunReport {
         fetched: names
             .iter()

@@ -5,7 +5,7 @@
 //! one worker per queue (a worker whose queue is empty takes from the others', so a slow worker
 //! holds up no batches). Workers share the model's parameters without locks (the Hogwild store);
 //! each keeps its own scratch buffers and computes single-threaded. The model's metrics are averaged
-//! over all batches of all threads and returned; every `print_period` batches the executor prints
+//! over all instances of all threads and returned; every `print_period` batches the executor prints
 //! the step, the elapsed time, instances/s and the metrics averaged since the previous line (an
 //! `indicatif` spinner on a terminal, plain lines otherwise; other runners of batches in threads
 //! print the same way through [`Reporter`]). A worker that fails or panics stops the feed and the
@@ -85,8 +85,8 @@ impl Default for RunOptions {
 pub struct EpochReport {
     /// 1-based.
     pub epoch: usize,
-    /// Every metric the model reports (and `auc` when it collects scores), averaged over the
-    /// epoch's batches; then the model's run metrics ([`Model::run_metrics`]) gathered since the
+    /// Every metric the model reports (and `auc` when it collects scores), the mean over the
+    /// epoch's instances; then the model's run metrics ([`Model::run_metrics`]) gathered since the
     /// previous epoch's report.
     pub fetched: Vec<(String, f64)>,
     pub instances: u64,
@@ -108,7 +108,8 @@ pub type EpochHook<'a> = dyn Fn(&EpochReport) -> Result<()> + Sync + 'a;
 /// What a run returns.
 #[derive(Debug, Clone)]
 pub struct RunReport {
-    /// The fetched metrics, in the order asked, each averaged over every batch of every thread;
+    /// The fetched metrics, in the order asked, each the mean over every instance of every
+    /// thread (each batch's value weighted by its instances);
     /// then `auc`, exact over every instance of the run (of its last epoch, for in-memory
     /// training), when the model collects scores; then the model's run metrics
     /// ([`Model::run_metrics`]) over the whole run (the sum of the epochs' values).
@@ -349,8 +350,10 @@ fn step<M: Model>(
     } else {
         model.eval_batch(worker, batch, &mut t.out, lines)?;
     }
+    // A batch's values are means over its instances: weighted by them, the run's values are
+    // means over every instance, whatever the batch size or the short batches at files' ends.
     for (s, v) in t.sums.iter_mut().zip(&t.out) {
-        *s += v;
+        *s += v * batch.len as f64;
     }
     t.batches += 1;
     t.instances += batch.len as u64;
@@ -430,7 +433,7 @@ fn summarize(
         stages.add(&t.stages);
         auc.merge(t.auc);
     }
-    let mut fetched = metric_values(names, positions, &sums, batches);
+    let mut fetched = metric_values(names, positions, &sums, instances);
     if fetch.is_empty() || fetch.contains(&"auc") {
         push_auc(&mut fetched, &mut auc);
     }
@@ -447,13 +450,14 @@ fn summarize(
     (report, wait)
 }
 
+/// The means of the metrics at `positions` from their sums weighted by `instances`.
 fn metric_values(
     names: &[&str],
     positions: &[usize],
     sums: &[f64],
-    batches: u64,
+    instances: u64,
 ) -> Vec<(String, f64)> {
-    let denom = batches.max(1) as f64;
+    let denom = instances.max(1) as f64;
     positions
         .iter()
         .map(|&i| (names[i].to_string(), sums[i] / denom))

@@ -70,7 +70,8 @@ pub trait Model: Send + Sync {
     type Worker: Send;
 
     /// The values the model reports per batch (e.g. `["loss", "accuracy"]`), each a mean over the
-    /// batch's instances; the executor averages them over batches and threads.
+    /// batch's instances; the executor averages them over batches and threads, each batch
+    /// weighted by its instances.
     fn metrics(&self) -> &'static [&'static str];
 
     /// The startup step, run once before the first training run (not when resuming from a

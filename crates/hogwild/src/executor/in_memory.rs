@@ -241,7 +241,7 @@ pub fn train_dataset<M: Model>(
                 names,
                 &(0..names.len()).collect::<Vec<_>>(),
                 &e.sums,
-                e.batches,
+                e.instances,
             );
             let mut pairs = std::mem::take(&mut e.auc);
             push_auc(&mut fetched, &mut pairs);

@@ -58,7 +58,7 @@ struct Window {
 }
 
 /// One worker's batches not yet handed to the shared [`Reporter`]: the sums of their metric
-/// values, and their batch and instance counts.
+/// values weighted by their instances, and their batch and instance counts.
 #[derive(Debug, Clone, Default)]
 pub struct LocalWindow {
     sums: Vec<f64>,
@@ -85,7 +85,7 @@ impl LocalWindow {
     /// order).
     pub fn add(&mut self, values: &[f64], instances: usize) {
         for (s, v) in self.sums.iter_mut().zip(values) {
-            *s += v;
+            *s += v * instances as f64;
         }
         self.batches += 1;
         self.instances += instances as u64;
@@ -188,7 +188,7 @@ impl Reporter {
             now.duration_since(self.start).as_secs_f64(),
             rate
         );
-        let n = w.window_batches as f64;
+        let n = w.window_instances.max(1) as f64;
         for (name, s) in self.names.iter().zip(&w.sums) {
             line.push_str(&format!("  {name} {:.5}", s / n));
         }
@@ -233,14 +233,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn windows_sum_batches_and_empty_when_recorded() {
+    fn windows_weigh_batches_by_instances_and_empty_when_recorded() {
         let reporter = Reporter::new(&["loss".to_string()], 4, Progress::Lines, Instant::now());
         let mut local = LocalWindow::new(1);
         local.add(&[0.5], 8);
         local.add(&[1.5], 2);
         assert_eq!(
             (local.batches(), local.instances, local.sums[0]),
-            (2, 10, 2.0)
+            (2, 10, 0.5 * 8.0 + 1.5 * 2.0)
         );
         reporter.record(&mut local);
         assert_eq!(
@@ -248,7 +248,7 @@ mod tests {
             (0, 0, 0.0)
         );
         let w = reporter.window.lock().unwrap();
-        assert_eq!((w.batches, w.instances, w.sums[0]), (2, 10, 2.0));
+        assert_eq!((w.batches, w.instances, w.sums[0]), (2, 10, 7.0));
     }
 
     // flush_every = period / (4 threads), within [1, 64].

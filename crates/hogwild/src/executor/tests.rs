@@ -188,7 +188,7 @@ impl Model for Probe {
     /// Collects (first word id, label is 1) pairs.
     type Worker = Auc;
     fn metrics(&self) -> &'static [&'static str] {
-        &["size", "one"]
+        &["label", "one"]
     }
     fn startup(&self) {}
     fn worker(&self, _desc: &DataFeedDesc) -> Result<Auc> {
@@ -209,7 +209,10 @@ impl Model for Probe {
         if self.panic_at == Some(n) {
             panic!("probe failure at batch {n}");
         }
-        out[0] = batch.len as f64;
+        let labels: u64 = (0..batch.len)
+            .map(|i| batch.slots[1].u64s(i).unwrap()[0])
+            .sum();
+        out[0] = labels as f64 / batch.len.max(1) as f64;
         out[1] = 1.0;
         Ok(())
     }
@@ -250,29 +253,41 @@ impl Model for Probe {
     }
 }
 
-// 3 files of 20 lines, batch size 8: however readers cut the batches, the mean over batches of the
-// batch size is instances / batches, and at least ceil(60 / 8) = 8 batches are needed.
+// 3 files of 20 lines, batch size 8: however readers cut the batches (short ones at the files'
+// ends), the run's mean label is the exact mean over the 60 instances, each batch's mean weighted
+// by its instances.
 #[test]
-fn metrics_are_averaged_over_batches_and_threads() {
+fn metrics_are_averaged_over_instances_of_every_batch_and_thread() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_corpus(dir.path(), "m", 3, 20, 41);
     let probe = Probe {
         panic_at: None,
         seen: AtomicUsize::new(0),
     };
-    let r = run_from_files(&probe, &desc(), &files, 3, &["one", "size"], &quiet()).unwrap();
-    assert_eq!(r.instances, 60);
-    assert!(r.batches >= 8, "{} batches", r.batches);
-    assert_eq!(r.fetched[0], ("one".to_string(), 1.0));
-    approx::assert_relative_eq!(
-        r.get("size").unwrap(),
-        60.0 / r.batches as f64,
-        epsilon = 1e-12
-    );
+    let labels: u64 = read_lines(&files).iter().map(|(_, y)| y).sum();
+    for threads in [1, 3] {
+        let r = run_from_files(
+            &probe,
+            &desc(),
+            &files,
+            threads,
+            &["one", "label"],
+            &quiet(),
+        )
+        .unwrap();
+        assert_eq!(r.instances, 60);
+        assert!(r.batches >= 8, "{} batches", r.batches);
+        assert_eq!(r.fetched[0], ("one".to_string(), 1.0));
+        approx::assert_relative_eq!(
+            r.get("label").unwrap(),
+            labels as f64 / 60.0,
+            epsilon = 1e-12
+        );
+    }
     let e = run_from_files(&probe, &desc(), &files, 2, &["recall"], &quiet()).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "unknown fetch \"recall\": the model reports size, one"
+        "unknown fetch \"recall\": the model reports label, one"
     );
     let r = run_from_files(&probe, &desc(), &files, 2, &["one"], &quiet()).unwrap();
     assert!(r.get("auc").is_none(), "auc only when fetched");
@@ -791,7 +806,12 @@ fn idle_workers_train_the_batches_of_a_slow_one() {
     );
     assert_eq!(*epochs.lock().unwrap(), vec![(1, 200), (2, 200)]);
     assert_eq!(r.epochs.len(), 2);
-    assert_eq!(r.epochs[0].get("size"), Some(200.0 / 26.0));
+    // Each share of 100 is 12 batches of 8 and one of 4; the mean size over the epoch's
+    // instances weighs each batch by its instances: 2 * (12 * 8 * 8 + 4 * 4) / 200.
+    assert_eq!(
+        r.epochs[0].get("size"),
+        Some(2.0 * (12.0 * 64.0 + 16.0) / 200.0)
+    );
 }
 
 // However the threads share the work, the batches are the same: one pass of each share per
