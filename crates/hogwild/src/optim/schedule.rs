@@ -17,6 +17,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// assert_eq!(decay.fraction(decay.advance(25)), 0.25);
 /// assert_eq!(decay.scale(50), 0.5);
 /// assert_eq!(decay.scale(100), 0.0);
+/// // Held for the first half, then down to zero over the second.
+/// assert_eq!(decay.scale_after(40, 0.5), 1.0);
+/// assert_eq!(decay.scale_after(75, 0.5), 0.5);
+/// assert_eq!(decay.scale_after(100, 0.5), 0.0);
 /// ```
 #[derive(Debug, Default)]
 pub struct LinearDecay {
@@ -71,6 +75,17 @@ impl LinearDecay {
     /// the start to 0 at the end.
     #[inline]
     pub fn scale(&self, done: u64) -> f32 {
-        (1.0 - self.fraction(done)) as f32
+        self.scale_after(done, 0.0)
+    }
+
+    /// The factor on the learning rate for work starting at `done` when the rate is held for
+    /// the first `hold` of the run (in `[0, 1)`) and then falls linearly to 0 at the end.
+    #[inline]
+    pub fn scale_after(&self, done: u64, hold: f64) -> f32 {
+        let f = self.fraction(done);
+        if f <= hold {
+            return 1.0;
+        }
+        ((1.0 - f) / (1.0 - hold)) as f32
     }
 }
