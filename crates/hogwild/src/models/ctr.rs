@@ -33,8 +33,9 @@
 //!   negative subsampling, do not change an AUC).
 //!
 //! Every slot the configuration names is checked when a worker is built (present, used, of the
-//! right type), and each instance's values and field numbers when a batch is gathered, before
-//! anything trains: one entry per id, values finite.
+//! right type; the label and weight slots may be absent outside training), and each instance's
+//! values and field numbers when a batch is gathered, before anything trains: one entry per id,
+//! values finite.
 //!
 //! The bias is the one parameter every instance updates. Written to the shared table per
 //! instance, its cache line would travel between the cores on every instance of every thread
@@ -1021,8 +1022,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
         steps: &Steps<O::Step>,
         bias: &mut LocalBias,
         rows: &mut [usize],
-    ) -> Result<Trained> {
-        let mut sums = Trained::default();
+    ) -> Result<Sums> {
+        let mut sums = Sums::default();
         for i in 0..batch.len {
             let y = self.label(batch, label_at, i)?;
             let weight = self.weight(w, batch, i)?;
@@ -1051,8 +1052,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
         w: &mut CtrWorker,
         batch: &Batch,
         mut predictions: Option<&mut String>,
-    ) -> Result<Trained> {
-        let mut sums = Trained::default();
+    ) -> Result<Sums> {
+        let mut sums = Sums::default();
         let bias = self.bias.weights(0)[0].load();
         for i in 0..batch.len {
             self.next_instance::<V>(w, i);
@@ -1075,16 +1076,16 @@ impl<O: Optimizer<f32>> Ctr<O> {
     }
 }
 
-/// What a batch's instances add up to: their weighted losses, their weights and how many were
-/// trained.
+/// What a batch's instances add up to: their weighted losses, their weights and (in training)
+/// how many were applied.
 #[derive(Debug, Default)]
-struct Trained {
+struct Sums {
     loss: f64,
     weight: f64,
     applied: usize,
 }
 
-impl Trained {
+impl Sums {
     /// The weighted mean loss `sum(weight * loss) / sum(weight)`: VW's average loss, the plain
     /// mean without weights; 0 when no instance weighs anything.
     fn mean_loss(&self) -> f64 {
