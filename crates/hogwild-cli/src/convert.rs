@@ -1,5 +1,6 @@
 //! `hogwild convert`: turns fastText, libsvm, libffm, Vowpal Wabbit or CSV text into MultiSlot
-//! lines and writes the matching data.prototxt.
+//! lines and writes the matching data.prototxt; for libsvm, libffm and VW it prints the
+//! `[model]` keys with which the CTR models read the values, field numbers and weights.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
@@ -7,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use hogwild::feed::convert::{
-    convert_csv, convert_fasttext, convert_libsvm, convert_vw, fasttext_desc, libsvm_desc, vw_desc,
-    CsvOptions, FastTextOptions, Vocabulary, WordIds,
+    convert_csv, convert_fasttext, convert_libsvm, convert_vw, fasttext_desc, libsvm_ctr_keys,
+    libsvm_desc, vw_ctr_keys, vw_desc, CsvOptions, FastTextOptions, Vocabulary, WordIds,
 };
 
 /// Input formats.
@@ -155,5 +156,18 @@ pub fn run(args: Args) -> Result<()> {
         args.output.display(),
         prototxt.display()
     );
+    // The CTR models read values, field numbers and weights only when told to.
+    let ctr_keys = match args.from {
+        Format::Libsvm => Some(libsvm_ctr_keys(false)),
+        Format::Libffm => Some(libsvm_ctr_keys(true)),
+        Format::Vw => Some(vw_ctr_keys()),
+        Format::Fasttext | Format::Csv => None,
+    };
+    if let Some(keys) = ctr_keys {
+        println!("note: for lr and fm to read every slot written here, add to [model]:");
+        for line in keys.lines() {
+            println!("  {line}");
+        }
+    }
     Ok(())
 }

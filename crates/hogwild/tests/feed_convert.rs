@@ -2,11 +2,16 @@
 
 use std::io::Cursor;
 
+use std::path::Path;
+
+use hogwild::executor::{self, Progress, RunOptions};
 use hogwild::feed::convert::{
     convert_csv, convert_fasttext, convert_libsvm, convert_vw, fasttext_desc, fasttext_hash,
-    libsvm_desc, vw_desc, CsvOptions, FastTextOptions, Vocabulary, WordIds,
+    libsvm_ctr_keys, libsvm_desc, vw_ctr_keys, vw_desc, CsvOptions, FastTextOptions, Vocabulary,
+    WordIds,
 };
 use hogwild::feed::{check_file, DataFeedDesc};
+use hogwild::models::{mix64, Ctr, CtrKind, ModelConfig, ModelKind};
 
 fn fasttext(input: &str, vocab: &Vocabulary, opts: &FastTextOptions) -> String {
     let mut out = Vec::new();
@@ -149,11 +154,23 @@ fn libsvm_errors() {
         run("1 3:x\n", false),
         "a.svm:1: value \"x\" is not a finite number"
     );
+    // A value no model can use: NaN or infinite.
+    for value in ["nan", "NaN", "inf", "-inf", "1e39"] {
+        assert_eq!(
+            run(&format!("1 3:1\n0 4:{value}\n"), false),
+            format!("a.svm:2: value \"{value}\" is not a finite number")
+        );
+        assert_eq!(
+            run(&format!("1 0:3:{value}\n"), true),
+            format!("a.svm:1: value \"{value}\" is not a finite number")
+        );
+    }
 }
 
 #[test]
 fn vowpal_wabbit() {
-    // python: fnv1a64(b"a^x") % 1000 = 298, fnv1a64(b"^y") % 1000 = 168
+    // python: fnv1a64(b"a^x") % 1000 = 298, fnv1a64(b"^y") % 1000 = 168,
+    // fnv1a64(b"b^y") % 1000 = 776
     let mut out = Vec::new();
     convert_vw(
         Cursor::new("1 2.0 'tag|a x:0.5 | y\n-1 |a\n"),
@@ -165,11 +182,46 @@ fn vowpal_wabbit() {
     let out = String::from_utf8(out).unwrap();
     assert_eq!(out, "1 1 1 2 2 298 168 2 0.5 1 \n1 -1 1 1 1 0 1 0 \n");
     assert_valid(&vw_desc(), &out);
+    let vw = |input: &str| {
+        let mut out = Vec::new();
+        convert_vw(Cursor::new(input), "v", &mut out, 1000).map(|_| String::from_utf8(out).unwrap())
+    };
+    let err = |input: &str| vw(input).unwrap_err().to_string();
+    assert_eq!(err("1 a b\n"), "v:1: no '|' before the features");
+    // A namespace's scale multiplies its features' values; a tag touching the '|' is a tag.
     assert_eq!(
-        convert_vw(Cursor::new("1 a b\n"), "v", Vec::new(), 10)
-            .unwrap_err()
-            .to_string(),
-        "v:1: no '|' before the features"
+        vw("1 0.5 tag|a:2 x:0.5 |b:0.25 y\n").unwrap(),
+        "1 1 1 0.5 2 298 776 2 1 0.25 \n"
+    );
+    assert_eq!(
+        vw("1 0.5 tag|a:2 x:0.5\n").unwrap(),
+        vw("1 0.5 'tag |a:2 x:0.5\n").unwrap()
+    );
+    assert_eq!(
+        err("1 1.0 0.5 |a x\n"),
+        "v:1: initial prediction (base) \"0.5\": the CTR models have none; remove it"
+    );
+    assert_eq!(err("1 -2 |a x\n"), "v:1: importance -2 is negative");
+    assert_eq!(
+        err("1 nan |a x\n"),
+        "v:1: importance \"nan\" is not a finite number"
+    );
+    assert_eq!(
+        err("1|a x\n"),
+        "v:1: no label before the tag \"1\" (VW's tag: the last token, when it starts with ' or \
+         touches the '|')"
+    );
+    assert_eq!(
+        err("1 |a x:inf\n"),
+        "v:1: value \"inf\" is not a finite number"
+    );
+    assert_eq!(
+        err("1 |a:1e30 x:1e30\n"),
+        "v:1: value of \"x:1e30\" scaled by namespace \"a:1e30\" is not finite"
+    );
+    assert_eq!(
+        err("1 |a:x y\n"),
+        "v:1: namespace scale \"x\" is not a finite number"
     );
 }
 
@@ -213,4 +265,125 @@ fn csv_columns_become_slots() {
         err("delay,b\n1,2\n", &only_b),
         "f.csv:1: slot \"b\" appears twice (slots 2 and 3)"
     );
+}
+
+/// Issue 26's toy set: the label is 1 iff the value of feature 1 (in every instance, uniform in
+/// [0, 1]) is above 0.5; three more features of random ids (2..50) and values carry nothing.
+/// Lines of libsvm, libffm (feature 1 in field 0, the others in fields 1-3) or VW text (VW: every
+/// fifth instance has its label flipped and importance weight 0, the others weight 1 or 2).
+fn value_dependent(format: &str, lines: usize, seed: u64) -> String {
+    let mut s = seed;
+    let mut unit = move || {
+        s = mix64(s);
+        (s >> 40) as f32 / (1u64 << 24) as f32
+    };
+    let mut text = String::new();
+    for n in 0..lines {
+        let x = unit();
+        let y = u8::from(x > 0.5);
+        let noise: Vec<(u64, f32)> = (0..3)
+            .map(|_| (2 + (unit() * 48.0) as u64, unit()))
+            .collect();
+        match format {
+            "libsvm" => {
+                text.push_str(&format!("{y} 1:{x}"));
+                for (id, v) in noise {
+                    text.push_str(&format!(" {id}:{v}"));
+                }
+            }
+            "libffm" => {
+                text.push_str(&format!("{y} 0:1:{x}"));
+                for (field, (id, v)) in noise.into_iter().enumerate() {
+                    text.push_str(&format!(" {}:{id}:{v}", field + 1));
+                }
+            }
+            _ => {
+                let (label, weight) = match n % 5 {
+                    4 => (1 - 2 * i32::from(y), 0.0),
+                    k => (2 * i32::from(y) - 1, if k % 2 == 0 { 1.0 } else { 2.0 }),
+                };
+                text.push_str(&format!("{label} {weight} 'line{n}|key x:{x} |noise"));
+                for (id, v) in noise {
+                    text.push_str(&format!(" f{id}:{v}"));
+                }
+            }
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// Converts `train` and `test` text of `format` into `dir`, trains `kind` with the `[model]`
+/// keys `keys` for 5 epochs on 2 threads and returns the test AUC.
+fn converted_auc(dir: &Path, format: &str, kind: &str, keys: &str, train: &str, test: &str) -> f64 {
+    let convert = |text: &str, name: &str| {
+        let path = dir.join(name);
+        let out = std::fs::File::create(&path).unwrap();
+        let input = Cursor::new(text);
+        match format {
+            "vw" => convert_vw(input, name, out, 1 << 20).unwrap(),
+            _ => convert_libsvm(input, name, out, format == "libffm").unwrap(),
+        };
+        vec![path]
+    };
+    let (train, test) = (convert(train, "train.ms"), convert(test, "test.ms"));
+    let desc = match format {
+        "vw" => vw_desc(),
+        _ => libsvm_desc(format == "libffm"),
+    };
+    let dim = if kind == "fm" { "dim = 4\n" } else { "" };
+    let toml = format!(
+        "[model]\nkind = \"{kind}\"\nbuckets = 4096\n{dim}{keys}\n\
+         [optimizer]\nkind = \"adagrad\"\nlr = 0.1\n"
+    );
+    let config = ModelConfig::from_toml(&toml, "toy.toml").unwrap();
+    let (ModelKind::Lr(cfg) | ModelKind::Fm(cfg)) = config.model else {
+        panic!("{toml}")
+    };
+    let kind = if kind == "fm" {
+        CtrKind::Fm
+    } else {
+        CtrKind::Lr
+    };
+    let m = Ctr::new(kind, cfg, config.optimizer.adagrad().unwrap()).unwrap();
+    let mut options = RunOptions {
+        print_period: 0,
+        progress: Progress::Quiet,
+        ..RunOptions::default()
+    };
+    options.feed.epochs = 5;
+    executor::startup(&m);
+    executor::run_from_files(&m, &desc, &train, 2, &[], &options).unwrap();
+    let r = executor::eval_from_files(&m, &desc, &test, 1, &[], &options, None).unwrap();
+    r.get("auc").unwrap()
+}
+
+// The CTR models learn a label that only a feature's value carries, from converted libsvm,
+// libffm and VW text with the keys the converters name; read as categorical ids (the default
+// [model]), the set has nothing to learn from.
+#[test]
+fn converted_values_train_a_value_dependent_label() {
+    let dir = tempfile::tempdir().unwrap();
+    for format in ["libsvm", "libffm", "vw"] {
+        let (train, test) = (
+            value_dependent(format, 2000, 1),
+            value_dependent(format, 1000, 2),
+        );
+        let keys = match format {
+            "libsvm" => libsvm_ctr_keys(false),
+            "libffm" => libsvm_ctr_keys(true),
+            _ => vw_ctr_keys(),
+        };
+        for kind in ["lr", "fm"] {
+            let auc = converted_auc(dir.path(), format, kind, keys, &train, &test);
+            eprintln!("{format} {kind}: test AUC {auc:.4}");
+            assert!(auc > 0.95, "{format} {kind}: test AUC {auc}");
+        }
+        let auc = converted_auc(dir.path(), format, "lr", "", &train, &test);
+        eprintln!("{format} lr without the keys: test AUC {auc:.4}");
+        assert!(
+            (auc - 0.5).abs() < 0.1,
+            "{format} without keys: test AUC {auc}"
+        );
+    }
 }

@@ -6,11 +6,17 @@
 //! | fastText | `__label__a __label__b some words` | `words` (uint64), `label` (uint64) |
 //! | libsvm | `label idx:val ...` | `label` (float), `ids` (uint64), `values` (float) |
 //! | libffm | `label field:idx:val ...` | `label`, `fields` (uint64), `ids`, `values` |
-//! | VW | `label [importance] [tag]\|ns f[:v] ... \|ns2 ...` | `label`, `weight`, `ids` (hashed `ns^f`), `values` |
+//! | VW | `label [importance] ['tag]\|ns[:scale] f[:v] ... \|ns2 ...` | `label`, `weight`, `ids` (hashed `ns^f`), `values` (`v` times the namespace's scale) |
 //! | CSV | header, then rows | the label column (float), one uint64 slot per feature column (hashed) |
 //!
 //! MultiSlot needs at least one value per slot, so an instance without features gets the single
 //! padding feature id 0 (value 0.0), and a fastText line without words gets word id 0.
+//!
+//! The CTR models (`lr`, `fm`) read every uint64 slot as a categorical field by default; the
+//! values, libffm's field numbers and VW's importance weights need the `[model]` keys that
+//! [`libsvm_ctr_keys`] and [`vw_ctr_keys`] give (`hogwild convert` prints them). What no model
+//! reads is an error naming the file and line: a value that is not a finite number, a VW
+//! initial prediction (`base`), a negative importance weight.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -336,6 +342,17 @@ pub fn convert_libsvm(
     Ok(lines)
 }
 
+/// The `[model]` keys with which `lr` and `fm` read every slot of libsvm (`ffm: false`) or
+/// libffm output: each id's value and, for libffm, each id's field number. Without them every
+/// id has value 1 and libffm's field numbers are one more categorical field.
+pub fn libsvm_ctr_keys(ffm: bool) -> &'static str {
+    if ffm {
+        "values = { ids = \"values\" }\nfield_numbers = { ids = \"fields\" }\n"
+    } else {
+        "values = { ids = \"values\" }\n"
+    }
+}
+
 /// The desc of libsvm (`ffm: false`) or libffm output.
 pub fn libsvm_desc(ffm: bool) -> DataFeedDesc {
     let mut slots = vec![Slot::sparse("label", SlotType::F32)];
@@ -372,18 +389,7 @@ pub fn convert_vw(
         let (head, body) = line
             .split_once('|')
             .ok_or_else(|| err("no '|' before the features".to_string()))?;
-        let mut head_tokens = head.split_whitespace();
-        let label = parse_f32(
-            head_tokens
-                .next()
-                .ok_or_else(|| err("no label".to_string()))?,
-            "label",
-        )
-        .map_err(err)?;
-        let weight = match head_tokens.next() {
-            Some(t) if !t.starts_with('\'') => parse_f32(t, "importance").map_err(err)?,
-            _ => 1.0,
-        };
+        let (label, weight) = vw_head(head).map_err(err)?;
         features.clear();
         for namespace in body.split('|') {
             let (ns, feats) = if namespace.starts_with([' ', '\t']) || namespace.is_empty() {
@@ -391,13 +397,23 @@ pub fn convert_vw(
             } else {
                 namespace.split_once([' ', '\t']).unwrap_or((namespace, ""))
             };
-            // A namespace may carry a scale: `ns:2.0`.
-            let ns = ns.split(':').next().unwrap_or("");
+            // A namespace may carry a scale, which multiplies its features' values: `ns:2.0`.
+            let ns_token = ns;
+            let (ns, scale) = match ns.split_once(':') {
+                Some((ns, scale)) => (ns, parse_f32(scale, "namespace scale").map_err(err)?),
+                None => (ns, 1.0),
+            };
             for feat in feats.split_whitespace() {
                 let (fname, value) = match feat.rsplit_once(':') {
                     Some((f, v)) => (f, parse_f32(v, "value").map_err(err)?),
                     None => (feat, 1.0),
                 };
+                let value = scale * value;
+                if !value.is_finite() {
+                    return Err(err(format!(
+                        "value of \"{feat}\" scaled by namespace \"{ns_token}\" is not finite"
+                    )));
+                }
                 key.clear();
                 key.extend_from_slice(ns.as_bytes());
                 key.push(b'^');
@@ -415,6 +431,44 @@ pub fn convert_vw(
         lines += 1;
     }
     Ok(lines)
+}
+
+/// The `[model]` keys with which `lr` and `fm` read every slot of VW output: each feature's
+/// value and each instance's importance weight. Without them every feature has value 1 and
+/// every instance weight 1.
+pub fn vw_ctr_keys() -> &'static str {
+    "values = { ids = \"values\" }\nweight_slot = \"weight\"\n"
+}
+
+/// The label and importance weight of a VW line's part before the first `|`:
+/// `label [importance [base]] [tag]`. As in VW, the tag is the last token when it starts with
+/// `'` or touches the `|`.
+fn vw_head(head: &str) -> std::result::Result<(f32, f32), String> {
+    let mut tokens: Vec<&str> = head.split_whitespace().collect();
+    let touching = !head.is_empty() && !head.ends_with([' ', '\t']);
+    if touching || tokens.last().is_some_and(|t| t.starts_with('\'')) {
+        let tag = tokens.pop().unwrap_or_default();
+        if tokens.is_empty() {
+            return Err(format!(
+                "no label before the tag \"{tag}\" (VW's tag: the last token, when it starts \
+                 with ' or touches the '|')"
+            ));
+        }
+    }
+    let label = parse_f32(tokens.first().ok_or("no label")?, "label")?;
+    let weight = match tokens.get(1) {
+        Some(t) => parse_f32(t, "importance")?,
+        None => 1.0,
+    };
+    if weight < 0.0 {
+        return Err(format!("importance {weight} is negative"));
+    }
+    match tokens.get(2..) {
+        Some([base, ..]) => Err(format!(
+            "initial prediction (base) \"{base}\": the CTR models have none; remove it"
+        )),
+        _ => Ok((label, weight)),
+    }
 }
 
 /// The desc of VW output.

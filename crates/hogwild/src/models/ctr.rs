@@ -7,13 +7,35 @@
 //! factor vector `v` (`dim` wide, or the field's own size from `field_dims`); fields of the same
 //! factor size share one table, and the row's optimizer slots sit beside it in the Hogwild store.
 //!
-//! The prediction is `p = sigmoid(b + sum_i w_i + sum_{i<j} <v_i, v_j>)`, the pairwise term
-//! computed in linear time as `0.5 * sum_k ((sum_i v_ik)^2 - sum_i v_ik^2)`; when factor sizes
-//! differ, component `k` is shared by the features whose size exceeds `k`. The loss is the
-//! logistic loss of the label (a uint64 slot holding 0 or 1, or a float slot where positive
-//! values are clicks), with an optional L2 penalty on the touched rows. Updates are applied
-//! instance by instance with SGD, Adagrad or AdamAsync (lazy sparse rows, optional RMSProp);
-//! a batch is one optimizer call.
+//! A feature has a value `x`: 1 (a categorical feature), or, for a field named in `values`,
+//! its entry in a float slot holding one value per id (libsvm's `index:value`). The prediction
+//! is `p = sigmoid(b + sum_i x_i w_i + sum_{i<j} <v_i, v_j> x_i x_j)`, the pairwise term
+//! computed in linear time as `0.5 * sum_k ((sum_i x_i v_ik)^2 - sum_i x_i^2 v_ik^2)`; when
+//! factor sizes differ, component `k` is shared by the features whose size exceeds `k`. The
+//! loss is the logistic loss of the label (a uint64 slot holding 0 or 1, or a float slot where
+//! positive values are clicks), with an optional L2 penalty on the touched rows; with
+//! `g = p - y`, a feature's weight gets the gradient `g x_i` and its factor `k`
+//! `g x_i (sum_j x_j v_jk - x_i v_ik)`. Updates are applied instance by instance with SGD,
+//! Adagrad or AdamAsync (lazy sparse rows, optional RMSProp); a batch is one optimizer call.
+//! Without `values` no feature is multiplied by a value: each loop is compiled for both cases
+//! and the case chosen once per batch.
+//!
+//! The input of `hogwild convert` is read as it is written:
+//! - libffm: `field_numbers = { ids = "fields" }` makes each id's entry in the `fields` slot its
+//!   field: id `j` of field number `n` belongs to the field named `n`, hashed with that name
+//!   (so the same index in two fields is two rows) and sized by `field_dims."n"`
+//!   (`field_dims = { 3 = 4 }`). The `fields` slot is then no feature of its own.
+//! - Vowpal Wabbit: `weight_slot = "weight"` reads each instance's importance weight `w >= 0`,
+//!   which multiplies the instance's gradient (L2 share included): weight 2 is the SGD step of
+//!   the gradient doubled, weight 0 leaves the instance out. The reported loss is the weighted
+//!   mean `sum(w * loss) / sum(w)` of each batch (VW's average loss); the AUC counts each
+//!   instance of positive weight once (importance weights that rebalance the classes, as after
+//!   negative subsampling, do not change an AUC).
+//!
+//! Every slot the configuration names is checked when a worker is built (present, used, of the
+//! right type; the label and weight slots may be absent outside training), and each instance's
+//! values and field numbers when a batch is gathered, before anything trains: one entry per id,
+//! values finite.
 //!
 //! The bias is the one parameter every instance updates. Written to the shared table per
 //! instance, its cache line would travel between the cores on every instance of every thread
@@ -68,15 +90,32 @@ pub struct CtrConfig {
     /// The label slot: uint64 0/1, or float (positive = click).
     #[serde(default = "default_label")]
     pub label_slot: String,
-    /// The uint64 slots read as fields; empty: every used uint64 slot but the label.
+    /// The uint64 slots read as fields; empty: every used uint64 slot but the label and the
+    /// slots of `field_numbers`.
     #[serde(default)]
     pub fields: Vec<String>,
+    /// Feature values: for a field, the float slot holding each of its ids' value `x` (as many
+    /// per instance as the field has ids, in the same order). A feature of value `x` contributes
+    /// `x * w` and `x * v`; the ids of fields not named here have value 1.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub values: BTreeMap<String, String>,
+    /// Numbered fields (libffm's): for a field slot, the uint64 slot holding each of its ids'
+    /// field number (one per id). An id of field number `n` belongs to the field named `n`
+    /// (hashed with that name, sized by `field_dims."n"`), not to the slot's own field.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub field_numbers: BTreeMap<String, String>,
+    /// The float slot holding each instance's importance weight (Vowpal Wabbit's, `>= 0`): it
+    /// scales the instance's gradient and its share of the loss; weight 0 leaves the instance
+    /// out. None: every instance weighs 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_slot: Option<String>,
     /// Rows of each hashed table.
     pub buckets: usize,
     /// Factor size of the factorization machine (default 8); not allowed for logistic regression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dim: Option<usize>,
-    /// Per-field factor sizes overriding `dim` (factorization machine only).
+    /// Per-field factor sizes overriding `dim` (factorization machine only); the keys of
+    /// numbered fields are their numbers (`field_dims = { 3 = 4 }`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub field_dims: BTreeMap<String, usize>,
     /// L2 penalty on the weights and factors of each touched row.
@@ -106,6 +145,9 @@ impl CtrConfig {
         Self {
             label_slot: default_label(),
             fields: Vec::new(),
+            values: BTreeMap::new(),
+            field_numbers: BTreeMap::new(),
+            weight_slot: None,
             buckets,
             dim: None,
             field_dims: BTreeMap::new(),
@@ -157,6 +199,26 @@ impl CtrConfig {
                 format!("the label slot \"{}\" cannot be a field", self.label_slot),
             );
         }
+        if self.weight_slot.as_ref() == Some(&self.label_slot) {
+            return bad(
+                "weight_slot",
+                format!(
+                    "the label slot \"{}\" cannot be the weight",
+                    self.label_slot
+                ),
+            );
+        }
+        for (key, map) in [
+            ("values", &self.values),
+            ("field_numbers", &self.field_numbers),
+        ] {
+            if let Some((field, slot)) = map.iter().find(|(_, slot)| **slot == self.label_slot) {
+                return bad(
+                    &format!("{key}.{field}"),
+                    format!("the label slot \"{slot}\" cannot hold a field's {key}"),
+                );
+            }
+        }
         if !(self.l2.is_finite() && self.l2 >= 0.0) {
             return bad("l2", format!("{} must be finite and >= 0", self.l2));
         }
@@ -193,12 +255,89 @@ pub struct Ctr<O> {
     bias: Table,
 }
 
-/// Where a worker finds one field: its batch slot, table and hash salt.
+/// Where a worker finds one field: its batch slot, table and hash salt, and the batch slots of
+/// its ids' values and field numbers when it has them.
 #[derive(Debug, Clone)]
 struct Field {
     at: usize,
     table: usize,
     salt: u64,
+    /// The float slot of each id's value (`values`).
+    values: Option<usize>,
+    /// The uint64 slot of each id's field number (`field_numbers`): then each id's table and
+    /// salt are its number's ([`NumberedFields`]), not `table` and `salt`.
+    numbers: Option<usize>,
+}
+
+/// How a worker reads the fields of a batch: the fields, the tables and salts of numbered
+/// fields, and the used slots' names (for errors).
+#[derive(Debug)]
+struct Layout {
+    fields: Vec<Field>,
+    /// No field has values or field numbers: the features are hashed as
+    /// [`Ctr::push_plain`] does, with nothing to check.
+    plain: bool,
+    numbered: NumberedFields,
+    slot_names: Vec<String>,
+}
+
+impl Layout {
+    /// Checks that slot `at` has one entry (`got`) per id of field `f` (`ids`) in instance `i`.
+    fn check_per_id(&self, f: &Field, at: usize, got: usize, ids: usize, i: usize) -> Result<()> {
+        if got == ids {
+            return Ok(());
+        }
+        Err(Error::BadInstance {
+            slot: self.slot_names[at].clone(),
+            instance: i,
+            reason: format!(
+                "{got} values for the {ids} ids of slot \"{}\" (one per id)",
+                self.slot_names[f.at]
+            ),
+        })
+    }
+}
+
+/// The table and hash salt of each field number: field `n` is the field named `n` (its decimal
+/// digits), so it is hashed with that name and sized by `field_dims."n"`.
+#[derive(Debug, Default)]
+struct NumberedFields {
+    /// Fields `0..NUMBERED_KEPT`, looked up instead of hashed for every id.
+    kept: Vec<(usize, u64)>,
+    /// The tables of the numbers `field_dims` sizes.
+    tables: BTreeMap<u64, usize>,
+    /// The table of the other numbers.
+    default_table: usize,
+}
+
+/// Field numbers below this have their table and salt computed once per worker (libffm data
+/// numbers its fields from 0 or 1, rarely beyond a few dozen).
+const NUMBERED_KEPT: u64 = 256;
+
+impl NumberedFields {
+    fn new(tables: BTreeMap<u64, usize>, default_table: usize) -> Self {
+        let mut numbered = Self {
+            kept: Vec::new(),
+            tables,
+            default_table,
+        };
+        numbered.kept = (0..NUMBERED_KEPT).map(|n| numbered.compute(n)).collect();
+        numbered
+    }
+
+    #[inline]
+    fn get(&self, number: u64) -> (usize, u64) {
+        if number < NUMBERED_KEPT {
+            self.kept[number as usize]
+        } else {
+            self.compute(number)
+        }
+    }
+
+    fn compute(&self, number: u64) -> (usize, u64) {
+        let table = self.tables.get(&number).copied();
+        (table.unwrap_or(self.default_table), number_salt(number))
+    }
 }
 
 /// One worker's scratch buffers and slot positions. Aligned to 128 bytes (two cache lines, the
@@ -207,14 +346,23 @@ struct Field {
 #[derive(Debug)]
 #[repr(align(128))]
 pub struct CtrWorker {
-    fields: Vec<Field>,
+    layout: Layout,
     label_at: Option<(usize, SlotType)>,
+    /// The batch slot of the importance weights, when the desc has `weight_slot`.
+    weight_at: Option<usize>,
+    /// Whether some field has values: then `batch_xs` and `xs` hold every feature's value (1 for
+    /// the fields without), and the model's arithmetic multiplies by them.
+    valued: bool,
     /// The instance's features: table and row.
     feats: Vec<(usize, usize)>,
+    /// With `valued`: the instance's features' values.
+    xs: Vec<f32>,
     /// Every instance's features of the batch, hashed up front so that the rows of instances
     /// ahead can be prefetched; instance `i`'s are
-    /// `batch_feats[batch_starts[i]..batch_starts[i + 1]]`.
+    /// `batch_feats[batch_starts[i]..batch_starts[i + 1]]` (and their values the same range of
+    /// `batch_xs`, with `valued`).
     batch_feats: Vec<(usize, usize)>,
+    batch_xs: Vec<f32>,
     batch_starts: Vec<usize>,
     /// In training, per entry of `batch_feats`: its row's private copy in `rows`, or [`SHARED`];
     /// `local` holds the current instance's part.
@@ -248,11 +396,37 @@ fn table_name(kind: CtrKind, dim: usize) -> String {
 
 /// A field name's hash salt (FNV-1a of its bytes, mixed).
 fn salt(name: &str) -> u64 {
+    salt_of_bytes(name.as_bytes())
+}
+
+fn salt_of_bytes(bytes: &[u8]) -> u64 {
     let mut h = 0xCBF2_9CE4_8422_2325u64;
-    for b in name.bytes() {
+    for &b in bytes {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3);
     }
     mix64(h)
+}
+
+/// The salt of field number `n`: that of the field named by its decimal digits, computed
+/// without a string.
+fn number_salt(mut n: u64) -> u64 {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    salt_of_bytes(&digits[at..])
+}
+
+/// `key` as a field number, when it is one written as [`number_salt`] reads it (no sign, no
+/// leading zero).
+fn field_number(key: &str) -> Option<u64> {
+    key.parse::<u64>().ok().filter(|n| n.to_string() == key)
 }
 
 impl<O: Optimizer<f32>> Ctr<O> {
@@ -346,64 +520,152 @@ impl<O: Optimizer<f32>> Ctr<O> {
         self.bias.write_weights(0, &[0.0]);
     }
 
-    /// A worker for batches laid out by `desc`.
+    /// A worker for batches laid out by `desc`: checks that the fields, values, field numbers
+    /// and weights the configuration names are used slots of the right type.
     pub fn new_worker(&self, desc: &DataFeedDesc) -> Result<CtrWorker> {
         let used = desc.used_slots();
+        let invalid = |field: String, reason: String| Error::InvalidConfig { field, reason };
+        // The used slot `name` of type `kind`, for the configuration key `key`.
+        let slot = |key: String, name: &str, kind: SlotType| -> Result<usize> {
+            let at = used.iter().position(|s| s.name == name).ok_or_else(|| {
+                invalid(
+                    key.clone(),
+                    format!("the DataFeedDesc has no used slot \"{name}\""),
+                )
+            })?;
+            if used[at].slot_type() != kind {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "\"{name}\" must be a {} slot in the DataFeedDesc, not {}",
+                        kind.name(),
+                        used[at].slot_type().name()
+                    ),
+                ));
+            }
+            Ok(at)
+        };
         let label_at = used
             .iter()
             .position(|s| s.name == self.cfg.label_slot)
             .map(|at| (at, used[at].slot_type()));
+        let weight_at = match &self.cfg.weight_slot {
+            // Like the label, the weights are needed in training only (checked there).
+            Some(name) if used.iter().any(|s| &s.name == name) => {
+                Some(slot("weight_slot".into(), name, SlotType::F32)?)
+            }
+            _ => None,
+        };
         let names: Vec<String> = if self.cfg.fields.is_empty() {
+            let numbers: Vec<&String> = self.cfg.field_numbers.values().collect();
             used.iter()
                 .filter(|s| s.name != self.cfg.label_slot && s.slot_type() == SlotType::U64)
+                .filter(|s| !numbers.contains(&&s.name))
                 .map(|s| s.name.clone())
                 .collect()
         } else {
             self.cfg.fields.clone()
         };
         if names.is_empty() {
-            return Err(Error::InvalidConfig {
-                field: "fields".into(),
-                reason: "the DataFeedDesc has no used uint64 slot besides the label".into(),
-            });
+            return Err(invalid(
+                "fields".into(),
+                "the DataFeedDesc has no used uint64 slot besides the label".into(),
+            ));
         }
-        if let Some(name) = self.cfg.field_dims.keys().find(|n| !names.contains(n)) {
-            return Err(Error::InvalidConfig {
-                field: format!("field_dims.{name}"),
-                reason: format!("\"{name}\" is not one of the fields {names:?}"),
-            });
+        for (key, map) in [
+            ("values", &self.cfg.values),
+            ("field_numbers", &self.cfg.field_numbers),
+        ] {
+            if let Some(field) = map.keys().find(|n| !names.contains(n)) {
+                return Err(invalid(
+                    format!("{key}.{field}"),
+                    format!("\"{field}\" is not one of the fields {names:?}"),
+                ));
+            }
+        }
+        if let Some((field, number_slot)) = self
+            .cfg
+            .field_numbers
+            .iter()
+            .find(|(_, slot)| names.contains(slot))
+        {
+            return Err(invalid(
+                format!("field_numbers.{field}"),
+                format!("\"{number_slot}\" holds field numbers and cannot also be a field"),
+            ));
+        }
+        let numbered = !self.cfg.field_numbers.is_empty();
+        for name in self.cfg.field_dims.keys() {
+            let named = names.contains(name) && !self.cfg.field_numbers.contains_key(name);
+            if named || (numbered && field_number(name).is_some()) {
+                continue;
+            }
+            let reason = if self.cfg.field_numbers.contains_key(name) {
+                format!(
+                    "the ids of \"{name}\" belong to numbered fields: size those \
+                     (field_dims = {{ 1 = 4 }} for field number 1)"
+                )
+            } else if numbered {
+                format!("\"{name}\" is neither one of the fields {names:?} nor a field number")
+            } else {
+                format!("\"{name}\" is not one of the fields {names:?}")
+            };
+            return Err(invalid(format!("field_dims.{name}"), reason));
         }
         let default = self.cfg.default_dim(self.kind);
+        let table_of = |dim: usize| self.dims.iter().position(|&d| d == dim).unwrap_or(0);
         let fields = names
             .iter()
             .map(|name| {
-                let at = used.iter().position(|s| &s.name == name).ok_or_else(|| {
-                    Error::InvalidConfig {
-                        field: format!("fields.{name}"),
-                        reason: format!("the DataFeedDesc has no used slot \"{name}\""),
-                    }
-                })?;
-                if used[at].slot_type() != SlotType::U64 {
-                    return Err(Error::InvalidConfig {
-                        field: format!("fields.{name}"),
-                        reason: "must be a uint64 slot in the DataFeedDesc".into(),
-                    });
-                }
+                let at = slot(format!("fields.{name}"), name, SlotType::U64)?;
                 let dim = self.cfg.field_dims.get(name).copied().unwrap_or(default);
-                let table = self.dims.iter().position(|&d| d == dim).unwrap_or(0);
+                let values = match self.cfg.values.get(name) {
+                    Some(v) => Some(slot(format!("values.{name}"), v, SlotType::F32)?),
+                    None => None,
+                };
+                let numbers = match self.cfg.field_numbers.get(name) {
+                    Some(n) => Some(slot(format!("field_numbers.{name}"), n, SlotType::U64)?),
+                    None => None,
+                };
                 Ok(Field {
                     at,
-                    table,
+                    table: table_of(dim),
                     salt: salt(name),
+                    values,
+                    numbers,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let numbered_tables = self
+            .cfg
+            .field_dims
+            .iter()
+            .filter_map(|(key, &dim)| Some((field_number(key)?, table_of(dim))))
+            .collect();
+        let plain = fields
+            .iter()
+            .all(|f| f.values.is_none() && f.numbers.is_none());
+        let layout = Layout {
+            plain,
+            numbered: if numbered {
+                NumberedFields::new(numbered_tables, table_of(default))
+            } else {
+                NumberedFields::default()
+            },
+            fields,
+            slot_names: used.iter().map(|s| s.name.clone()).collect(),
+        };
+        let valued = layout.fields.iter().any(|f| f.values.is_some());
         let max_dim = self.dims.last().copied().unwrap_or(0);
         Ok(CtrWorker {
-            fields,
+            layout,
             label_at,
+            weight_at,
+            valued,
             feats: Vec::with_capacity(64),
+            xs: Vec::new(),
             batch_feats: Vec::with_capacity(64 * 256),
+            batch_xs: Vec::new(),
             batch_starts: Vec::with_capacity(257),
             batch_local: Vec::with_capacity(64 * 256),
             local: Vec::with_capacity(64),
@@ -417,17 +679,23 @@ impl<O: Optimizer<f32>> Ctr<O> {
         })
     }
 
-    /// Hashes instance `i`'s ids into `w.feats`.
+    /// Hashes instance `i`'s ids into `w.feats` (and their values into `w.xs`).
     #[inline]
-    fn gather(&self, w: &mut CtrWorker, batch: &Batch, i: usize) {
+    fn gather(&self, w: &mut CtrWorker, batch: &Batch, i: usize) -> Result<()> {
         w.feats.clear();
+        w.xs.clear();
         w.local.clear();
-        self.push_features(&w.fields, &mut w.feats, batch, i);
+        if w.layout.plain {
+            self.push_plain(&w.layout.fields, &mut w.feats, batch, i);
+            return Ok(());
+        }
+        let xs = w.valued.then_some(&mut w.xs);
+        self.push_features(&w.layout, &mut w.feats, xs, batch, i)
     }
 
-    /// Appends instance `i`'s features (table and hashed row) to `feats`.
+    /// [`Ctr::push_features`] for fields without values or field numbers: nothing to check.
     #[inline]
-    fn push_features(
+    fn push_plain(
         &self,
         fields: &[Field],
         feats: &mut Vec<(usize, usize)>,
@@ -444,18 +712,88 @@ impl<O: Optimizer<f32>> Ctr<O> {
         }
     }
 
-    /// Hashes every instance of `batch` into `w.batch_feats`, for training copies the hot rows
-    /// into `w.rows` (when `w.copy_rows`), and prefetches the rows of the first
-    /// [`PREFETCH_INSTANCES`].
-    fn gather_batch(&self, w: &mut CtrWorker, batch: &Batch, training: bool) {
+    /// Appends instance `i`'s features (table and hashed row) to `feats` and, when `xs` is
+    /// given, their values to `xs` (1 for a field without values). Fails when a field's values
+    /// or field numbers do not match its ids one to one, or a value is not finite.
+    #[inline]
+    fn push_features(
+        &self,
+        layout: &Layout,
+        feats: &mut Vec<(usize, usize)>,
+        mut xs: Option<&mut Vec<f32>>,
+        batch: &Batch,
+        i: usize,
+    ) -> Result<()> {
+        let buckets = self.cfg.buckets as u128;
+        // Each slot of values or field numbers is checked once per field and instance: the
+        // per-id loops branch on nothing.
+        for f in &layout.fields {
+            let ids = batch.slots[f.at].u64s(i).unwrap_or(&[]);
+            match f.numbers {
+                None => {
+                    for &id in ids {
+                        let h = mix64(id ^ f.salt);
+                        let row = ((u128::from(h) * buckets) >> 64) as usize;
+                        feats.push((f.table, row));
+                    }
+                }
+                Some(at) => {
+                    let numbers = batch.slots[at].u64s(i).unwrap_or(&[]);
+                    layout.check_per_id(f, at, numbers.len(), ids.len(), i)?;
+                    for (&id, &number) in ids.iter().zip(numbers) {
+                        let (table, salt) = layout.numbered.get(number);
+                        let h = mix64(id ^ salt);
+                        let row = ((u128::from(h) * buckets) >> 64) as usize;
+                        feats.push((table, row));
+                    }
+                }
+            }
+            let Some(xs) = xs.as_deref_mut() else {
+                continue;
+            };
+            match f.values {
+                None => xs.resize(xs.len() + ids.len(), 1.0),
+                Some(at) => {
+                    let values = batch.slots[at].f32s(i).unwrap_or(&[]);
+                    layout.check_per_id(f, at, values.len(), ids.len(), i)?;
+                    if let Some(k) = values.iter().position(|x| !x.is_finite()) {
+                        return Err(Error::BadInstance {
+                            slot: layout.slot_names[at].clone(),
+                            instance: i,
+                            reason: format!(
+                                "value {} of id {} (position {k}) is not a finite number",
+                                values[k], ids[k]
+                            ),
+                        });
+                    }
+                    xs.extend_from_slice(values);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Hashes every instance of `batch` into `w.batch_feats` (and `w.batch_xs`), for training
+    /// copies the hot rows into `w.rows` (when `w.copy_rows`), and prefetches the rows of the
+    /// first [`PREFETCH_INSTANCES`]. A bad instance fails the batch before anything is trained.
+    fn gather_batch(&self, w: &mut CtrWorker, batch: &Batch, training: bool) -> Result<()> {
         w.batch_feats.clear();
+        w.batch_xs.clear();
         w.batch_starts.clear();
         w.batch_starts.push(0);
-        for i in 0..batch.len {
-            self.push_features(&w.fields, &mut w.batch_feats, batch, i);
-            w.batch_starts.push(w.batch_feats.len());
-        }
         w.batch_local.clear();
+        if w.layout.plain {
+            for i in 0..batch.len {
+                self.push_plain(&w.layout.fields, &mut w.batch_feats, batch, i);
+                w.batch_starts.push(w.batch_feats.len());
+            }
+        } else {
+            for i in 0..batch.len {
+                let xs = w.valued.then_some(&mut w.batch_xs);
+                self.push_features(&w.layout, &mut w.batch_feats, xs, batch, i)?;
+                w.batch_starts.push(w.batch_feats.len());
+            }
+        }
         if training && w.copy_rows {
             w.rows.plan(
                 &self.opt,
@@ -467,16 +805,22 @@ impl<O: Optimizer<f32>> Ctr<O> {
         for i in 0..PREFETCH_INSTANCES.min(batch.len) {
             self.prefetch_instance(w, i);
         }
+        Ok(())
     }
 
-    /// Makes instance `i`'s features (from [`Ctr::gather_batch`]) current in `w.feats` and
-    /// prefetches the rows of the instance [`PREFETCH_INSTANCES`] ahead: random rows of a table
-    /// larger than the cache then arrive while the instances before them train.
-    #[inline]
-    fn next_instance(&self, w: &mut CtrWorker, i: usize) {
+    /// Makes instance `i`'s features (from [`Ctr::gather_batch`]) current in `w.feats` (with
+    /// `V`, their values in `w.xs`) and prefetches the rows of the instance
+    /// [`PREFETCH_INSTANCES`] ahead: random rows of a table larger than the cache then arrive
+    /// while the instances before them train.
+    #[inline(always)]
+    fn next_instance<const V: bool>(&self, w: &mut CtrWorker, i: usize) {
         let (a, b) = (w.batch_starts[i], w.batch_starts[i + 1]);
         w.feats.clear();
         w.feats.extend_from_slice(&w.batch_feats[a..b]);
+        if V {
+            w.xs.clear();
+            w.xs.extend_from_slice(&w.batch_xs[a..b]);
+        }
         w.local.clear();
         if let Some(local) = w.batch_local.get(a..b) {
             w.local.extend_from_slice(local);
@@ -499,10 +843,11 @@ impl<O: Optimizer<f32>> Ctr<O> {
         }
     }
 
-    /// The logit of `w.feats`, reading their rows into `w.vals` and the factor sums into
-    /// `w.sum` (the squares' sums into `w.sumsq`).
-    #[inline]
-    fn forward(&self, w: &mut CtrWorker, bias: f32) -> f32 {
+    /// The logit of `w.feats`, reading their rows into `w.vals` and the sums of the factors
+    /// times the features' values (`V`: `w.xs`; otherwise every value is 1 and the
+    /// multiplications compile away) into `w.sum`, the squares' sums into `w.sumsq`.
+    #[inline(always)]
+    fn forward<const V: bool>(&self, w: &mut CtrWorker, bias: f32) -> f32 {
         w.vals.clear();
         for (k, &(t, row)) in w.feats.iter().enumerate() {
             let start = w.vals.len();
@@ -519,13 +864,15 @@ impl<O: Optimizer<f32>> Ctr<O> {
         w.sum.fill(0.0);
         w.sumsq.fill(0.0);
         let mut at = 0;
-        for &(t, _) in &w.feats {
+        for (k, &(t, _)) in w.feats.iter().enumerate() {
+            let x = if V { w.xs[k] } else { 1.0 };
             let d = self.dims[t];
-            logit += w.vals[at];
+            logit += x * w.vals[at];
             let v = &w.vals[at + 1..at + 1 + d];
-            for ((s, q), &x) in w.sum.iter_mut().zip(w.sumsq.iter_mut()).zip(v) {
-                *s += x;
-                *q += x * x;
+            for ((s, q), &vk) in w.sum.iter_mut().zip(w.sumsq.iter_mut()).zip(v) {
+                let xv = x * vk;
+                *s += xv;
+                *q += xv * xv;
             }
             at += 1 + d;
         }
@@ -533,19 +880,29 @@ impl<O: Optimizer<f32>> Ctr<O> {
         logit + 0.5 * pairs
     }
 
-    /// Applies one instance's gradient `g = p - y` to its rows and to the worker's copy of the
-    /// bias.
-    #[inline]
-    fn update(&self, w: &mut CtrWorker, steps: &Steps<O::Step>, bias: &mut LocalBias, g: f32) {
-        let l2 = self.cfg.l2;
+    /// Applies one instance's gradient `g` (`p - y`, times the instance's weight) to its rows,
+    /// with the L2 penalty `l2` (times the weight), and `g` to the worker's copy of the bias. A
+    /// feature of value `x` (`V`) gets `g x` for its weight and `g x (sum_k - x v_k)` for its
+    /// factor `k`.
+    #[inline(always)]
+    fn update<const V: bool>(
+        &self,
+        w: &mut CtrWorker,
+        steps: &Steps<O::Step>,
+        bias: &mut LocalBias,
+        g: f32,
+        l2: f32,
+    ) {
         let mut at = 0;
         for (f, &(t, row)) in w.feats.iter().enumerate() {
+            let x = if V { w.xs[f] } else { 1.0 };
+            let gx = g * x;
             let d = self.dims[t];
             let vals = &w.vals[at..at + 1 + d];
-            w.grad[0] = g + l2 * vals[0];
+            w.grad[0] = gx + l2 * vals[0];
             for k in 0..d {
                 let v = vals[1 + k];
-                w.grad[1 + k] = g * (w.sum[k] - v) + l2 * v;
+                w.grad[1 + k] = gx * (w.sum[k] - x * v) + l2 * v;
             }
             let grad = &w.grad[..1 + d];
             match w.local.get(f) {
@@ -601,6 +958,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     }
 
     /// Instance `i`'s label (0 or 1).
+    #[inline]
     fn label(&self, batch: &Batch, (at, kind): (usize, SlotType), i: usize) -> Result<f32> {
         let bad = |reason: String| Error::BadInstance {
             slot: self.cfg.label_slot.clone(),
@@ -622,11 +980,120 @@ impl<O: Optimizer<f32>> Ctr<O> {
         }
     }
 
-    /// The click probability of instance `i` of `batch` (after [`Ctr::new_worker`]).
-    pub fn predict(&self, w: &mut CtrWorker, batch: &Batch, i: usize) -> f32 {
-        self.gather(w, batch, i);
+    /// Instance `i`'s importance weight: 1 without a weight slot.
+    #[inline(always)]
+    fn weight(&self, w: &CtrWorker, batch: &Batch, i: usize) -> Result<f32> {
+        let Some(at) = w.weight_at else {
+            return Ok(1.0);
+        };
+        let bad = |reason: String| Error::BadInstance {
+            slot: w.layout.slot_names[at].clone(),
+            instance: i,
+            reason,
+        };
+        match batch.slots[at].f32s(i).unwrap_or(&[]) {
+            [x] if x.is_finite() && *x >= 0.0 => Ok(*x),
+            [x] => Err(bad(format!("weight {x} is not a finite number >= 0"))),
+            v => Err(bad(format!("expected one weight, got {} values", v.len()))),
+        }
+    }
+
+    /// The click probability of instance `i` of `batch` (after [`Ctr::new_worker`]). Fails as
+    /// a batch does when the instance's values or field numbers do not fit its ids.
+    pub fn predict(&self, w: &mut CtrWorker, batch: &Batch, i: usize) -> Result<f32> {
+        self.gather(w, batch, i)?;
         let bias = self.bias.weights(0)[0].load();
-        sigmoid(self.forward(w, bias))
+        let logit = match w.valued {
+            true => self.forward::<true>(w, bias),
+            false => self.forward::<false>(w, bias),
+        };
+        Ok(sigmoid(logit))
+    }
+
+    /// Trains the gathered instances of `batch` in turn (`V`: the features have values); adds
+    /// each applied instance's use of a table to `rows`. Returns the sum of the instances'
+    /// weighted losses, the sum of their weights and how many were applied (an instance of
+    /// weight 0 is not), or the first bad label or weight, after applying the instances before.
+    fn train_instances<const V: bool>(
+        &self,
+        w: &mut CtrWorker,
+        batch: &Batch,
+        label_at: (usize, SlotType),
+        steps: &Steps<O::Step>,
+        bias: &mut LocalBias,
+        rows: &mut [usize],
+    ) -> Result<Sums> {
+        let mut sums = Sums::default();
+        for i in 0..batch.len {
+            let y = self.label(batch, label_at, i)?;
+            let weight = self.weight(w, batch, i)?;
+            if weight == 0.0 {
+                continue;
+            }
+            self.next_instance::<V>(w, i);
+            let logit = self.forward::<V>(w, bias.now[0]);
+            sums.loss += f64::from(weight * logloss(logit, y));
+            sums.weight += f64::from(weight);
+            sums.applied += 1;
+            let (g, l2) = (weight * (sigmoid(logit) - y), weight * self.cfg.l2);
+            self.update::<V>(w, steps, bias, g, l2);
+            for &(t, _) in &w.feats {
+                rows[t] += 1;
+            }
+        }
+        Ok(sums)
+    }
+
+    /// Evaluates the gathered instances of `batch` (`V`: the features have values): collects
+    /// the (logit, label) pairs of the instances of positive weight and appends one probability
+    /// per instance to `predictions`. Returns the weighted losses' and the weights' sums.
+    fn eval_instances<const V: bool>(
+        &self,
+        w: &mut CtrWorker,
+        batch: &Batch,
+        mut predictions: Option<&mut String>,
+    ) -> Result<Sums> {
+        let mut sums = Sums::default();
+        let bias = self.bias.weights(0)[0].load();
+        for i in 0..batch.len {
+            self.next_instance::<V>(w, i);
+            let logit = self.forward::<V>(w, bias);
+            if let Some(label_at) = w.label_at {
+                let y = self.label(batch, label_at, i)?;
+                let weight = self.weight(w, batch, i)?;
+                if weight > 0.0 {
+                    sums.loss += f64::from(weight * logloss(logit, y));
+                    sums.weight += f64::from(weight);
+                    w.auc.push(logit, y > 0.5);
+                }
+            }
+            if let Some(text) = predictions.as_deref_mut() {
+                use std::fmt::Write as _;
+                let _ = writeln!(text, "{:.6}", sigmoid(logit));
+            }
+        }
+        Ok(sums)
+    }
+}
+
+/// What a batch's instances add up to: their weighted losses, their weights and (in training)
+/// how many were applied.
+#[derive(Debug, Default)]
+struct Sums {
+    loss: f64,
+    weight: f64,
+    applied: usize,
+}
+
+impl Sums {
+    /// The weighted mean loss `sum(weight * loss) / sum(weight)`: VW's average loss, the plain
+    /// mean without weights; 0 when no instance weighs anything.
+    fn mean_loss(&self) -> f64 {
+        if self.weight > 0.0 {
+            self.loss / self.weight
+        } else {
+            0.0
+        }
     }
 }
 
@@ -670,7 +1137,8 @@ const METRICS: &[&str] = &["loss"];
 impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
     type Worker = CtrWorker;
 
-    /// `loss`: the mean logistic loss per instance (before each instance's update in training).
+    /// `loss`: the mean logistic loss per instance (before each instance's update in training),
+    /// weighted by the instances' importance weights with a `weight_slot`.
     fn metrics(&self) -> &'static [&'static str] {
         METRICS
     }
@@ -712,40 +1180,36 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
                 ),
             });
         };
+        if let (Some(name), None) = (&self.cfg.weight_slot, w.weight_at) {
+            return Err(Error::InvalidConfig {
+                field: "weight_slot".into(),
+                reason: format!("training needs the used slot \"{name}\" in the DataFeedDesc"),
+            });
+        }
         let t0 = stages.as_ref().map(|_| Instant::now());
         let steps = self.begin()?;
         let mut rows = vec![0usize; self.tables.len()];
-        let mut loss = 0.0f64;
-        self.gather_batch(w, batch, true);
+        self.gather_batch(w, batch, true)?;
         let mut bias = self.local_bias();
-        let mut result = Ok(());
-        for i in 0..batch.len {
-            let y = match self.label(batch, label_at, i) {
-                Ok(y) => y,
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            };
-            self.next_instance(w, i);
-            let logit = self.forward(w, bias.now[0]);
-            loss += f64::from(logloss(logit, y));
-            self.update(w, &steps, &mut bias, sigmoid(logit) - y);
-            for &(t, _) in &w.feats {
-                rows[t] += 1;
+        // One branch per batch: without values, the per-feature loops are the plain ones.
+        let result = match w.valued {
+            true => self.train_instances::<true>(w, batch, label_at, &steps, &mut bias, &mut rows),
+            false => {
+                self.train_instances::<false>(w, batch, label_at, &steps, &mut bias, &mut rows)
             }
-        }
+        };
         // The instances before a bad one were applied to their rows: their bias steps too (the
         // executor flushes the copies when the failing thread stops).
         w.rows.end_batch(&self.opt, &self.tables);
         self.merge_bias(&bias);
-        self.finish(&rows, batch.len);
-        result?;
+        let applied = result.as_ref().map_or(batch.len, |sums| sums.applied);
+        self.finish(&rows, applied);
+        let sums = result?;
         if let (Some(st), Some(t0)) = (stages, t0) {
             // Forward, backward and update are fused per instance: all of it counts as update.
             st.update += t0.elapsed();
         }
-        out[0] = loss / batch.len.max(1) as f64;
+        out[0] = sums.mean_loss();
         Ok(())
     }
 
@@ -754,28 +1218,17 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         w: &mut CtrWorker,
         batch: &Batch,
         out: &mut [f64],
-        mut predictions: Option<&mut String>,
+        predictions: Option<&mut String>,
     ) -> Result<()> {
-        let mut loss = 0.0f64;
         // Evaluation reads the shared rows: this worker's training changes first.
         w.rows.merge(&self.opt, &self.tables);
-        self.gather_batch(w, batch, false);
-        let bias = self.bias.weights(0)[0].load();
-        for i in 0..batch.len {
-            self.next_instance(w, i);
-            let logit = self.forward(w, bias);
-            if let Some(label_at) = w.label_at {
-                let y = self.label(batch, label_at, i)?;
-                loss += f64::from(logloss(logit, y));
-                w.auc.push(logit, y > 0.5);
-            }
-            if let Some(text) = predictions.as_deref_mut() {
-                use std::fmt::Write as _;
-                let _ = writeln!(text, "{:.6}", sigmoid(logit));
-            }
-        }
+        self.gather_batch(w, batch, false)?;
+        let sums = match w.valued {
+            true => self.eval_instances::<true>(w, batch, predictions)?,
+            false => self.eval_instances::<false>(w, batch, predictions)?,
+        };
         out[0] = match w.label_at {
-            Some(_) => loss / batch.len.max(1) as f64,
+            Some(_) => sums.mean_loss(),
             None => f64::NAN,
         };
         Ok(())

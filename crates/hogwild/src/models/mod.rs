@@ -18,7 +18,8 @@
 //! ```
 //!
 //! Other kinds: `word2vec` ([`Word2VecConfig`]: skip-gram with negative sampling), `lr` and `fm`
-//! ([`CtrConfig`]: logistic regression and factorization machines over hashed fields); see
+//! ([`CtrConfig`]: logistic regression and factorization machines over hashed fields, with feature
+//! values, libffm field numbers and importance weights when their slots are named); see
 //! `examples/word2vec/` and `examples/ctr/` for complete configurations.
 
 mod bow;

@@ -43,7 +43,7 @@ fn one_fm_sgd_step_matches_numpy() {
     m.init();
     let mut w = m.new_worker(&desc()).unwrap();
     let batch = one(11, 22, 1);
-    m.gather(&mut w, &batch, 0);
+    m.gather(&mut w, &batch, 0).unwrap();
     let [(ta, ra), (tb, rb)] = [w.feats[0], w.feats[1]];
     assert_ne!(ra, rb);
     let t = &m.feature_tables()[ta];
@@ -51,7 +51,11 @@ fn one_fm_sgd_step_matches_numpy() {
     t.write_weights(ra, &[0.2, 0.1, -0.2]);
     t.write_weights(rb, &[-0.3, 0.3, 0.4]);
     m.bias.write_weights(0, &[0.1]);
-    assert_relative_eq!(m.predict(&mut w, &batch, 0), 0.4875026, epsilon = 1e-6);
+    assert_relative_eq!(
+        m.predict(&mut w, &batch, 0).unwrap(),
+        0.4875026,
+        epsilon = 1e-6
+    );
     let mut out = [0.0f64];
     m.train_batch(&mut w, &batch, &mut out, None).unwrap();
     assert_relative_eq!(out[0], 0.7184596, epsilon = 1e-6);
@@ -80,12 +84,12 @@ fn per_field_sizes_share_leading_components() {
     assert_eq!(m.feature_tables()[0].name(), "fm_k1");
     let mut w = m.new_worker(&desc()).unwrap();
     let batch = one(1, 2, 0);
-    m.gather(&mut w, &batch, 0);
+    m.gather(&mut w, &batch, 0).unwrap();
     let [(ta, ra), (tb, rb)] = [w.feats[0], w.feats[1]];
     assert_eq!((ta, tb), (0, 1));
     m.feature_tables()[0].write_weights(ra, &[0.5, 0.5]);
     m.feature_tables()[1].write_weights(rb, &[-0.25, 2.0, 7.0, -3.0]);
-    assert_relative_eq!(m.forward(&mut w, 0.0), 1.25);
+    assert_relative_eq!(m.forward::<false>(&mut w, 0.0), 1.25);
 }
 
 // Logistic regression with weights -1, 0, 1 for ids 1, 2, 3 of field `a` (field `b`'s id 9 and
@@ -102,7 +106,7 @@ fn eval_reports_the_exact_auc_over_every_thread() {
     let rows: Vec<(usize, usize)> = [1u64, 2, 3]
         .iter()
         .map(|&a| {
-            m.gather(&mut w, &one(a, 9, 0), 0);
+            m.gather(&mut w, &one(a, 9, 0), 0).unwrap();
             w.feats[0]
         })
         .collect();
@@ -400,7 +404,7 @@ fn batched_instances_train_like_single_ones() {
         .eval_batch(&mut w0, &whole, &mut out, Some(&mut text))
         .unwrap();
     let expected: String = (0..5)
-        .map(|i| format!("{:.6}\n", models[0].predict(&mut w0, &whole, i)))
+        .map(|i| format!("{:.6}\n", models[0].predict(&mut w0, &whole, i).unwrap()))
         .collect();
     assert_eq!(text, expected);
     assert_relative_eq!(whole_loss, losses, epsilon = 1e-9);
@@ -578,4 +582,563 @@ fn a_fresh_adagrad_lr_is_all_zeros_and_steps_like_tensorflow() {
         .filter(|row| row.iter().any(|x| x.to_bits() != 0))
         .collect();
     assert_eq!(changed, vec![vec![expected, acc]; 2]);
+}
+
+/// A desc of fields `a` and `b` with their values in `av` and `bv`, field `c` without values,
+/// and the label.
+fn valued_desc() -> DataFeedDesc {
+    use crate::feed::{Slot, SlotType};
+    DataFeedDesc::multi_slot(
+        16,
+        vec![
+            Slot::sparse("a", SlotType::U64),
+            Slot::sparse("av", SlotType::F32),
+            Slot::sparse("b", SlotType::U64),
+            Slot::sparse("bv", SlotType::F32),
+            Slot::sparse("c", SlotType::U64),
+            Slot::sparse("label", SlotType::U64),
+        ],
+    )
+}
+
+fn valued_config(buckets: usize) -> CtrConfig {
+    let mut cfg = CtrConfig::new(buckets);
+    cfg.values.insert("a".into(), "av".into());
+    cfg.values.insert("b".into(), "bv".into());
+    cfg
+}
+
+/// A batch of float slot values, one list per instance.
+fn floats(values: &[&[f32]]) -> SlotBatch {
+    let mut offsets = vec![0];
+    let mut all = Vec::new();
+    for v in values {
+        all.extend_from_slice(v);
+        offsets.push(all.len());
+    }
+    SlotBatch {
+        values: SlotValues::F32(all),
+        offsets,
+    }
+}
+
+/// One instance of [`valued_desc`]: ids 11 (value `xa`), 22 (value `xb`) and 33, label 1.
+fn valued_one(xa: f32, xb: f32) -> Batch {
+    Batch {
+        len: 1,
+        slots: vec![
+            slot(&[&[11]]),
+            floats(&[&[xa]]),
+            slot(&[&[22]]),
+            floats(&[&[xb]]),
+            slot(&[&[33]]),
+            slot(&[&[1]]),
+        ],
+    }
+}
+
+// One SGD step (lr 0.5, label 1) with feature values: A (value 0.5), B (value 2.0) and C (a field
+// without values: 1); w = [0.2, -0.3, 0.05], v = [[0.1, -0.2], [0.3, 0.4], [-0.1, 0.2]] (FM, dim
+// 2), bias 0.1. Python (float64), whose gradients agree with central differences to 1e-8:
+//   x = [0.5, 2.0, 1.0]; z = b + sum(x_i w_i) (+ FM: 0.5 sum_k((sum_i x_i v_ik)^2 - sum_i (x_i v_ik)^2))
+//   g = sigmoid(z) - 1; w_i' = w_i - lr g x_i; v_ik' = v_ik - lr g x_i (sum_j x_j v_jk - x_i v_ik)
+//   LR: z = -0.35, p = 0.41338242, loss = 0.88338216
+//       w' = [0.34665439, 0.28661758, 0.34330879], b' = 0.39330879
+//   FM: z = -0.325, p = 0.41945770, loss = 0.86879260
+//       rows A [0.34513558, 0.17256779, -0.05486442], B [0.28054230, 0.27097288, 0.45805423],
+//            C [0.34027115, 0.08867625, 0.40318981], b' = 0.39027115
+// The float32 model matches to 1e-6.
+#[test]
+fn one_sgd_step_with_feature_values_matches_python() {
+    type Expected<'a> = (f64, f64, &'a [&'a [f64]], f64);
+    let lr: Expected = (
+        0.41338242,
+        0.88338216,
+        &[&[0.34665439], &[0.28661758], &[0.34330879]],
+        0.39330879,
+    );
+    let fm: Expected = (
+        0.41945770,
+        0.86879260,
+        &[
+            &[0.34513558, 0.17256779, -0.05486442],
+            &[0.28054230, 0.27097288, 0.45805423],
+            &[0.34027115, 0.08867625, 0.40318981],
+        ],
+        0.39027115,
+    );
+    let start: [&[f32]; 3] = [&[0.2, 0.1, -0.2], &[-0.3, 0.3, 0.4], &[0.05, -0.1, 0.2]];
+    for (kind, (p, loss, rows, bias)) in [(CtrKind::Lr, lr), (CtrKind::Fm, fm)] {
+        let mut cfg = valued_config(1000);
+        if kind == CtrKind::Fm {
+            cfg.dim = Some(2);
+        }
+        let m = Ctr::new(kind, cfg, Sgd { lr: 0.5f32 }).unwrap();
+        m.init();
+        let mut w = m.new_worker(&valued_desc()).unwrap();
+        let batch = valued_one(0.5, 2.0);
+        m.gather(&mut w, &batch, 0).unwrap();
+        assert_eq!(w.xs, [0.5, 2.0, 1.0]);
+        let feats = w.feats.clone();
+        let width = rows[0].len();
+        for (&(t, row), start) in feats.iter().zip(start) {
+            m.feature_tables()[t].write_weights(row, &start[..width]);
+        }
+        m.bias.write_weights(0, &[0.1]);
+        let got = f64::from(m.predict(&mut w, &batch, 0).unwrap());
+        assert_relative_eq!(got, p, epsilon = 1e-6);
+        let mut out = [0.0f64];
+        m.train_batch(&mut w, &batch, &mut out, None).unwrap();
+        assert_relative_eq!(out[0], loss, epsilon = 1e-6);
+        for (&(t, row), expected) in feats.iter().zip(rows) {
+            let mut got = vec![0.0f32; width];
+            m.feature_tables()[t].read_weights(row, &mut got);
+            let got: Vec<f64> = got.into_iter().map(f64::from).collect();
+            assert_relative_eq!(&got[..], &expected[..], epsilon = 1e-6);
+        }
+        let got = f64::from(m.bias.weights(0)[0].load());
+        assert_relative_eq!(got, bias, epsilon = 1e-6);
+    }
+}
+
+// Values of 1 everywhere train to the same bits as the model without values: the valued
+// arithmetic multiplies by the value where the plain one has nothing to multiply.
+#[test]
+fn values_of_one_train_like_no_values() {
+    let a: [&[u64]; 4] = [&[1, 2], &[3], &[], &[1]];
+    let ones: [&[f32]; 4] = [&[1.0, 1.0], &[1.0], &[], &[1.0]];
+    let b: [&[u64]; 4] = [&[7], &[8, 9], &[7], &[]];
+    let b_ones: [&[f32]; 4] = [&[1.0], &[1.0, 1.0], &[1.0], &[]];
+    let c: [&[u64]; 4] = [&[4], &[5], &[4], &[6]];
+    let labels: [&[u64]; 4] = [&[1], &[0], &[1], &[0]];
+    let batch = Batch {
+        len: 4,
+        slots: vec![
+            slot(&a),
+            floats(&ones),
+            slot(&b),
+            floats(&b_ones),
+            slot(&c),
+            slot(&labels),
+        ],
+    };
+    let opt = Adagrad {
+        lr: 0.3f32,
+        initial_accumulator: 0.1,
+    };
+    for kind in [CtrKind::Lr, CtrKind::Fm] {
+        let make = |cfg: CtrConfig| {
+            let m = Ctr::new(kind, cfg, opt).unwrap();
+            m.init();
+            m
+        };
+        let mut plain_cfg = CtrConfig::new(64);
+        plain_cfg.l2 = 0.01;
+        let mut valued_cfg = valued_config(64);
+        valued_cfg.l2 = 0.01;
+        let (plain, valued) = (make(plain_cfg), make(valued_cfg));
+        let mut wp = plain.new_worker(&valued_desc()).unwrap();
+        let mut wv = valued.new_worker(&valued_desc()).unwrap();
+        assert!(!wp.valued && wv.valued);
+        let (mut lp, mut lv) = ([0.0f64], [0.0f64]);
+        for _ in 0..3 {
+            plain.train_batch(&mut wp, &batch, &mut lp, None).unwrap();
+            valued.train_batch(&mut wv, &batch, &mut lv, None).unwrap();
+        }
+        assert_eq!(lp, lv);
+        assert_same_bits(&plain, &valued);
+    }
+}
+
+#[test]
+fn values_are_checked_against_the_desc_and_each_instance() {
+    let desc = valued_desc();
+    let new_worker_error = |edit: &dyn Fn(&mut CtrConfig)| {
+        let mut cfg = valued_config(16);
+        edit(&mut cfg);
+        let m = Ctr::new(CtrKind::Fm, cfg, Sgd { lr: 0.1f32 }).unwrap();
+        m.new_worker(&desc).unwrap_err().to_string()
+    };
+    let e = new_worker_error(&|c| {
+        c.values.insert("a".into(), "missing".into());
+    });
+    assert_eq!(
+        e,
+        "model config: values.a: the DataFeedDesc has no used slot \"missing\""
+    );
+    let e = new_worker_error(&|c| {
+        c.values.insert("a".into(), "c".into());
+    });
+    assert_eq!(
+        e,
+        "model config: values.a: \"c\" must be a float slot in the DataFeedDesc, not uint64"
+    );
+    let e = new_worker_error(&|c| {
+        c.values.insert("zz".into(), "av".into());
+    });
+    assert!(
+        e.contains("values.zz") && e.contains("not one of the fields"),
+        "{e}"
+    );
+
+    let m = Ctr::new(CtrKind::Fm, valued_config(16), Sgd { lr: 0.1f32 }).unwrap();
+    m.init();
+    let fresh = Ctr::new(CtrKind::Fm, valued_config(16), Sgd { lr: 0.1f32 }).unwrap();
+    fresh.init();
+    let mut w = m.new_worker(&desc).unwrap();
+    let two = |av: &[f32]| Batch {
+        len: 2,
+        slots: vec![
+            slot(&[&[1], &[2, 3]]),
+            floats(&[&[0.5], av]),
+            slot(&[&[4], &[5]]),
+            floats(&[&[1.0], &[1.0]]),
+            slot(&[&[6], &[7]]),
+            slot(&[&[1], &[0]]),
+        ],
+    };
+    for (av, message) in [
+        (
+            &[0.5f32][..],
+            "slot \"av\", instance 1 of the batch: 1 values for the 2 ids of slot \"a\" (one per id)",
+        ),
+        (
+            &[0.5, f32::NAN][..],
+            "slot \"av\", instance 1 of the batch: value NaN of id 3 (position 1) is not a finite number",
+        ),
+        (
+            &[f32::INFINITY, 0.5][..],
+            "slot \"av\", instance 1 of the batch: value inf of id 2 (position 0) is not a finite number",
+        ),
+    ] {
+        let e = m.train_batch(&mut w, &two(av), &mut [0.0], None).unwrap_err();
+        assert_eq!(e.to_string(), message);
+        // The batch is checked before any instance trains.
+        assert_same_bits(&m, &fresh);
+        let e = m.eval_batch(&mut w, &two(av), &mut [0.0], None).unwrap_err();
+        assert_eq!(e.to_string(), message);
+        let e = m.predict(&mut w, &two(av), 1).unwrap_err();
+        assert_eq!(e.to_string(), message);
+    }
+    m.train_batch(&mut w, &two(&[0.5, 0.25]), &mut [0.0], None)
+        .unwrap();
+}
+
+/// libffm's layout, as `hogwild convert --from libffm` writes it: label, fields, ids, values.
+fn ffm_config(dim: usize) -> CtrConfig {
+    let mut cfg = CtrConfig::new(1 << 16);
+    cfg.dim = Some(dim);
+    cfg.values.insert("ids".into(), "values".into());
+    cfg.field_numbers.insert("ids".into(), "fields".into());
+    cfg
+}
+
+fn ffm_batch(fields: &[u64], ids: &[u64], values: &[f32]) -> Batch {
+    Batch {
+        len: 1,
+        slots: vec![
+            floats(&[&[1.0]]),
+            slot(&[fields]),
+            slot(&[ids]),
+            floats(&[values]),
+        ],
+    }
+}
+
+#[test]
+fn libffm_field_numbers_are_fields() {
+    for n in [0u64, 7, 9, 10, 255, 256, 1000, u64::MAX] {
+        assert_eq!(number_salt(n), salt(&n.to_string()), "field {n}");
+    }
+    let desc = crate::feed::convert::libsvm_desc(true);
+    let mut cfg = ffm_config(4);
+    cfg.field_dims.insert("2".into(), 2);
+    cfg.field_dims.insert("300".into(), 2);
+    let m = Ctr::new(CtrKind::Fm, cfg, Sgd { lr: 0.1f32 }).unwrap();
+    assert_eq!(m.dims, [2, 4]);
+    let mut w = m.new_worker(&desc).unwrap();
+    // The same index 7 in fields 1, 2, 300 and 301: four features (the `fields` slot is no
+    // feature of its own), each hashed with its field's name, sized by its field's entry.
+    let batch = ffm_batch(&[1, 2, 300, 301], &[7, 7, 7, 7], &[1.0, 0.5, 0.25, 2.0]);
+    m.gather(&mut w, &batch, 0).unwrap();
+    assert_eq!(w.xs, [1.0, 0.5, 0.25, 2.0]);
+    let row = |field: &str| {
+        let h = mix64(7 ^ salt(field));
+        ((u128::from(h) * (1u128 << 16)) >> 64) as usize
+    };
+    assert_eq!(
+        w.feats,
+        [
+            (1, row("1")),
+            (0, row("2")),
+            (0, row("300")),
+            (1, row("301"))
+        ]
+    );
+    let rows: std::collections::BTreeSet<usize> = w.feats.iter().map(|f| f.1).collect();
+    assert_eq!(rows.len(), 4);
+    // A named field called "1" is the same field as number 1.
+    let named = Ctr::new(CtrKind::Fm, CtrConfig::new(1 << 16), Sgd { lr: 0.1f32 }).unwrap();
+    let named_desc = DataFeedDesc::multi_slot(
+        16,
+        vec![crate::feed::Slot::sparse("1", crate::feed::SlotType::U64)],
+    );
+    let mut wn = named.new_worker(&named_desc).unwrap();
+    let one_id = Batch {
+        len: 1,
+        slots: vec![slot(&[&[7]])],
+    };
+    named.gather(&mut wn, &one_id, 0).unwrap();
+    assert_eq!(wn.feats, [(0, row("1"))]);
+
+    // Trains; a mismatch of numbers and ids is named.
+    m.init();
+    m.train_batch(&mut w, &batch, &mut [0.0], None).unwrap();
+    let e = m
+        .train_batch(
+            &mut w,
+            &ffm_batch(&[1], &[7, 8], &[1.0, 1.0]),
+            &mut [0.0],
+            None,
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "slot \"fields\", instance 0 of the batch: 1 values for the 2 ids of slot \"ids\" (one per id)"
+    );
+
+    // field_dims keys: field numbers written as numbers; the numbered slot itself is no field.
+    for (key, reason) in [
+        ("ids", "belong to numbered fields"),
+        ("01", "neither one of the fields"),
+        ("x", "neither one of the fields"),
+    ] {
+        let mut cfg = ffm_config(4);
+        cfg.field_dims.insert(key.into(), 2);
+        let m = Ctr::new(CtrKind::Fm, cfg, Sgd { lr: 0.1f32 }).unwrap();
+        let e = m.new_worker(&desc).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("field_dims.{key}")) && e.contains(reason),
+            "{key}: {e}"
+        );
+    }
+    let mut cfg = ffm_config(4);
+    cfg.fields = vec!["ids".into(), "fields".into()];
+    let m = Ctr::new(CtrKind::Fm, cfg, Sgd { lr: 0.1f32 }).unwrap();
+    let e = m.new_worker(&desc).unwrap_err().to_string();
+    assert!(
+        e.contains("field_numbers.ids") && e.contains("cannot also be a field"),
+        "{e}"
+    );
+    let mut cfg = ffm_config(4);
+    cfg.field_numbers.insert("ids".into(), "values".into());
+    let m = Ctr::new(CtrKind::Fm, cfg, Sgd { lr: 0.1f32 }).unwrap();
+    let e = m.new_worker(&desc).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "model config: field_numbers.ids: \"values\" must be a uint64 slot in the DataFeedDesc, not float"
+    );
+}
+
+/// A desc of field `a`, the label and the importance weight.
+fn weighted_desc() -> DataFeedDesc {
+    use crate::feed::{Slot, SlotType};
+    DataFeedDesc::multi_slot(
+        16,
+        vec![
+            Slot::sparse("a", SlotType::U64),
+            Slot::sparse("label", SlotType::U64),
+            Slot::sparse("weight", SlotType::F32),
+        ],
+    )
+}
+
+fn weighted(ids: &[&[u64]], labels: &[&[u64]], weights: &[f32]) -> Batch {
+    let weights: Vec<&[f32]> = weights.iter().map(std::slice::from_ref).collect();
+    Batch {
+        len: ids.len(),
+        slots: vec![slot(ids), slot(labels), floats(&weights)],
+    }
+}
+
+#[test]
+fn importance_weights_scale_the_step_and_zero_leaves_an_instance_out() {
+    let mut cfg = CtrConfig::new(64);
+    cfg.dim = Some(3);
+    cfg.init_scale = 0.1;
+    cfg.l2 = 0.1;
+    cfg.weight_slot = Some("weight".into());
+    let ids: [&[u64]; 3] = [&[1, 2], &[3], &[2, 4]];
+    let labels: [&[u64]; 3] = [&[1], &[0], &[0]];
+    let make = |opt| {
+        let m = Ctr::new(CtrKind::Fm, cfg.clone(), opt).unwrap();
+        m.init();
+        let w = m.new_worker(&weighted_desc()).unwrap();
+        (m, w)
+    };
+
+    // SGD: weight 2 at lr 0.5 is the step of weight 1 at lr 1, L2 penalty included, bit for bit;
+    // the reported loss is the weighted mean, the same for both.
+    let (m2, mut w2) = make(Sgd { lr: 0.5f32 });
+    let (m1, mut w1) = make(Sgd { lr: 1.0f32 });
+    let (mut out2, mut out1) = ([0.0f64], [0.0f64]);
+    m2.train_batch(
+        &mut w2,
+        &weighted(&ids[..1], &labels[..1], &[2.0]),
+        &mut out2,
+        None,
+    )
+    .unwrap();
+    m1.train_batch(
+        &mut w1,
+        &weighted(&ids[..1], &labels[..1], &[1.0]),
+        &mut out1,
+        None,
+    )
+    .unwrap();
+    assert_same_bits(&m2, &m1);
+    assert_eq!(out2, out1);
+
+    // Weight 0: the batch trains as if the instance were not in it, for every optimizer.
+    fn zero_weight_is_absent<O: Optimizer<f32> + OptimizerDesc + Copy>(
+        cfg: &CtrConfig,
+        opt: O,
+        ids: &[&[u64]],
+        labels: &[&[u64]],
+    ) {
+        let make = || {
+            let m = Ctr::new(CtrKind::Fm, cfg.clone(), opt).unwrap();
+            m.init();
+            let w = m.new_worker(&weighted_desc()).unwrap();
+            (m, w)
+        };
+        let ((with, mut w_with), (without, mut w_without)) = (make(), make());
+        let (mut a, mut b) = ([0.0f64], [0.0f64]);
+        let all = weighted(ids, labels, &[1.0, 0.0, 1.0]);
+        with.train_batch(&mut w_with, &all, &mut a, None).unwrap();
+        let (ids2, labels2) = ([ids[0], ids[2]], [labels[0], labels[2]]);
+        let two = weighted(&ids2, &labels2, &[1.0, 1.0]);
+        without
+            .train_batch(&mut w_without, &two, &mut b, None)
+            .unwrap();
+        assert_same_bits(&with, &without);
+        assert_eq!(a, b);
+    }
+    zero_weight_is_absent(&cfg, Sgd { lr: 0.5f32 }, &ids, &labels);
+    let ada = Adagrad {
+        lr: 0.3f32,
+        initial_accumulator: 0.1,
+    };
+    zero_weight_is_absent(&cfg, ada, &ids, &labels);
+    let adam = AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8);
+    zero_weight_is_absent(&cfg, adam, &ids, &labels);
+
+    // Evaluation: the loss is sum(weight * loss) / sum(weight); instances of weight 0 have no
+    // (logit, label) pair for the AUC.
+    let (m, mut w) = make(Sgd { lr: 0.5f32 });
+    let batch = weighted(&ids, &labels, &[1.0, 0.0, 3.0]);
+    let mut out = [0.0f64];
+    m.eval_batch(&mut w, &batch, &mut out, None).unwrap();
+    assert_eq!(m.auc(&mut w).unwrap().len(), 2);
+    let mut loss = |i: usize| {
+        let p = f64::from(m.predict(&mut w, &batch, i).unwrap());
+        let y = labels[i][0] as f64;
+        -(y * p.ln() + (1.0 - y) * (1.0 - p).ln())
+    };
+    let expected = (loss(0) + 3.0 * loss(2)) / 4.0;
+    assert_relative_eq!(out[0], expected, epsilon = 1e-5);
+
+    // Bad weights are named; training needs the weight slot, evaluation does without.
+    for (weight, reason) in [
+        (-1.0f32, "weight -1 is not a finite number >= 0"),
+        (f32::NAN, "weight NaN is not a finite number >= 0"),
+    ] {
+        let e = m
+            .train_batch(
+                &mut w,
+                &weighted(&ids[..1], &labels[..1], &[weight]),
+                &mut out,
+                None,
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("slot \"weight\", instance 0 of the batch: {reason}")
+        );
+    }
+    let mut w = m.new_worker(&desc()).unwrap();
+    let e = m
+        .train_batch(&mut w, &one(1, 2, 1), &mut out, None)
+        .unwrap_err();
+    assert!(e.to_string().contains("weight_slot"), "{e}");
+    m.eval_batch(&mut w, &one(1, 2, 1), &mut out, None).unwrap();
+    let mut uint_weight = cfg.clone();
+    uint_weight.weight_slot = Some("b".into());
+    let m = Ctr::new(CtrKind::Fm, uint_weight, Sgd { lr: 0.1f32 }).unwrap();
+    let e = m.new_worker(&desc()).unwrap_err().to_string();
+    assert!(
+        e.contains("weight_slot") && e.contains("must be a float slot"),
+        "{e}"
+    );
+    let mut label_weight = cfg.clone();
+    label_weight.weight_slot = Some("label".into());
+    let e = Ctr::new(CtrKind::Fm, label_weight, Sgd { lr: 0.1f32 })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("weight_slot"), "{e}");
+}
+
+#[test]
+fn a_config_with_values_round_trips_and_its_checkpoint_predicts_the_same() {
+    let text = r#"
+[model]
+kind = "fm"
+buckets = 4096
+dim = 4
+values = { ids = "values" }
+field_numbers = { ids = "fields" }
+field_dims = { 2 = 2 }
+weight_slot = "weight"
+
+[optimizer]
+kind = "adagrad"
+lr = 0.1
+"#;
+    let c = ModelConfig::from_toml(text, "ffm.toml").unwrap();
+    let ModelKind::Fm(cfg) = &c.model else {
+        panic!("parsed as {:?}", c.model)
+    };
+    assert_eq!(cfg.values["ids"], "values");
+    assert_eq!(cfg.field_numbers["ids"], "fields");
+    assert_eq!(cfg.field_dims["2"], 2);
+    assert_eq!(cfg.weight_slot.as_deref(), Some("weight"));
+    let m = Ctr::new(CtrKind::Fm, cfg.clone(), c.optimizer.adagrad().unwrap()).unwrap();
+    m.init();
+    assert_eq!(ModelConfig::from_toml(&m.describe(), "saved").unwrap(), c);
+    // libffm's slots and VW's weight.
+    let mut slots = crate::feed::convert::libsvm_desc(true).slots().to_vec();
+    slots.push(crate::feed::Slot::sparse(
+        "weight",
+        crate::feed::SlotType::F32,
+    ));
+    let desc = DataFeedDesc::multi_slot(16, slots);
+    let mut batch = ffm_batch(&[1, 2], &[5, 6], &[0.5, 3.0]);
+    batch.slots.push(floats(&[&[2.0]]));
+    let mut w = m.new_worker(&desc).unwrap();
+    m.train_batch(&mut w, &batch, &mut [0.0], None).unwrap();
+    let p = m.predict(&mut w, &batch, 0).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ffm.ckpt");
+    crate::checkpoint::save(&path, &m.describe(), &m.tables()).unwrap();
+    let mut ck = crate::checkpoint::load(&path).unwrap();
+    let stored = ModelConfig::from_toml(&ck.meta, "stored").unwrap();
+    assert_eq!(stored, c);
+    let ModelKind::Fm(stored) = stored.model else {
+        panic!("stored as {:?}", stored.model)
+    };
+    let back =
+        Ctr::from_checkpoint(CtrKind::Fm, stored, c.optimizer.adagrad().unwrap(), &mut ck).unwrap();
+    let mut wb = back.new_worker(&desc).unwrap();
+    assert_eq!(back.predict(&mut wb, &batch, 0).unwrap(), p);
+    assert_same_bits(&m, &back);
 }
