@@ -11,58 +11,9 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// splitmix64, for data that is the same on every run.
-fn mix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-/// The label is 1 iff the value of feature 1 (in every instance, uniform in [0, 1]) is above
-/// 0.5; three more features of random ids and values carry nothing. libsvm, libffm (feature 1
-/// in field 0) or VW text (VW: importance 0 for every fifth instance, whose label is flipped).
-fn value_dependent(format: &str, lines: usize, seed: u64) -> String {
-    let mut s = seed;
-    let mut unit = move || {
-        s = mix64(s);
-        (s >> 40) as f32 / (1u64 << 24) as f32
-    };
-    let mut out = String::new();
-    for n in 0..lines {
-        let x = unit();
-        let y = u8::from(x > 0.5);
-        let noise: Vec<(u64, f32)> = (0..3)
-            .map(|_| (2 + (unit() * 48.0) as u64, unit()))
-            .collect();
-        match format {
-            "libsvm" => {
-                out.push_str(&format!("{y} 1:{x}"));
-                for (id, v) in noise {
-                    out.push_str(&format!(" {id}:{v}"));
-                }
-            }
-            "libffm" => {
-                out.push_str(&format!("{y} 0:1:{x}"));
-                for (field, (id, v)) in noise.into_iter().enumerate() {
-                    out.push_str(&format!(" {}:{id}:{v}", field + 1));
-                }
-            }
-            _ => {
-                let (label, weight) = match n % 5 {
-                    4 => (1 - 2 * i32::from(y), 0),
-                    _ => (2 * i32::from(y) - 1, 1),
-                };
-                out.push_str(&format!("{label} {weight} |key x:{x} |noise"));
-                for (id, v) in noise {
-                    out.push_str(&format!(" f{id}:{v}"));
-                }
-            }
-        }
-        out.push('\n');
-    }
-    out
-}
+#[path = "../../hogwild/tests/support/ctr_toy.rs"]
+mod ctr_toy;
+use ctr_toy::value_dependent;
 
 /// Runs `hogwild` in `dir` and returns its stdout, failing the test on a non-zero exit.
 fn ok(dir: &Path, args: &[&str]) -> String {

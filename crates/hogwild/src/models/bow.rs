@@ -154,13 +154,7 @@ impl<O: Optimizer<f32>> Bow<O> {
         Self::check(&cfg)?;
         let emb = Table::new("embedding", Self::embedding_rows(&cfg), cfg.dim, &opt)?;
         let fc = Table::new("output", cfg.classes, cfg.dim + 1, &opt)?;
-        Ok(Self {
-            cfg,
-            opt,
-            emb,
-            fc,
-            decay: LinearDecay::default(),
-        })
+        Ok(Self::assemble(cfg, opt, emb, fc))
     }
 
     /// A model from a checkpoint's tables (which must fit `cfg` and `opt`).
@@ -174,13 +168,17 @@ impl<O: Optimizer<f32>> Bow<O> {
         let fc = ck.take_table("output", cfg.classes, cfg.dim + 1)?;
         emb.check_optimizer::<O>()?;
         fc.check_optimizer::<O>()?;
-        Ok(Self {
+        Ok(Self::assemble(cfg, opt, emb, fc))
+    }
+
+    fn assemble(cfg: BowConfig, opt: O, emb: Table, fc: Table) -> Self {
+        Self {
             cfg,
             opt,
             emb,
             fc,
             decay: LinearDecay::default(),
-        })
+        }
     }
 
     fn embedding_rows(cfg: &BowConfig) -> usize {
