@@ -132,7 +132,7 @@ pub fn run(args: Args) -> Result<()> {
             pool: Pool::Mean,
             end_of_text: true,
             lr_schedule: LrSchedule::Linear,
-            lr_hold: 0.5,
+            lr_hold: 0.25,
             seed: 1,
         }),
         optimizer: OptimizerConfig::AdamAsync {

@@ -76,7 +76,7 @@ fn bow_cfg() -> BowConfig {
         pool: Pool::Mean,
         end_of_text: true,
         lr_schedule: LrSchedule::Linear,
-        lr_hold: 0.5,
+        lr_hold: 0.25,
         seed: 3,
     }
 }
