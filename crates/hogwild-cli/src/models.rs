@@ -132,13 +132,8 @@ impl AnyModel {
     /// A model saved by [`AnyModel::save`]; its configuration comes from the checkpoint.
     pub fn load(path: &Path) -> Result<(ModelConfig, Self)> {
         let mut ck = checkpoint::load(path)?;
-        let mut config =
-            ModelConfig::from_toml(&ck.meta, &format!("{} (stored config)", path.display()))?;
-        // word2vec checkpoints written while the config set the decay's epochs still hold it;
-        // now each run's epochs set the decay.
-        if let ModelKind::Word2vec(c) = &mut config.model {
-            c.epochs = None;
-        }
+        let config =
+            ModelConfig::from_stored(&ck.meta, &format!("{} (stored config)", path.display()))?;
         let model = Self::build(&config, Some(&mut ck))?;
         Ok((config, model))
     }

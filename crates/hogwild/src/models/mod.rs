@@ -204,6 +204,27 @@ impl ModelConfig {
         })
     }
 
+    /// Parses the configuration stored in a checkpoint; `origin` names it in errors. Checkpoints
+    /// written before a setting existed are read as the model they hold: a bag-of-words model
+    /// without `end_of_text` has no end-of-text row, and a word2vec model's `epochs` (now the
+    /// run's) is dropped.
+    pub fn from_stored(text: &str, origin: &str) -> Result<Self> {
+        let mut config = Self::from_toml(text, origin)?;
+        let stored: toml::Table = toml::from_str(text).unwrap_or_default();
+        let has = |key: &str| {
+            stored
+                .get("model")
+                .and_then(|m| m.as_table())
+                .is_some_and(|m| m.contains_key(key))
+        };
+        match &mut config.model {
+            ModelKind::Bow(c) if !has("end_of_text") => c.end_of_text = false,
+            ModelKind::Word2vec(c) => c.epochs = None,
+            _ => {}
+        }
+        Ok(config)
+    }
+
     /// Reads and parses a configuration file.
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
@@ -271,6 +292,34 @@ lr = 0.01
         assert!(c.optimizer.sgd().is_none() && c.optimizer.adagrad().is_none());
         let again = ModelConfig::from_toml(&c.to_toml(), "saved").unwrap();
         assert_eq!(again, c);
+    }
+
+    #[test]
+    fn stored_configs_from_before_a_setting_read_as_the_model_they_hold() {
+        // A bag-of-words checkpoint written before the end-of-text row has no such row.
+        let old = ModelConfig::from_stored(EXAMPLE, "old.ckpt").unwrap();
+        let ModelKind::Bow(b) = &old.model else {
+            panic!("{:?}", old.model)
+        };
+        assert!(!b.end_of_text);
+        // A new one stores the setting, and a new config file gets the row by default.
+        let new = ModelConfig::from_toml(EXAMPLE, "model.toml").unwrap();
+        let again = ModelConfig::from_stored(&new.to_toml(), "new.ckpt").unwrap();
+        assert_eq!(again, new);
+        let ModelKind::Bow(b) = &again.model else {
+            panic!("{:?}", again.model)
+        };
+        assert!(b.end_of_text);
+        // A word2vec checkpoint that stored the decay's epochs loads; a config file is refused.
+        let w2v = "[model]\nkind = \"word2vec\"\nvocab_file = \"v.txt\"\nepochs = 5\n\n\
+                   [optimizer]\nkind = \"sgd\"\nlr = 0.025\n";
+        let stored = ModelConfig::from_stored(w2v, "w2v.ckpt").unwrap();
+        assert!(matches!(&stored.model, ModelKind::Word2vec(c) if c.epochs.is_none()));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w2v.toml");
+        std::fs::write(&path, w2v).unwrap();
+        let e = ModelConfig::from_file(&path).unwrap_err().to_string();
+        assert!(e.contains("epochs = 5") && e.contains("--epochs"), "{e}");
     }
 
     #[test]
