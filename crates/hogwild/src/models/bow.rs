@@ -381,8 +381,13 @@ impl<O: Optimizer<f32>> Bow<O> {
     /// The factor on the optimizer's learning rate for the next batch: 1 at the start of a run,
     /// 0 once the run's instances are all taken (always 1 with `lr_schedule = "constant"`).
     pub fn lr_scale(&self) -> f32 {
+        self.scale_at(self.decay.done())
+    }
+
+    /// The factor on the learning rate for instances starting at `done` of the run.
+    fn scale_at(&self, done: u64) -> f32 {
         match self.cfg.lr_schedule {
-            LrSchedule::Linear => self.decay.scale_after(self.decay.done(), self.cfg.lr_hold),
+            LrSchedule::Linear => self.decay.scale_after(done, self.cfg.lr_hold),
             LrSchedule::Constant => 1.0,
         }
     }
@@ -390,13 +395,7 @@ impl<O: Optimizer<f32>> Bow<O> {
     /// Takes a batch of `instances` from the run's progress; returns the factor on the learning
     /// rate for it.
     fn take_batch(&self, instances: usize) -> f32 {
-        match self.cfg.lr_schedule {
-            LrSchedule::Linear => {
-                let done = self.decay.advance(instances as u64);
-                self.decay.scale_after(done, self.cfg.lr_hold)
-            }
-            LrSchedule::Constant => 1.0,
-        }
+        self.scale_at(self.decay.advance(instances as u64))
     }
 
     /// Ends an optimizer call that updated `rows` embedding rows and `instances` output-layer steps.

@@ -702,14 +702,17 @@ impl<O: Optimizer<f32>> Ctr<O> {
         batch: &Batch,
         i: usize,
     ) {
-        let buckets = self.cfg.buckets as u128;
         for f in fields {
             for &id in batch.slots[f.at].u64s(i).unwrap_or(&[]) {
-                let h = mix64(id ^ f.salt);
-                let row = ((u128::from(h) * buckets) >> 64) as usize;
-                feats.push((f.table, row));
+                feats.push((f.table, self.row_of(id, f.salt)));
             }
         }
+    }
+
+    /// The row id `id` hashes to with a field's `salt`.
+    #[inline(always)]
+    fn row_of(&self, id: u64, salt: u64) -> usize {
+        ((u128::from(mix64(id ^ salt)) * self.cfg.buckets as u128) >> 64) as usize
     }
 
     /// Appends instance `i`'s features (table and hashed row) to `feats` and, when `xs` is
@@ -724,27 +727,18 @@ impl<O: Optimizer<f32>> Ctr<O> {
         batch: &Batch,
         i: usize,
     ) -> Result<()> {
-        let buckets = self.cfg.buckets as u128;
         // Each slot of values or field numbers is checked once per field and instance: the
         // per-id loops branch on nothing.
         for f in &layout.fields {
             let ids = batch.slots[f.at].u64s(i).unwrap_or(&[]);
             match f.numbers {
-                None => {
-                    for &id in ids {
-                        let h = mix64(id ^ f.salt);
-                        let row = ((u128::from(h) * buckets) >> 64) as usize;
-                        feats.push((f.table, row));
-                    }
-                }
+                None => self.push_plain(std::slice::from_ref(f), feats, batch, i),
                 Some(at) => {
                     let numbers = batch.slots[at].u64s(i).unwrap_or(&[]);
                     layout.check_per_id(f, at, numbers.len(), ids.len(), i)?;
                     for (&id, &number) in ids.iter().zip(numbers) {
                         let (table, salt) = layout.numbered.get(number);
-                        let h = mix64(id ^ salt);
-                        let row = ((u128::from(h) * buckets) >> 64) as usize;
-                        feats.push((table, row));
+                        feats.push((table, self.row_of(id, salt)));
                     }
                 }
             }

@@ -557,7 +557,9 @@ pub struct Word2Vec {
     softplus: SoftplusTable,
     input: Table,
     output: Table,
-    /// Training progress mirrored for checkpoints: words done, as two 32-bit halves.
+    /// The run's progress mirrored for checkpoints (words done, as two 32-bit halves), written
+    /// when the tables are handed out to be saved: every worker writing it after every batch
+    /// would move its cache line between the cores for nothing.
     progress_table: Table,
     /// The training run's progress: words (kept by `min_count`, before subsampling) taken so far,
     /// of the corpus's words times the run's epochs.
@@ -1042,7 +1044,6 @@ impl Model for Word2Vec {
             words += w.sentence.len() as u64;
         }
         self.effective.fetch_add(words, Ordering::Relaxed);
-        self.save_progress();
         if let (Some(st), Some(t0)) = (stages, t0) {
             // Forward, backward and update are fused per pair: all of it counts as update.
             st.update += t0.elapsed();
