@@ -10,17 +10,16 @@
 //! tables are read or saved).
 //!
 //! Each load and merge moves the copied rows' cache lines between the cores, which costs more
-//! the farther apart the cores are (between the sockets of a large server). Merging every 4
-//! batches rather than every batch made the FM on flights 4 % faster at 2 threads (median of 12
-//! alternating rounds' ratios, faster in 10), with the same test AUC; the other workers' changes
-//! to a hot row reach a worker's copy 4 batches later at most (docs/benchmarks.md, CTR,
-//! "Merging the private copies every 4 batches").
+//! the farther apart the cores are (between the sockets of a large server), so the copies are
+//! kept over a few batches rather than merged after each; the other workers' changes to a hot
+//! row then reach a worker's copy that many batches later at most, which left the FM's test AUC
+//! on flights unchanged (commit 8d57c96 has the measurement).
 //!
 //! The hot rows are those a batch used at least `min_uses` times, counted in the first batch
 //! planned after `recount_every` batches since the last count, when no copies are held: which
-//! rows are frequent changes slowly, and counting every batch's uses in a hash map cost about
-//! 7 ns per feature, 10 % of a flights instance, that only multi-threaded runs paid. Between counts, a feature is looked up in the
-//! small map of hot rows (docs/benchmarks.md, CTR, "Planning cost of the private row copies").
+//! rows are frequent changes slowly, and counting every batch's uses in a hash map costs a
+//! noticeable share of an instance that only multi-threaded runs would pay. Between counts, a
+//! feature is looked up in the small map of hot rows (`benches/local_rows.rs` measures both).
 //!
 //! Merging adds the copy's change to what the shared row holds then, so the other workers'
 //! updates made during the batch are kept; an element that no other worker changed gets the
