@@ -48,8 +48,8 @@ miri:
 	@cargo +nightly miri --version >/dev/null 2>&1 || \
 		rustup component add miri rust-src --toolchain nightly >/dev/null 2>&1 || true
 	@if cargo +nightly miri --version >/dev/null 2>&1; then \
-		cargo +nightly miri test -p hogwild --lib store && \
-		cargo +nightly miri test -p hogwild --lib optim::shared; \
+		cargo +nightly miri test -p hogwild --lib store:: && \
+		cargo +nightly miri test -p hogwild --lib optim::shared::; \
 	else \
 		echo "miri: NOT RUN: no nightly toolchain with miri on this machine (rustup toolchain install nightly -c miri,rust-src)"; \
 	fi
