@@ -199,23 +199,40 @@ def exact(acc, n, what):
     return correct / n
 
 
-def run_fasttext(name, stats, s, threads, seed):
-    import fasttext
+FASTTEXT_CHILD = r"""
+import json, sys, time, fasttext
+a = json.loads(sys.argv[1])
+t0 = time.perf_counter()
+try:
+    m = fasttext.train_supervised(input=a["train"], dim=a["dim"], lr=a["lr"],
+                                  wordNgrams=a["ngrams"], bucket=a["bucket"], epoch=a["epochs"],
+                                  thread=a["threads"], seed=a["seed"], minCount=1, verbose=0)
+except RuntimeError as e:
+    print(json.dumps({"error": str(e), "seconds": time.perf_counter() - t0}))
+    sys.exit(0)
+seconds = time.perf_counter() - t0
+n, acc, _ = m.test(a["test"])
+print(json.dumps({"n": n, "acc": acc, "seconds": seconds}))
+"""
 
+
+def run_fasttext(name, stats, s, threads, seed):
+    """One fastText run in a fresh process: trained in this one, a later run after many others
+    failed with "Encountered NaN" where the same call in a new process trains normally."""
     work = WORK / name
-    t0 = time.perf_counter()
-    try:
-        m = fasttext.train_supervised(input=str(work / "train.ft"), dim=s["dim"], lr=s["lr"],
-                                      wordNgrams=2 if s["bigrams"] else 1, bucket=BUCKETS,
-                                      epoch=s["epochs"], thread=threads, seed=seed, minCount=1,
-                                      verbose=0)
-    except RuntimeError as e:
-        return {"acc": None, "error": str(e), "seconds": time.perf_counter() - t0}
-    seconds = time.perf_counter() - t0
-    n, acc, _ = m.test(str(work / "test.ft"))
-    if n != stats["test"]:
-        sys.exit(f"fastText tested {n} documents of {work / 'test.ft'}, not {stats['test']}")
-    return {"acc": exact(acc, n, f"fastText on {name}"), "seconds": seconds}
+    a = {"train": str(work / "train.ft"), "test": str(work / "test.ft"), "dim": s["dim"],
+         "lr": s["lr"], "ngrams": 2 if s["bigrams"] else 1, "bucket": BUCKETS,
+         "epochs": s["epochs"], "threads": threads, "seed": seed}
+    out = subprocess.run([sys.executable, "-c", FASTTEXT_CHILD, json.dumps(a)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"fastText child failed ({out.returncode}) on {name}: {out.stderr[-2000:]}")
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    if "error" in r:
+        return {"acc": None, "error": r["error"], "seconds": r["seconds"]}
+    if r["n"] != stats["test"]:
+        sys.exit(f"fastText tested {r['n']} documents of {work / 'test.ft'}, not {stats['test']}")
+    return {"acc": exact(r["acc"], r["n"], f"fastText on {name}"), "seconds": r["seconds"]}
 
 
 def run_hogwild(args, name, stats, s, threads, seed):

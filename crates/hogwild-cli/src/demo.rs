@@ -131,6 +131,7 @@ pub fn run(args: Args) -> Result<()> {
             bigram_buckets: 0,
             pool: Pool::Mean,
             end_of_text: true,
+            bias: false,
             lr_schedule: LrSchedule::Linear,
             lr_hold: 0.25,
             seed: 1,

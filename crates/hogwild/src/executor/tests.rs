@@ -75,6 +75,7 @@ fn bow_cfg() -> BowConfig {
         bigram_buckets: 64,
         pool: Pool::Mean,
         end_of_text: true,
+        bias: false,
         lr_schedule: LrSchedule::Linear,
         lr_hold: 0.25,
         seed: 3,

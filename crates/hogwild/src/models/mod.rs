@@ -206,8 +206,8 @@ impl ModelConfig {
 
     /// Parses the configuration stored in a checkpoint; `origin` names it in errors. Checkpoints
     /// written before a setting existed are read as the model they hold: a bag-of-words model
-    /// without `end_of_text` has no end-of-text row, and a word2vec model's `epochs` (now the
-    /// run's) is dropped.
+    /// without `end_of_text` has no end-of-text row, one without `bias` has its biases, and a
+    /// word2vec model's `epochs` (now the run's) is dropped.
     pub fn from_stored(text: &str, origin: &str) -> Result<Self> {
         let mut config = Self::from_toml(text, origin)?;
         let stored: toml::Table = toml::from_str(text).unwrap_or_default();
@@ -218,7 +218,10 @@ impl ModelConfig {
                 .is_some_and(|m| m.contains_key(key))
         };
         match &mut config.model {
-            ModelKind::Bow(c) if !has("end_of_text") => c.end_of_text = false,
+            ModelKind::Bow(c) => {
+                c.end_of_text &= has("end_of_text");
+                c.bias |= !has("bias");
+            }
             ModelKind::Word2vec(c) => c.epochs = None,
             _ => {}
         }
@@ -302,7 +305,9 @@ lr = 0.01
             panic!("{:?}", old.model)
         };
         assert!(!b.end_of_text);
-        // A new one stores the setting, and a new config file gets the row by default.
+        assert!(b.bias);
+        // A new one stores the settings, and a new config file gets the row and no biases by
+        // default.
         let new = ModelConfig::from_toml(EXAMPLE, "model.toml").unwrap();
         let again = ModelConfig::from_stored(&new.to_toml(), "new.ckpt").unwrap();
         assert_eq!(again, new);
@@ -310,6 +315,7 @@ lr = 0.01
             panic!("{:?}", again.model)
         };
         assert!(b.end_of_text);
+        assert!(!b.bias);
         // A word2vec checkpoint that stored the decay's epochs loads; a config file is refused.
         let w2v = "[model]\nkind = \"word2vec\"\nvocab_file = \"v.txt\"\nepochs = 5\n\n\
                    [optimizer]\nkind = \"sgd\"\nlr = 0.025\n";
