@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use hogwild::executor::{self, EpochReport, Progress, RunOptions};
-use hogwild::feed::{DataFeedDesc, InMemoryDataset};
+use hogwild::feed::{DataFeedDesc, FeedMode, InMemoryDataset};
 use hogwild::models::{BowConfig, LrSchedule, ModelConfig, ModelKind, OptimizerConfig, Pool};
 
 use crate::models::{default_threads, AnyModel};
@@ -163,7 +163,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     options.feed.threads = threads;
     options.feed.epochs = args.epochs;
-    options.feed.in_memory = Some(1);
+    options.feed.mode = FeedMode::InMemory { shuffle: Some(1) };
     let data = InMemoryDataset::load(&desc, &train, &options.feed)?;
     let model = AnyModel::new(&config)?;
     with_model!(&model, m => executor::startup(m));

@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
 use hogwild::executor::{self, EpochReport, Progress, RunOptions};
-use hogwild::feed::{DataFeedDesc, InMemoryDataset};
+use hogwild::feed::{DataFeedDesc, FeedMode, InMemoryDataset};
 use hogwild::models::ModelConfig;
 
 use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel};
@@ -113,7 +113,13 @@ pub fn run(args: Args) -> Result<()> {
     let mut options = args.report.options();
     options.feed.threads = threads;
     options.feed.epochs = args.epochs;
-    options.feed.in_memory = (!args.no_shuffle).then_some(args.shuffle_seed);
+    options.feed.mode = if args.stream {
+        FeedMode::Stream
+    } else {
+        FeedMode::InMemory {
+            shuffle: (!args.no_shuffle).then_some(args.shuffle_seed),
+        }
+    };
     options.feed.queue_batches = args.queue_batches.max(1);
     // Load the data before a new model exists: loading briefly holds the parsed files twice, and
     // the peak memory should not add that to the tables.
@@ -135,57 +141,33 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     let ready = started.elapsed();
-    let report = match &data {
-        Some(data) => {
-            let mut previous = 0.0;
-            let mut last_save = Instant::now();
-            let hook = |e: &EpochReport| -> hogwild::Result<()> {
-                let now = e.elapsed.as_secs_f64();
-                print_epoch(e.epoch, e.instances, now - previous, threads, &e.fetched);
-                previous = now;
-                let due =
-                    e.epoch == args.epochs || last_save.elapsed().as_secs_f64() >= args.save_every;
-                if let Some(path) = args.save.as_ref().filter(|_| due) {
-                    model.save(path).map_err(|err| hogwild::Error::Checkpoint {
-                        path: path.display().to_string(),
-                        reason: format!("{err:#}"),
-                    })?;
-                    println!("saved {} (epoch {})", path.display(), e.epoch);
-                    last_save = Instant::now();
-                }
-                Ok(())
-            };
-            let hook = std::sync::Mutex::new(hook);
-            let call = |e: &EpochReport| (hook.lock().unwrap_or_else(|p| p.into_inner()))(e);
-            with_model!(&model, m =>
-                executor::train_dataset(m, &desc, data, threads, &[], &options, Some(&call)))
-            .context("training")?
+    let mut previous = 0.0;
+    let mut last_save = Instant::now();
+    let hook = |e: &EpochReport| -> hogwild::Result<()> {
+        let now = e.elapsed.as_secs_f64();
+        println!("{}", e.line(now - previous, threads));
+        previous = now;
+        let due = e.epoch == args.epochs || last_save.elapsed().as_secs_f64() >= args.save_every;
+        if let Some(path) = args.save.as_ref().filter(|_| due) {
+            model.save(path).map_err(|err| hogwild::Error::Checkpoint {
+                path: path.display().to_string(),
+                reason: format!("{err:#}"),
+            })?;
+            println!("saved {} (epoch {})", path.display(), e.epoch);
+            last_save = Instant::now();
         }
-        None => {
-            // One run streams every epoch: the feed re-reads the files, nothing is held.
-            let mut options = options.clone();
-            options.feed.in_memory = None;
-            let r = with_model!(&model, m =>
-                executor::run_from_files(m, &desc, &files, threads, &[], &options))
-            .context("training")?;
-            print!(
-                "epochs 1-{}: {} instances in {:.3}s ({:.0}/s, {threads} threads)",
-                args.epochs,
-                r.instances,
-                r.elapsed.as_secs_f64(),
-                r.instances_per_sec()
-            );
-            for (name, value) in &r.fetched {
-                print!("  {name} {value:.5}");
-            }
-            println!();
-            if let Some(path) = &args.save {
-                model.save(path)?;
-                println!("saved {}", path.display());
-            }
-            r
-        }
+        Ok(())
     };
+    let hook = std::sync::Mutex::new(hook);
+    let call = |e: &EpochReport| (hook.lock().unwrap_or_else(|p| p.into_inner()))(e);
+    let report = match &data {
+        Some(data) => with_model!(&model, m =>
+            executor::train_dataset(m, &desc, data, threads, &[], &options, Some(&call))),
+        // One run streams every epoch: the feed re-reads the files, nothing is held.
+        None => with_model!(&model, m =>
+            executor::run_from_files(m, &desc, &files, threads, &[], &options, Some(&call))),
+    }
+    .context("training")?;
     let trained = started.elapsed();
     println!(
         "time: load {:.3}s, model init {:.3}s, training {:.3}s, total {:.3}s",
@@ -218,17 +200,6 @@ pub fn run(args: Args) -> Result<()> {
         println!();
     }
     Ok(())
-}
-
-fn print_epoch(epoch: usize, instances: u64, secs: f64, threads: usize, fetched: &[(String, f64)]) {
-    print!(
-        "epoch {epoch}: {instances} instances in {secs:.3}s ({:.0}/s, {threads} threads)",
-        instances as f64 / secs.max(1e-9)
-    );
-    for (name, value) in fetched {
-        print!("  {name} {value:.5}");
-    }
-    println!();
 }
 
 /// A number of seconds: finite and not negative.

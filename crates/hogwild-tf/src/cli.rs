@@ -2,12 +2,14 @@
 
 use std::path::PathBuf;
 
-use hogwild::feed::{DataFeedDesc, FeedOptions};
+use std::sync::Mutex;
+use std::time::Instant;
 
-use crate::files::run_from_files;
+use hogwild::executor::{self, EpochReport, Progress, RunOptions, RunReport};
+use hogwild::feed::{DataFeedDesc, FeedMode, FeedOptions};
+
 use crate::graph::SessionConfig;
 use crate::model::TfModel;
-use crate::runner::RunReport;
 use crate::Result;
 
 /// Options of `hogwild tf-train`.
@@ -90,19 +92,33 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
         None => model.graph().init()?,
     }
     let desc = DataFeedDesc::from_file(&args.data_desc)?;
-    let feed = FeedOptions {
-        epochs: args.epochs,
-        batch_size: args.batch_size,
-        ..FeedOptions::default()
+    let options = RunOptions {
+        print_period: args.print_period,
+        progress: Progress::Lines,
+        debug: false,
+        feed: FeedOptions {
+            epochs: args.epochs,
+            batch_size: args.batch_size,
+            mode: FeedMode::Stream,
+            ..FeedOptions::default()
+        },
     };
-    let train = run_from_files(
+    // The same epoch lines as `hogwild train`, from the same worker loop.
+    let previous = Mutex::new(Instant::now());
+    let hook = |e: &EpochReport| {
+        let mut last = previous.lock().unwrap_or_else(|p| p.into_inner());
+        println!("{}", e.line(last.elapsed().as_secs_f64(), args.threads));
+        *last = Instant::now();
+        Ok(())
+    };
+    let train = executor::run_from_files(
         &model,
         &desc,
         &args.files,
         args.threads,
-        &feed,
-        true,
-        args.print_period,
+        &[],
+        &options,
+        Some(&hook),
     )?;
     println!("{}", summary_line("train", &train));
     if let Some(prefix) = &args.save {
@@ -112,18 +128,18 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
     let eval = if args.eval_files.is_empty() {
         None
     } else {
-        let once = FeedOptions {
-            epochs: 1,
-            ..feed.clone()
+        let quiet = RunOptions {
+            print_period: 0,
+            ..options.clone()
         };
-        let r = run_from_files(
+        let r = executor::eval_from_files(
             &model,
             &desc,
             &args.eval_files,
             args.threads,
-            &once,
-            false,
-            0,
+            &[],
+            &quiet,
+            None,
         )?;
         println!("{}", summary_line("eval", &r));
         Some(r)

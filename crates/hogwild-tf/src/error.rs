@@ -47,16 +47,6 @@ pub enum Error {
         tensor: String,
         reason: String,
     },
-    /// An option has an unusable value.
-    #[error("{name}: {reason}")]
-    InvalidOption { name: &'static str, reason: String },
-    /// A worker thread failed.
-    #[error("thread {thread}: {source}")]
-    Thread {
-        thread: usize,
-        #[source]
-        source: Box<Error>,
-    },
     /// The data feed or the executor failed.
     #[error(transparent)]
     Hogwild(#[from] hogwild::Error),

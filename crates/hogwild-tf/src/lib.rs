@@ -1,7 +1,8 @@
 //! Hogwild training of TensorFlow graphs: a graph exported from Python (a MetaGraphDef with a
 //! `train` signature, `init_op` and `train_op` collections and a saver) is imported into one
 //! session, initialised once, and trained by several threads that call `Session::run` on it at
-//! the same time, each fed from its own queue of the data feed. Checkpoints go through the graph's
+//! the same time: [`TfModel`] is a model of the `hogwild` executor, which runs its steps in its
+//! worker threads from the data feed, as it runs the native models. Checkpoints go through the graph's
 //! own saver, so Python TensorFlow restores them with `saver.restore(sess, prefix)`.
 //!
 //! ```no_run
@@ -12,15 +13,15 @@
 //! let model = TfModel::load("build/bow.meta".as_ref(), &libs, &SessionConfig::default())?;
 //! model.graph().init()?;
 //! let slots = [("words".to_string(), SlotKind::U64), ("label".to_string(), SlotKind::U64)];
-//! let mut worker = model.worker(&slots)?;
+//! let mut worker = model.slot_worker(&slots)?;
 //! let (words, words_at) = ([3u64, 17, 5], [0usize, 2, 3]);
 //! let (label, label_at) = ([1u64, 0], [0usize, 1, 2]);
 //! let batch = [
 //!     SlotRef { values: SlotValuesRef::U64(&words), offsets: &words_at },
 //!     SlotRef { values: SlotValuesRef::U64(&label), offsets: &label_at },
 //! ];
-//! let mut metrics = vec![0.0; model.metrics().len()];
-//! model.train_batch(&mut worker, &batch, 2, &mut metrics)?;
+//! let mut metrics = vec![0.0; model.metric_names().len()];
+//! model.train_slots(&mut worker, &batch, 2, &mut metrics)?;
 //! model.graph().save("build/ckpt/model".as_ref())?;
 //! # Ok(()) }
 //! ```
@@ -33,15 +34,13 @@ mod graph;
 mod inputs;
 mod model;
 mod proto;
-mod runner;
 
 pub use cli::{summary_line, tf_train, TfTrainArgs, TfTrainReport};
 pub use error::{Error, Result};
-pub use files::{run_from_files, used_slots};
+pub use files::used_slots;
 pub use graph::{SessionConfig, TrainGraph};
 pub use inputs::{SlotKind, SlotRef, SlotValuesRef};
 pub use model::{TfModel, TfWorker};
-pub use runner::{run_threads, BatchSlots, RunReport};
 
 /// The TensorFlow version the runner is linked against.
 pub fn tensorflow_version() -> String {

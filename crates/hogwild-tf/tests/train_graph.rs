@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use hogwild_tf::{
-    run_threads, BatchSlots, Error, SessionConfig, SlotKind, SlotRef, SlotValuesRef, TfModel,
-};
+use hogwild::executor::{eval_from_files, run_from_files, RunOptions};
+use hogwild::feed::{DataFeedDesc, FeedMode};
+use hogwild::Model;
+use hogwild_tf::{SessionConfig, SlotKind, SlotRef, SlotValuesRef, TfModel};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -75,10 +76,7 @@ impl TestBatch {
     }
 }
 
-impl BatchSlots for TestBatch {
-    fn instances(&self) -> usize {
-        self.label.len()
-    }
+impl TestBatch {
     fn slot_refs(&self) -> Vec<SlotRef<'_>> {
         vec![
             SlotRef {
@@ -119,16 +117,58 @@ fn load() -> TfModel {
     model
 }
 
+const DESC: &str = r#"name: "MultiSlotDataFeed"
+batch_size: 4
+multi_slot_desc {
+  slots { name: "words" type: "uint64" is_dense: false is_used: true }
+  slots { name: "label" type: "uint64" is_dense: false is_used: true }
+}
+"#;
+
+fn desc() -> DataFeedDesc {
+    DataFeedDesc::from_text(DESC).unwrap()
+}
+
+/// `batches` as a MultiSlot file, in order.
+fn write_batches(dir: &Path, name: &str, batches: &[TestBatch]) -> PathBuf {
+    let mut text = String::new();
+    for b in batches {
+        for i in 0..b.label.len() {
+            let words = &b.words[b.words_at[i]..b.words_at[i + 1]];
+            text.push_str(&words.len().to_string());
+            for w in words {
+                text.push_str(&format!(" {w}"));
+            }
+            text.push_str(&format!(" 1 {}\n", b.label[i]));
+        }
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn quiet(epochs: usize, mode: FeedMode) -> RunOptions {
+    let mut o = RunOptions {
+        print_period: 0,
+        ..RunOptions::default()
+    };
+    o.feed.epochs = epochs;
+    o.feed.mode = mode;
+    o
+}
+
+/// The values the graph reports over `batches`, evaluated through the executor.
 fn eval(model: &TfModel, batches: &[TestBatch]) -> Vec<f64> {
-    let worker = model.worker(&slots()).unwrap();
-    let mut queue = batches.iter().cloned();
-    let report = run_threads(
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_batches(dir.path(), "eval", batches);
+    let report = eval_from_files(
         model,
-        vec![worker],
-        vec![move || queue.next()],
-        false,
-        0,
-        &|| (),
+        &desc(),
+        &[file],
+        1,
+        &[],
+        &quiet(1, FeedMode::Stream),
+        None,
     )
     .expect("evaluate");
     report.fetched.iter().map(|x| x.1).collect()
@@ -137,7 +177,8 @@ fn eval(model: &TfModel, batches: &[TestBatch]) -> Vec<f64> {
 #[test]
 fn reads_the_signature() {
     let model = load();
-    assert_eq!(model.metrics(), &["loss", "accuracy"]);
+    assert_eq!(model.metric_names(), &["loss", "accuracy"]);
+    assert_eq!(Model::metrics(&model), vec!["loss", "accuracy"]);
     assert_eq!(
         model.graph().input_keys(),
         vec!["label", "words", "words/row_splits"]
@@ -150,19 +191,13 @@ fn training_in_two_threads_learns_the_separable_data() {
     let before = eval(&model, &data());
     // ln(2): two classes, near-zero initial logits.
     assert!((before[0] - 2f64.ln()).abs() < 0.05, "{before:?}");
-    let workers = vec![
-        model.worker(&slots()).unwrap(),
-        model.worker(&slots()).unwrap(),
-    ];
-    let queues: Vec<_> = (0..2)
-        .map(|t| {
-            let mut it = std::iter::repeat_n(data(), 20).flatten().skip(t).step_by(2);
-            move || it.next()
-        })
-        .collect();
-    let report = run_threads(&model, workers, queues, true, 0, &|| ()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_batches(dir.path(), "train", &data());
+    let options = quiet(20, FeedMode::InMemory { shuffle: None });
+    let report = run_from_files(&model, &desc(), &[file], 2, &[], &options, None).unwrap();
     assert_eq!(report.batches, 160);
     assert_eq!(report.instances, 640);
+    assert_eq!(report.epochs.len(), 20);
     let after = eval(&model, &data());
     assert!(after[0] < 0.1, "loss after training {after:?}");
     assert_eq!(after[1], 1.0);
@@ -171,11 +206,19 @@ fn training_in_two_threads_learns_the_separable_data() {
 #[test]
 fn a_checkpoint_restores_the_trained_variables() {
     let model = load();
-    let workers = vec![model.worker(&slots()).unwrap()];
-    let mut it = data().into_iter();
-    run_threads(&model, workers, vec![move || it.next()], true, 0, &|| ()).unwrap();
-    let trained = eval(&model, &data());
     let dir = tempfile::tempdir().unwrap();
+    let file = write_batches(dir.path(), "train", &data());
+    run_from_files(
+        &model,
+        &desc(),
+        &[file],
+        1,
+        &[],
+        &quiet(1, FeedMode::Stream),
+        None,
+    )
+    .unwrap();
+    let trained = eval(&model, &data());
     let prefix = dir.path().join("ckpt/model");
     model.graph().save(&prefix).unwrap();
     assert!(prefix.with_extension("index").is_file());
@@ -189,15 +232,15 @@ fn a_checkpoint_restores_the_trained_variables() {
 #[test]
 fn an_out_of_range_id_names_the_op_and_the_batch() {
     let model = load();
-    let mut worker = model.worker(&slots()).unwrap();
+    let mut worker = model.slot_worker(&slots()).unwrap();
     let mut out = [0.0; 2];
     let good = TestBatch::new(&[(&[1, 2], 0)]);
     model
-        .train_batch(&mut worker, &good.slot_refs(), 1, &mut out)
+        .train_slots(&mut worker, &good.slot_refs(), 1, &mut out)
         .unwrap();
     let bad = TestBatch::new(&[(&[1, 50], 0)]);
     let err = model
-        .train_batch(&mut worker, &bad.slot_refs(), 1, &mut out)
+        .train_slots(&mut worker, &bad.slot_refs(), 1, &mut out)
         .unwrap_err()
         .to_string();
     assert!(err.contains("training on batch 1 of this thread"), "{err}");
@@ -208,29 +251,31 @@ fn an_out_of_range_id_names_the_op_and_the_batch() {
 #[test]
 fn a_failing_thread_is_named_and_stops_the_run() {
     let model = load();
-    let workers = vec![
-        model.worker(&slots()).unwrap(),
-        model.worker(&slots()).unwrap(),
-    ];
-    let bad = TestBatch::new(&[(&[99], 0)]);
-    let mut q0 = data().into_iter();
-    let mut q1 = vec![bad].into_iter();
-    let stopped = std::sync::atomic::AtomicBool::new(false);
-    let queues: Vec<Box<dyn FnMut() -> Option<TestBatch> + Send>> =
-        vec![Box::new(move || q0.next()), Box::new(move || q1.next())];
-    let err = run_threads(&model, workers, queues, true, 0, &|| {
-        stopped.store(true, std::sync::atomic::Ordering::Relaxed)
-    })
+    let dir = tempfile::tempdir().unwrap();
+    let mut batches = data();
+    batches.insert(3, TestBatch::new(&[(&[99], 0)]));
+    let file = write_batches(dir.path(), "bad", &batches);
+    let err = run_from_files(
+        &model,
+        &desc(),
+        &[file],
+        2,
+        &[],
+        &quiet(50, FeedMode::Stream),
+        None,
+    )
     .unwrap_err();
-    assert!(matches!(err, Error::Thread { thread: 1, .. }), "{err}");
-    assert!(err.to_string().contains("99 is not in [0, 50)"), "{err}");
-    assert!(stopped.into_inner());
+    let hogwild::Error::WorkerFailed { message, .. } = &err else {
+        panic!("{err}")
+    };
+    assert!(message.contains("99 is not in [0, 50)"), "{err}");
+    assert!(message.contains("[[{{node Gather}}]]"), "{err}");
 }
 
 #[test]
 fn bad_batches_name_the_slot() {
     let model = load();
-    let mut worker = model.worker(&slots()).unwrap();
+    let mut worker = model.slot_worker(&slots()).unwrap();
     let mut out = [0.0; 2];
     // Two labels in one instance: the label slot is fed dense, one value per instance.
     let b = TestBatch {
@@ -240,7 +285,7 @@ fn bad_batches_name_the_slot() {
         label_at: vec![0, 1, 3],
     };
     let err = model
-        .train_batch(&mut worker, &b.slot_refs(), 2, &mut out)
+        .train_slots(&mut worker, &b.slot_refs(), 2, &mut out)
         .unwrap_err()
         .to_string();
     assert_eq!(
@@ -250,7 +295,7 @@ fn bad_batches_name_the_slot() {
     );
     let huge = TestBatch::new(&[(&[u64::MAX], 0)]);
     let err = model
-        .train_batch(&mut worker, &huge.slot_refs(), 1, &mut out)
+        .train_slots(&mut worker, &huge.slot_refs(), 1, &mut out)
         .unwrap_err()
         .to_string();
     assert_eq!(
@@ -259,7 +304,7 @@ fn bad_batches_name_the_slot() {
     );
     let short = TestBatch::new(&[(&[1], 0)]);
     let err = model
-        .train_batch(&mut worker, &short.slot_refs(), 2, &mut out)
+        .train_slots(&mut worker, &short.slot_refs(), 2, &mut out)
         .unwrap_err()
         .to_string();
     assert!(
@@ -272,7 +317,7 @@ fn bad_batches_name_the_slot() {
 fn slots_must_match_the_graph_inputs() {
     let model = load();
     let err = model
-        .worker(&[("words".to_string(), SlotKind::U64)])
+        .slot_worker(&[("words".to_string(), SlotKind::U64)])
         .unwrap_err()
         .to_string();
     assert_eq!(
@@ -282,7 +327,7 @@ fn slots_must_match_the_graph_inputs() {
     );
     let mut extra = slots();
     extra.push(("price".to_string(), SlotKind::F32));
-    let err = model.worker(&extra).unwrap_err().to_string();
+    let err = model.slot_worker(&extra).unwrap_err().to_string();
     assert!(
         err.starts_with("slot \"price\": the graph has no input for this slot"),
         "{err}"
@@ -291,7 +336,7 @@ fn slots_must_match_the_graph_inputs() {
         ("words".to_string(), SlotKind::F32),
         ("label".to_string(), SlotKind::U64),
     ];
-    let err = model.worker(&wrong).unwrap_err().to_string();
+    let err = model.slot_worker(&wrong).unwrap_err().to_string();
     assert_eq!(
         err,
         "slot \"words\": a float slot cannot feed input \"words\" (words:0) of type int64; it \

@@ -85,6 +85,9 @@ pub enum Error {
     #[error("unknown fetch \"{name}\": the model reports {available}")]
     UnknownFetch { name: String, available: String },
     /// A worker thread returned an error or panicked; the run was stopped.
+    /// A model outside this crate (a TensorFlow graph) failed a step; the message says where.
+    #[error("{message}")]
+    Step { message: String },
     #[error("worker thread {thread} failed: {message}")]
     WorkerFailed { thread: usize, message: String },
     /// A metric cannot be computed from what the run saw.

@@ -29,6 +29,6 @@ pub use error::{Error, Result};
 pub use executor::{
     eval_from_files, run_from_files, startup, train_dataset, RunOptions, RunReport,
 };
-pub use feed::{Batch, DataFeedDesc, FeedOptions, SlotBatch, SlotValues};
+pub use feed::{Batch, DataFeedDesc, FeedMode, FeedOptions, SlotBatch, SlotValues};
 pub use model::Model;
 pub use store::Table;

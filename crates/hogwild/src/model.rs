@@ -71,8 +71,9 @@ pub trait Model: Send + Sync {
 
     /// The values the model reports per batch (e.g. `["loss", "accuracy"]`), each a mean over the
     /// batch's instances; the executor averages them over batches and threads, each batch
-    /// weighted by its instances.
-    fn metrics(&self) -> &'static [&'static str];
+    /// weighted by its instances. Asked once per run (a graph's names are known only once it is
+    /// loaded).
+    fn metrics(&self) -> Vec<String>;
 
     /// The startup step, run once before the first training run (not when resuming from a
     /// checkpoint): initialises the parameters.

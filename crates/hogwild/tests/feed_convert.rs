@@ -311,7 +311,7 @@ fn converted_auc(dir: &Path, format: &str, kind: &str, keys: &str, train: &str, 
     };
     options.feed.epochs = 5;
     executor::startup(&m);
-    executor::run_from_files(&m, &desc, &train, 2, &[], &options).unwrap();
+    executor::run_from_files(&m, &desc, &train, 2, &[], &options, None).unwrap();
     let r = executor::eval_from_files(&m, &desc, &test, 1, &[], &options, None).unwrap();
     r.get("auc").unwrap()
 }

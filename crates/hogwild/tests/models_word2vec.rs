@@ -90,7 +90,7 @@ fn text_to_vectors_in_two_threads() {
     };
     let mut losses = Vec::new();
     for _ in 0..4 {
-        let r = executor::run_from_files(&model, &desc, &ids, 2, &[], &quiet).unwrap();
+        let r = executor::run_from_files(&model, &desc, &ids, 2, &[], &quiet, None).unwrap();
         assert_eq!(r.instances, 600);
         assert_eq!(r.get("effective_words"), Some(6000.0));
         losses.push(r.get("loss").unwrap());

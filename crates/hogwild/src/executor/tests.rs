@@ -1,10 +1,10 @@
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::*;
 use crate::checkpoint;
-use crate::feed::{Batch, DataFeedDesc, InMemoryDataset};
+use crate::feed::{Batch, DataFeedDesc, FeedMode, InMemoryDataset};
 use crate::metrics::Auc;
 use crate::models::{Bow, BowConfig, LrSchedule, Pool};
 use crate::optim::{AdamAsync, Sgd};
@@ -94,7 +94,7 @@ fn train_and_test(threads: usize) -> (f64, f64) {
     startup(&model);
     let mut first = 0.0;
     for epoch in 0..3 {
-        let r = run_from_files(&model, &desc(), &train, threads, &[], &quiet()).unwrap();
+        let r = run_from_files(&model, &desc(), &train, threads, &[], &quiet(), None).unwrap();
         assert_eq!(r.instances, 1200);
         if epoch == 0 {
             first = r.get("loss").unwrap();
@@ -148,19 +148,19 @@ fn save_load_resumes_exactly() {
     let b = write_corpus(dir.path(), "b", 1, 200, 22);
     let straight = Bow::new(bow_cfg(), adam()).unwrap();
     startup(&straight);
-    run_from_files(&straight, &desc(), &a, 1, &[], &quiet()).unwrap();
-    run_from_files(&straight, &desc(), &b, 1, &[], &quiet()).unwrap();
+    run_from_files(&straight, &desc(), &a, 1, &[], &quiet(), None).unwrap();
+    run_from_files(&straight, &desc(), &b, 1, &[], &quiet(), None).unwrap();
 
     let first = Bow::new(bow_cfg(), adam()).unwrap();
     startup(&first);
-    run_from_files(&first, &desc(), &a, 1, &[], &quiet()).unwrap();
+    run_from_files(&first, &desc(), &a, 1, &[], &quiet(), None).unwrap();
     let path = dir.path().join("model.ckpt");
     checkpoint::save(&path, &first.describe(), &first.tables()).unwrap();
     let mut ck = checkpoint::load(&path).unwrap();
     assert_eq!(ck.meta, first.describe());
     let resumed = Bow::from_checkpoint(bow_cfg(), adam(), &mut ck).unwrap();
     assert_eq!(bits(&resumed.tables()), bits(&first.tables()));
-    run_from_files(&resumed, &desc(), &b, 1, &[], &quiet()).unwrap();
+    run_from_files(&resumed, &desc(), &b, 1, &[], &quiet(), None).unwrap();
     assert_eq!(bits(&resumed.tables()), bits(&straight.tables()));
 }
 
@@ -173,7 +173,7 @@ fn bad_data_stops_the_run_with_the_worker_error() {
     files.insert(1, bad);
     let model = Bow::new(bow_cfg(), adam()).unwrap();
     startup(&model);
-    let e = run_from_files(&model, &desc(), &files, 2, &[], &quiet())
+    let e = run_from_files(&model, &desc(), &files, 2, &[], &quiet(), None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("worker thread"), "{e}");
@@ -189,8 +189,8 @@ struct Probe {
 impl Model for Probe {
     /// Collects (first word id, label is 1) pairs.
     type Worker = Auc;
-    fn metrics(&self) -> &'static [&'static str] {
-        &["label", "one"]
+    fn metrics(&self) -> Vec<String> {
+        ["label", "one"].iter().map(|s| s.to_string()).collect()
     }
     fn startup(&self) {}
     fn worker(&self, _desc: &DataFeedDesc) -> Result<Auc> {
@@ -275,6 +275,7 @@ fn metrics_are_averaged_over_instances_of_every_batch_and_thread() {
             threads,
             &["one", "label"],
             &quiet(),
+            None,
         )
         .unwrap();
         assert_eq!(r.instances, 60);
@@ -286,19 +287,19 @@ fn metrics_are_averaged_over_instances_of_every_batch_and_thread() {
             epsilon = 1e-12
         );
     }
-    let e = run_from_files(&probe, &desc(), &files, 2, &["recall"], &quiet()).unwrap_err();
+    let e = run_from_files(&probe, &desc(), &files, 2, &["recall"], &quiet(), None).unwrap_err();
     assert_eq!(
         e.to_string(),
         "unknown fetch \"recall\": the model reports label, one"
     );
-    let r = run_from_files(&probe, &desc(), &files, 2, &["one"], &quiet()).unwrap();
+    let r = run_from_files(&probe, &desc(), &files, 2, &["one"], &quiet(), None).unwrap();
     assert!(r.get("auc").is_none(), "auc only when fetched");
     assert_eq!(
         r.get("batches_seen"),
         Some(r.batches as f64),
         "run metrics appended"
     );
-    let e = run_from_files(&probe, &desc(), &files, 0, &[], &quiet()).unwrap_err();
+    let e = run_from_files(&probe, &desc(), &files, 0, &[], &quiet(), None).unwrap_err();
     assert!(e.to_string().contains("threads"), "{e}");
 }
 
@@ -310,7 +311,7 @@ fn a_panicking_worker_is_reported_and_nothing_hangs() {
         panic_at: Some(3),
         seen: AtomicUsize::new(0),
     };
-    let e = run_from_files(&probe, &desc(), &files, 2, &[], &quiet()).unwrap_err();
+    let e = run_from_files(&probe, &desc(), &files, 2, &[], &quiet(), None).unwrap_err();
     assert!(
         e.to_string().contains("panicked: probe failure at batch 3"),
         "{e}"
@@ -353,7 +354,7 @@ fn predictions_are_written_one_line_per_instance() {
 fn a_desc_without_the_words_slot_is_refused() {
     let model = Bow::new(bow_cfg(), Sgd { lr: 0.5f32 }).unwrap();
     let other = DataFeedDesc::from_text(&DESC.replace("\"words\"", "\"tokens\"")).unwrap();
-    let e = run_from_files(&model, &other, &[], 1, &[], &quiet()).unwrap_err();
+    let e = run_from_files(&model, &other, &[], 1, &[], &quiet(), None).unwrap_err();
     assert!(e.to_string().contains("no used slot \"words\""), "{e}");
 }
 
@@ -394,7 +395,7 @@ fn the_learning_rate_reaches_zero_at_the_end_of_every_run() {
         // A second run (a resumed model) decays again from the top over its own epochs.
         let mut streaming = quiet();
         streaming.feed.epochs = 2;
-        let r = run_from_files(&model, &desc(), &train, threads, &[], &streaming).unwrap();
+        let r = run_from_files(&model, &desc(), &train, threads, &[], &streaming, None).unwrap();
         assert_eq!(r.instances, 2 * 303);
         assert_eq!(model.lr_scale(), 0.0, "streaming, {threads} threads");
     }
@@ -437,7 +438,7 @@ fn a_decayed_run_ends_closer_to_its_training_accuracy_than_a_constant_one() {
 fn in_memory(epochs: usize, seed: Option<u64>) -> RunOptions {
     let mut o = quiet();
     o.feed.epochs = epochs;
-    o.feed.in_memory = seed;
+    o.feed.mode = FeedMode::InMemory { shuffle: seed };
     o
 }
 
@@ -490,7 +491,16 @@ fn in_memory_training_runs_every_epoch_in_one_pass() {
         seen.lock().unwrap().push((e.epoch, e.instances));
         Ok(())
     };
-    let r = run_from_files(&model, &desc(), &train, 3, &[], &in_memory(3, Some(5))).unwrap();
+    let r = run_from_files(
+        &model,
+        &desc(),
+        &train,
+        3,
+        &[],
+        &in_memory(3, Some(5)),
+        None,
+    )
+    .unwrap();
     assert_eq!(r.instances, 3600);
     assert_eq!(r.epochs.len(), 3);
     assert!(r.epochs[2].get("loss").unwrap() < r.epochs[0].get("loss").unwrap());
@@ -522,7 +532,7 @@ fn in_memory_training_is_reproducible_with_one_thread() {
     let run = |seed| {
         let model = Bow::new(bow_cfg(), adam()).unwrap();
         startup(&model);
-        run_from_files(&model, &desc(), &train, 1, &[], &in_memory(2, seed)).unwrap();
+        run_from_files(&model, &desc(), &train, 1, &[], &in_memory(2, seed), None).unwrap();
         bits(&model.tables())
     };
     assert_eq!(run(Some(1)), run(Some(1)));
@@ -596,7 +606,16 @@ fn auc_is_exact_over_all_threads() {
     assert_eq!(r.fetched[0].0, "auc");
     approx::assert_relative_eq!(r.get("auc").unwrap(), expected, epsilon = 1e-12);
     assert_eq!(r.get("batches_seen"), Some(r.batches as f64));
-    let r = run_from_files(&probe(), &desc(), &files, 2, &[], &in_memory(2, Some(3))).unwrap();
+    let r = run_from_files(
+        &probe(),
+        &desc(),
+        &files,
+        2,
+        &[],
+        &in_memory(2, Some(3)),
+        None,
+    )
+    .unwrap();
     approx::assert_relative_eq!(r.epochs[0].get("auc").unwrap(), expected, epsilon = 1e-12);
     approx::assert_relative_eq!(r.get("auc").unwrap(), expected, epsilon = 1e-12);
 }
@@ -617,13 +636,31 @@ fn epoch_reports_carry_the_run_metrics_of_their_epoch() {
             .map(|e| e.get("batches_seen").unwrap())
             .collect()
     };
-    let r = run_from_files(&probe(), &desc(), &files, 1, &[], &in_memory(3, Some(4))).unwrap();
+    let r = run_from_files(
+        &probe(),
+        &desc(),
+        &files,
+        1,
+        &[],
+        &in_memory(3, Some(4)),
+        None,
+    )
+    .unwrap();
     assert_eq!(seen(&r), vec![8.0, 8.0, 8.0]);
     assert_eq!(r.get("batches_seen"), Some(24.0), "the run's is the sum");
 
     // With two threads an epoch's value is read when its last worker ends it: by then every
     // batch of the epoch is counted, and perhaps some of the next epoch's.
-    let r = run_from_files(&probe(), &desc(), &files, 2, &[], &in_memory(3, Some(4))).unwrap();
+    let r = run_from_files(
+        &probe(),
+        &desc(),
+        &files,
+        2,
+        &[],
+        &in_memory(3, Some(4)),
+        None,
+    )
+    .unwrap();
     assert_eq!(r.batches, 24);
     let per_epoch = seen(&r);
     let mut so_far = 0.0;
@@ -684,8 +721,8 @@ impl Lopsided {
 impl Model for Lopsided {
     /// The worker's index.
     type Worker = usize;
-    fn metrics(&self) -> &'static [&'static str] {
-        &["size"]
+    fn metrics(&self) -> Vec<String> {
+        ["size"].iter().map(|s| s.to_string()).collect()
     }
     fn startup(&self) {}
     fn worker(&self, _desc: &DataFeedDesc) -> Result<usize> {
@@ -763,7 +800,7 @@ fn streaming_workers_take_the_batches_queued_for_a_slow_one() {
     let mut options = quiet();
     options.feed.epochs = 2;
     options.feed.queue_batches = 100;
-    let r = run_from_files(&model, &desc(), &[file], 2, &[], &options).unwrap();
+    let r = run_from_files(&model, &desc(), &[file], 2, &[], &options, None).unwrap();
     assert_eq!(r.instances, 400);
     assert!(model.seen.iter().all(|s| s.load(Ordering::Relaxed) == 2));
     let trained = trained(&model);
@@ -870,8 +907,8 @@ impl Holder {
 impl Model for Holder {
     /// The batches trained since the last flush.
     type Worker = usize;
-    fn metrics(&self) -> &'static [&'static str] {
-        &["size"]
+    fn metrics(&self) -> Vec<String> {
+        ["size"].iter().map(|s| s.to_string()).collect()
     }
     fn startup(&self) {}
     fn worker(&self, _desc: &DataFeedDesc) -> Result<usize> {
@@ -953,6 +990,48 @@ fn workers_are_flushed_before_their_epoch_is_reported_and_at_the_end() {
     }
 }
 
+// A streaming run reports every epoch, in order, once all its batches are trained and flushed,
+// though readers of 3 files and 2 workers run into the next epoch: each report holds one pass
+// over the files, and the hook sees the batches of the epochs before it in the tables.
+#[test]
+fn streaming_runs_report_and_hook_every_epoch_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = (0..3)
+        .map(|f| {
+            let path = dir.path().join(format!("part-{f}"));
+            std::fs::copy(numbered_file(dir.path(), 50 + f), &path).unwrap();
+            path
+        })
+        .collect();
+    let model = Holder::new(None);
+    let seen = Mutex::new(Vec::new());
+    let hook = |e: &EpochReport| {
+        seen.lock()
+            .unwrap()
+            .push((e.epoch, e.instances, model.counts().1));
+        Ok(())
+    };
+    let mut options = quiet();
+    options.feed.epochs = 4;
+    let r = run_from_files(&model, &desc(), &files, 2, &[], &options, Some(&hook)).unwrap();
+    assert_eq!(r.instances, 4 * 153);
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(
+        seen.iter().map(|s| (s.0, s.1)).collect::<Vec<_>>(),
+        (1..=4).map(|e| (e, 153)).collect::<Vec<_>>()
+    );
+    // At least 20 batches of 8 per epoch (153 instances, with a short batch per reader).
+    for &(epoch, _, flushed) in &seen {
+        assert!(
+            flushed >= 20 * epoch,
+            "epoch {epoch}: {flushed} batches flushed"
+        );
+    }
+    assert_eq!(r.epochs.len(), 4);
+    let (trained, flushed) = model.counts();
+    assert_eq!(flushed, trained);
+}
+
 // Streaming from files, and a run that stops on a worker's error: what the workers trained is
 // flushed either way, the failing batch included.
 #[test]
@@ -967,6 +1046,7 @@ fn workers_are_flushed_when_streaming_and_when_a_batch_fails() {
         2,
         &[],
         &quiet(),
+        None,
     )
     .unwrap();
     let (trained, flushed) = model.counts();
@@ -974,7 +1054,7 @@ fn workers_are_flushed_when_streaming_and_when_a_batch_fails() {
     assert_eq!(flushed, trained);
 
     let failing = Holder::new(Some(5));
-    let e = run_from_files(&failing, &desc(), &[path], 2, &[], &quiet())
+    let e = run_from_files(&failing, &desc(), &[path], 2, &[], &quiet(), None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("holder batch"), "{e}");

@@ -1,5 +1,6 @@
-//! The in-memory dataset: files are parsed once, then every epoch is a seeded shuffle of the
-//! instances, cut into batches and served without touching the files again.
+//! The in-memory dataset: files are parsed once and held, so that every epoch of a training run
+//! (the executor's in-memory mode shuffles and cuts them into batches) is served without touching
+//! the files again.
 //!
 //! Instances are stored one record after another (per used slot: the number of values, then the
 //! values), not slot by slot as a [`Batch`] holds them. A shuffled epoch visits instances at
@@ -20,9 +21,8 @@ use std::time::Instant;
 
 use super::batch::{Batch, SlotValues};
 use super::desc::DataFeedDesc;
-use super::reader::{FeedHandle, FeedOptions, FeedStats, ReadContext, Shared, WorkerQueue};
+use super::reader::{FeedOptions, FeedStats, ReadContext, Shared};
 use super::source::{plan_pieces, Piece, MIN_PIECE_BYTES};
-use crate::rng::{shuffle, SplitMix64};
 use crate::store::prefetch;
 use crate::{Error, Result};
 
@@ -255,7 +255,7 @@ impl InMemoryDataset {
         };
         let pieces = plan_pieces(files, desc.pipe_command(), readers, min_piece_bytes)?;
         let readers = readers.min(pieces.len()).max(1);
-        let shared = Shared::new(opts, 0);
+        let shared = Shared::new(opts, 0, 0);
         let context = ReadContext::new(desc);
         let next = AtomicUsize::new(0);
         let parts: Mutex<Vec<Option<Records>>> =
@@ -391,87 +391,6 @@ impl InMemoryDataset {
     /// shuffled batch.
     pub fn gather(&self, batch: &mut Batch, order: &[u32]) {
         self.data.gather(batch, order);
-    }
-
-    /// Serves `opts.epochs` epochs to `opts.threads` workers. Each epoch shuffles the instances
-    /// (seeded by `opts.in_memory`; `None` keeps file order) and cuts the order into batches of
-    /// the batch size, which one server thread per worker claims in turn for its worker's queue:
-    /// a worker that trains faster is served more of them (and takes batches from a slower
-    /// worker's queue, see [`WorkerQueue::recv`]). The same seed gives the same batches; which
-    /// worker trains a batch can change from run to run.
-    pub fn start(&self, opts: &FeedOptions) -> (Vec<WorkerQueue>, FeedHandle) {
-        let workers = opts.threads.max(1);
-        let shared = Shared::new(opts, workers);
-        let data = Arc::clone(&self.data);
-        let desc = self.desc.clone();
-        let batch_size = opts.batch_size(&self.desc).max(1);
-        let (epochs, seed) = (opts.epochs, opts.in_memory);
-        let producer_shared = Arc::clone(&shared);
-        shared.add_producers(1);
-        let thread = std::thread::spawn(move || {
-            let shared = producer_shared;
-            let mut rng = SplitMix64(seed.unwrap_or(0));
-            let mut order: Vec<u32> = (0..data.len() as u32).collect();
-            for _ in 0..epochs {
-                if seed.is_some() {
-                    shuffle(&mut order, &mut rng);
-                }
-                let next = AtomicUsize::new(0);
-                let alive = std::thread::scope(|scope| {
-                    let handles: Vec<_> = (0..workers)
-                        .map(|w| {
-                            let (shared, data, desc, order, next) =
-                                (&shared, &data, &desc, &order, &next);
-                            scope.spawn(move || {
-                                serve(shared, data, desc, order, next, batch_size, w)
-                            })
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| h.join().unwrap_or(false))
-                        .fold(false, |any, ok| any | ok)
-                });
-                if !alive || shared.stopped() {
-                    break;
-                }
-            }
-            shared.producer_done();
-        });
-        (
-            WorkerQueue::all(&shared),
-            FeedHandle::new(shared, vec![thread]),
-        )
-    }
-}
-
-/// Gathers the batches of `order` that `next` hands out (by their first position) for worker
-/// `w`, until none is left. Returns `false` if the worker left or the feed stopped.
-fn serve(
-    shared: &Shared,
-    data: &Records,
-    desc: &DataFeedDesc,
-    order: &[u32],
-    next: &AtomicUsize,
-    batch_size: usize,
-    w: usize,
-) -> bool {
-    loop {
-        // Relaxed: the counter hands out distinct batches; no data is published through it.
-        let first = next.fetch_add(batch_size, Ordering::Relaxed);
-        if first >= order.len() {
-            return true;
-        }
-        let started = Instant::now();
-        let mut batch = Batch::empty(desc);
-        data.gather(
-            &mut batch,
-            &order[first..first.saturating_add(batch_size).min(order.len())],
-        );
-        shared.add_read_time(started.elapsed());
-        if !shared.put_to(w, batch) {
-            return false;
-        }
     }
 }
 

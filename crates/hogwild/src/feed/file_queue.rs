@@ -27,7 +27,13 @@ impl<T> FileQueue<T> {
 
     /// The next file, or `None` when every epoch has been handed out.
     pub fn next(&self) -> Option<&T> {
+        self.next_with_epoch().map(|(file, _)| file)
+    }
+
+    /// The next file and the epoch (0-based) it is handed out for.
+    pub fn next_with_epoch(&self) -> Option<(&T, usize)> {
         let i = self.next.fetch_add(1, Ordering::Relaxed);
-        (i < self.total).then(|| &self.files[i % self.files.len()])
+        let n = self.files.len();
+        (i < self.total).then(|| (&self.files[i % n], i / n))
     }
 }

@@ -52,5 +52,6 @@ pub use desc::{proto, DataFeedDesc, MultiSlotDesc, Slot, SlotType};
 pub use file_queue::FileQueue;
 pub use parser::{LineError, LineErrorKind, LineParser};
 pub use reader::{
-    count_instances, start_feed, ErrorPolicy, FeedHandle, FeedOptions, FeedStats, WorkerQueue,
+    count_instances, start_feed, ErrorPolicy, FeedHandle, FeedMode, FeedOptions, FeedStats,
+    WorkerQueue,
 };

@@ -4,6 +4,11 @@
 //! another's, and one whose queue has ended drains the others' before it ends, so a slow worker
 //! keeps no batches the others are idle for. A large plain file is queued as byte ranges, so that
 //! one file is read by several readers.
+//!
+//! Every batch belongs to one epoch (pass over the files): a reader sends its partial batch when
+//! it moves on to the next epoch's pieces. An epoch is sealed once every reader has moved past it;
+//! from then on its batch count is final ([`FeedHandle::sealed_epochs`],
+//! [`FeedHandle::epoch_batches`]), so the executor can tell when an epoch's last batch is trained.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -13,12 +18,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::batch::Batch;
-use super::dataset::InMemoryDataset;
 use super::desc::DataFeedDesc;
 use super::file_queue::FileQueue;
 use super::parser::{LineError, LineParser};
 use super::source::{plan_pieces, Piece, Source, MIN_PIECE_BYTES};
-use crate::channel::{Channel, Got, TryPutError};
+use crate::channel::{ByteSize, Channel, Got, TryPutError};
 use crate::{Error, Result};
 
 /// What to do with a malformed line.
@@ -59,9 +63,8 @@ pub struct FeedOptions {
     pub queue_bytes: usize,
     /// Strict or skip-with-budget.
     pub errors: ErrorPolicy,
-    /// `Some(seed)`: load all files into memory once, shuffle with `seed` every epoch and split
-    /// the instances between the workers.
-    pub in_memory: Option<u64>,
+    /// How the executor reads the files for training (the feed itself always streams).
+    pub mode: FeedMode,
     /// Overrides the desc's batch_size.
     pub batch_size: Option<usize>,
 }
@@ -75,7 +78,7 @@ impl Default for FeedOptions {
             queue_batches: 16,
             queue_bytes: 64 << 20,
             errors: ErrorPolicy::Strict,
-            in_memory: None,
+            mode: FeedMode::Stream,
             batch_size: None,
         }
     }
@@ -83,7 +86,7 @@ impl Default for FeedOptions {
 
 impl FeedOptions {
     /// The defaults, with `threads` taken from the desc's `thread_num` when it is set (> 0), and
-    /// the in-memory dataset (shuffle seed 0) for Paddle's `MultiSlotInMemoryDataFeed`.
+    /// the in-memory mode (shuffled with seed 0) for Paddle's `MultiSlotInMemoryDataFeed`.
     pub fn for_desc(desc: &DataFeedDesc) -> Self {
         let defaults = FeedOptions::default();
         FeedOptions {
@@ -91,7 +94,11 @@ impl FeedOptions {
                 .ok()
                 .filter(|&n| n > 0)
                 .unwrap_or(defaults.threads),
-            in_memory: (desc.name() == "MultiSlotInMemoryDataFeed").then_some(0),
+            mode: if desc.name() == "MultiSlotInMemoryDataFeed" {
+                FeedMode::InMemory { shuffle: Some(0) }
+            } else {
+                FeedMode::Stream
+            },
             ..defaults
         }
     }
@@ -101,6 +108,16 @@ impl FeedOptions {
             .unwrap_or(desc.batch_size().max(1) as usize)
             .max(1)
     }
+}
+
+/// How a training run reads its files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeedMode {
+    /// Read every epoch from the files again: memory holds only the queues.
+    Stream,
+    /// Load the files once; every epoch is served from memory. `shuffle: Some(seed)` shuffles
+    /// the instances (the same seed, the same batches); `None` keeps file order.
+    InMemory { shuffle: Option<u64> },
 }
 
 /// What a feed did, reported by [`FeedHandle::join`].
@@ -198,7 +215,12 @@ fn nanos(d: Duration) -> u64 {
 /// State shared by the readers, the workers' queues and the handle.
 pub(crate) struct Shared {
     stop: AtomicBool,
-    pub(crate) channels: Vec<Arc<Channel<Batch>>>,
+    pub(crate) channels: Vec<Arc<Channel<Tagged>>>,
+    /// Per epoch: batches delivered, and readers that have not moved past it yet.
+    epoch_batches: Vec<AtomicU64>,
+    readers_in: Vec<AtomicUsize>,
+    /// Epochs every reader has moved past (their counts are final), always the first ones.
+    sealed: AtomicUsize,
     first_error: Mutex<Option<Error>>,
     policy: ErrorPolicy,
     start: Instant,
@@ -215,12 +237,16 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(opts: &FeedOptions, workers: usize) -> Arc<Self> {
+    pub(crate) fn new(opts: &FeedOptions, workers: usize, readers: usize) -> Arc<Self> {
+        let epochs = opts.epochs;
         Arc::new(Shared {
             stop: AtomicBool::new(false),
             channels: (0..workers)
                 .map(|_| Arc::new(Channel::new(opts.queue_batches, opts.queue_bytes)))
                 .collect(),
+            epoch_batches: (0..epochs).map(|_| AtomicU64::new(0)).collect(),
+            readers_in: (0..epochs).map(|_| AtomicUsize::new(readers)).collect(),
+            sealed: AtomicUsize::new(0),
             first_error: Mutex::new(None),
             policy: opts.errors.clone(),
             start: Instant::now(),
@@ -283,23 +309,23 @@ impl Shared {
         self.read_nanos.fetch_add(nanos(d), Ordering::Relaxed);
     }
 
-    /// Delivers a batch to worker `target`'s queue, blocking while it is full. Returns `false`
-    /// when the feed is stopped or the worker has left.
-    pub(crate) fn put_to(&self, target: usize, batch: Batch) -> bool {
-        let len = batch.len as u64;
-        let started = Instant::now();
-        let ok = self.channels[target].put(batch).is_ok();
-        self.blocked_nanos
-            .fetch_add(nanos(started.elapsed()), Ordering::Relaxed);
-        if ok {
-            self.delivered(len);
-        }
-        ok
-    }
-
-    fn delivered(&self, instances: u64) {
+    fn delivered(&self, epoch: usize, instances: u64) {
         self.instances.fetch_add(instances, Ordering::Relaxed);
         self.batches.fetch_add(1, Ordering::Relaxed);
+        if let Some(count) = self.epoch_batches.get(epoch) {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A reader has moved past epoch `epoch` (sent its last batch of it). The last reader to do
+    /// so seals it. Readers leave epochs in order, so the last to leave epoch `e + 1` has left
+    /// `e` before: epochs are sealed in order, and the count of seals is the sealed prefix.
+    fn leave_epoch(&self, epoch: usize) {
+        // AcqRel: the sealing reader's view includes every other reader's deliveries of the
+        // epoch (each left it after delivering), which SeqCst on `sealed` passes on.
+        if self.readers_in[epoch].fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.sealed.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     /// Handles a bad line under the error policy: `Err` stops the reader.
@@ -398,7 +424,7 @@ impl Shared {
 /// One worker's queue of batches (and its way into the others' when its own is empty).
 pub struct WorkerQueue {
     index: usize,
-    channel: Arc<Channel<Batch>>,
+    channel: Arc<Channel<Tagged>>,
     shared: Arc<Shared>,
 }
 
@@ -421,6 +447,11 @@ impl WorkerQueue {
     /// worker's queue; once its own has ended (all producers done), the others' until they are
     /// empty too.
     pub fn recv(&mut self) -> Option<Batch> {
+        self.recv_tagged().map(|t| t.batch)
+    }
+
+    /// The next batch and the epoch it belongs to (see [`WorkerQueue::recv`]).
+    pub(crate) fn recv_tagged(&mut self) -> Option<Tagged> {
         if self.shared.stopped() {
             return None;
         }
@@ -448,7 +479,7 @@ impl WorkerQueue {
     }
 
     /// The oldest batch in another worker's queue, looking at the next workers' in turn.
-    fn steal(&self) -> Option<Batch> {
+    fn steal(&self) -> Option<Tagged> {
         let channels = &self.shared.channels;
         (1..channels.len()).find_map(|k| {
             match channels[(self.index + k) % channels.len()].try_get() {
@@ -485,6 +516,19 @@ impl FeedHandle {
     /// Stops the feed: readers stop, every worker's next `recv` returns `None`.
     pub fn stop(&self) {
         self.shared.stop_all();
+    }
+
+    /// How many leading epochs every reader has moved past: their batch counts are final.
+    pub fn sealed_epochs(&self) -> usize {
+        self.shared.sealed.load(Ordering::SeqCst)
+    }
+
+    /// The batches delivered of epoch `epoch` (0-based) so far; final once it is sealed.
+    pub fn epoch_batches(&self, epoch: usize) -> u64 {
+        self.shared
+            .epoch_batches
+            .get(epoch)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
     /// Waits for the readers and reports the statistics, or the first error a reader met.
@@ -630,10 +674,6 @@ pub fn start_feed(
             what: "data file list",
         });
     }
-    if opts.in_memory.is_some() {
-        let dataset = InMemoryDataset::load(desc, files, opts)?;
-        return Ok(dataset.start(opts));
-    }
     let workers = opts.threads.max(1);
     let wanted = if opts.readers == 0 {
         workers
@@ -657,7 +697,7 @@ pub fn start_feed(
     } else {
         opts.readers
     };
-    let shared = Shared::new(opts, workers);
+    let shared = Shared::new(opts, workers, readers);
     let queue = Arc::new(FileQueue::new(pieces, opts.epochs));
     let context = Arc::new(ReadContext::new(desc));
     let batch_size = opts.batch_size(desc);
@@ -678,6 +718,7 @@ pub fn start_feed(
                 let result = run_reader(&shared, &queue, &context, empty, batch_size, |b| {
                     distributor.send(&shared, b)
                 });
+                // A reader that stopped early has not left its epochs: they stay unsealed.
                 if let Err(error) = result {
                     shared.fail(error);
                 }
@@ -695,18 +736,36 @@ fn run_reader(
     context: &ReadContext,
     mut batch: Batch,
     batch_size: usize,
-    mut send: impl FnMut(Batch) -> bool,
+    mut send: impl FnMut(Tagged) -> bool,
 ) -> Result<()> {
     // Time spent handing batches over (waiting on full queues) is not reading or parsing.
     let handing_over = std::cell::Cell::new(Duration::ZERO);
+    let epoch = std::cell::Cell::new(0usize);
     let mut emit = |b: &mut Batch| {
         let started = Instant::now();
-        let ok = send(b.take());
+        let ok = send(Tagged {
+            epoch: epoch.get(),
+            batch: b.take(),
+        });
         handing_over.set(handing_over.get() + started.elapsed());
         ok
     };
-    while let Some((path, range)) = queue.next() {
+    // Sends the partial batch of the current epoch and leaves every epoch before `next`.
+    let move_to = |next: usize, batch: &mut Batch, emit: &mut dyn FnMut(&mut Batch) -> bool| {
+        if batch.len > 0 && !emit(batch) {
+            return false;
+        }
+        for e in epoch.get()..next.min(shared.epoch_batches.len()) {
+            shared.leave_epoch(e);
+        }
+        epoch.set(next);
+        true
+    };
+    while let Some(((path, range), e)) = queue.next_with_epoch() {
         if shared.stopped() {
+            return Ok(());
+        }
+        if e != epoch.get() && !move_to(e, &mut batch, &mut emit) {
             return Ok(());
         }
         let started = Instant::now();
@@ -724,10 +783,20 @@ fn run_reader(
             return Ok(());
         }
     }
-    if batch.len > 0 {
-        send(batch.take());
-    }
+    move_to(shared.epoch_batches.len(), &mut batch, &mut emit);
     Ok(())
+}
+
+/// A batch on its way to a worker, with the epoch it belongs to.
+pub(crate) struct Tagged {
+    pub(crate) epoch: usize,
+    pub(crate) batch: Batch,
+}
+
+impl ByteSize for Tagged {
+    fn byte_size(&self) -> usize {
+        self.batch.byte_size()
+    }
 }
 
 /// Spreads one reader's batches over the worker queues: the next worker in turn if it has room,
@@ -738,7 +807,7 @@ struct Distributor {
 }
 
 impl Distributor {
-    fn send(&mut self, shared: &Shared, mut batch: Batch) -> bool {
+    fn send(&mut self, shared: &Shared, mut batch: Tagged) -> bool {
         let n = self.dead.len();
         loop {
             if shared.stopped() {
@@ -749,10 +818,10 @@ impl Distributor {
                 if self.dead[target] {
                     continue;
                 }
-                let len = batch.len as u64;
+                let (epoch, len) = (batch.epoch, batch.batch.len as u64);
                 match shared.channels[target].try_put(batch) {
                     Ok(()) => {
-                        shared.delivered(len);
+                        shared.delivered(epoch, len);
                         self.next = (target + 1) % n;
                         return true;
                     }
@@ -768,14 +837,14 @@ impl Distributor {
             };
             self.next = (target + 1) % n;
             // Blocking put; on a closed queue, mark it and try the others again.
-            let len = batch.len as u64;
+            let (epoch, len) = (batch.epoch, batch.batch.len as u64);
             let started = Instant::now();
             match shared.channels[target].put(batch) {
                 Ok(()) => {
                     shared
                         .blocked_nanos
                         .fetch_add(nanos(started.elapsed()), Ordering::Relaxed);
-                    shared.delivered(len);
+                    shared.delivered(epoch, len);
                     return true;
                 }
                 Err(e) => {

@@ -486,8 +486,8 @@ fn slot_position(desc: &DataFeedDesc, name: &str, role: &str) -> Result<Option<u
 impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
     type Worker = BowWorker;
 
-    fn metrics(&self) -> &'static [&'static str] {
-        METRICS
+    fn metrics(&self) -> Vec<String> {
+        METRICS.iter().map(|s| s.to_string()).collect()
     }
 
     fn startup(&self) {
@@ -834,7 +834,10 @@ mod tests {
         for c in 0..2 {
             m.fc.read_weights(c, &mut row);
             assert_eq!(row[4], 0.0, "class {c}: {row:?}");
-            assert!(row[..4].iter().any(|&x| x != 0.0), "class {c} learned nothing");
+            assert!(
+                row[..4].iter().any(|&x| x != 0.0),
+                "class {c} learned nothing"
+            );
         }
         // A bias written into the column (as an old model's) does not change the scores.
         let probs = m.predict_instance(&mut w, &[1, 2]).unwrap().to_vec();

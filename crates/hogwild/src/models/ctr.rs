@@ -1133,8 +1133,8 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
 
     /// `loss`: the mean logistic loss per instance (before each instance's update in training),
     /// weighted by the instances' importance weights with a `weight_slot`.
-    fn metrics(&self) -> &'static [&'static str] {
-        METRICS
+    fn metrics(&self) -> Vec<String> {
+        METRICS.iter().map(|s| s.to_string()).collect()
     }
 
     fn startup(&self) {

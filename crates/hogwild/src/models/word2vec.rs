@@ -1005,8 +1005,8 @@ impl Model for Word2Vec {
 
     /// `loss`: the mean negative-sampling loss per (word, context) pair; `words`: the mean words
     /// kept per sentence (after `min_count` and subsampling).
-    fn metrics(&self) -> &'static [&'static str] {
-        METRICS
+    fn metrics(&self) -> Vec<String> {
+        METRICS.iter().map(|s| s.to_string()).collect()
     }
 
     fn startup(&self) {

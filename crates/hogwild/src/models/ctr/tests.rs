@@ -192,7 +192,7 @@ fn fit<O: Optimizer<f32> + OptimizerDesc>(
 ) -> (f64, f64) {
     executor::startup(m);
     for _ in 0..4 {
-        executor::run_from_files(m, &desc(), train, threads, &[], &quiet()).unwrap();
+        executor::run_from_files(m, &desc(), train, threads, &[], &quiet(), None).unwrap();
     }
     let r = executor::eval_from_files(m, &desc(), test, 1, &[], &quiet(), None).unwrap();
     (r.get("loss").unwrap(), r.get("auc").unwrap())

@@ -258,7 +258,7 @@ fn trained(threads: usize, files: &[PathBuf], vocab_file: &Path) -> (Word2Vec, f
         ..RunOptions::default()
     };
     opts.feed.epochs = 3;
-    let r = executor::run_from_files(&m, &desc, files, threads, &[], &opts).unwrap();
+    let r = executor::run_from_files(&m, &desc, files, threads, &[], &opts, None).unwrap();
     assert_eq!(r.get("effective_words"), Some(3.0 * 12.0 * 400.0));
     // The run's words are all taken, so the last pairs trained at the floor's rate.
     assert_eq!(m.words_done(), 3 * 12 * 400);
