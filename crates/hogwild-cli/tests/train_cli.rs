@@ -76,6 +76,27 @@ fn the_model_is_saved_after_the_last_epoch_and_as_often_as_asked() {
             "saved m.ckpt (epoch 3)"
         ]
     );
+    // Streaming re-reads the file every epoch, and saves and reports every epoch alike.
+    let stream = [&every[..], &["--stream"]].concat();
+    let out = hogwild(dir.path(), &stream);
+    assert_eq!(
+        saved_lines(&out),
+        [
+            "saved m.ckpt (epoch 1)",
+            "saved m.ckpt (epoch 2)",
+            "saved m.ckpt (epoch 3)"
+        ]
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let epochs: Vec<&str> = stdout.lines().filter(|l| l.starts_with("epoch ")).collect();
+    assert_eq!(epochs.len(), 3, "{stdout}");
+    for (k, line) in epochs.iter().enumerate() {
+        assert!(
+            line.starts_with(&format!("epoch {}: 200 instances in ", k + 1))
+                && line.contains("loss"),
+            "{line}"
+        );
+    }
     // The saved model predicts.
     let out = hogwild(
         dir.path(),
