@@ -238,11 +238,20 @@ impl<O: Optimizer<f32>> Bow<O> {
         &self.fc
     }
 
-    /// The startup step: embedding rows uniform in `[-1/dim, 1/dim]` (fastText's), deterministic in
-    /// the seed and the row (so the rows are filled in parallel, one range per core, with the same
-    /// result); output layer zero.
+    /// The startup step on a fresh model: word rows and the end-of-text row uniform in
+    /// `[-1/dim, 1/dim]` (fastText's), deterministic in the seed and the row (so the rows are
+    /// filled in parallel, one range per core, with the same result); bigram rows and the output
+    /// layer zero. A fresh table is zero pages that nothing has touched: leaving the bigram rows
+    /// as they are costs nothing for millions of buckets (at dim 100, 2M buckets are 800 MB that
+    /// a random fill took seconds to write), and a bucket's page is touched first by the worker
+    /// that trains it. fastText's initialisation leaves most bucket rows zero too (it fills a
+    /// tenth of the matrix per thread).
     pub fn init(&self) {
-        in_row_ranges(self.emb.rows(), |range| self.init_rows(range));
+        in_row_ranges(self.cfg.vocab, |range| self.init_rows(range));
+        if self.cfg.end_of_text {
+            let end = self.cfg.vocab + self.cfg.bigram_buckets;
+            self.init_rows(end..end + 1);
+        }
         let zero = vec![0.0f32; self.cfg.dim + 1];
         for c in 0..self.cfg.classes {
             self.fc.write_weights(c, &zero);
@@ -882,16 +891,21 @@ mod tests {
 
     #[test]
     fn init_is_deterministic_and_bounded() {
-        let a = Bow::new(cfg(3), Sgd { lr: 0.1f32 }).unwrap();
-        let b = Bow::new(cfg(3), Sgd { lr: 0.1f32 }).unwrap();
+        let mut c = cfg(3);
+        c.end_of_text = true;
+        let a = Bow::new(c.clone(), Sgd { lr: 0.1f32 }).unwrap();
+        let b = Bow::new(c, Sgd { lr: 0.1f32 }).unwrap();
         a.init();
         b.init();
         let (mut x, mut y) = ([0.0f32; 4], [0.0f32; 4]);
-        for r in 0..23 {
+        // 20 words, 3 bigram buckets, the end-of-text row.
+        for r in 0..24 {
             a.embedding().read_weights(r, &mut x);
             b.embedding().read_weights(r, &mut y);
             assert_eq!(x, y);
-            assert!(x.iter().all(|v| v.abs() <= 0.25) && x.iter().any(|&v| v != 0.0));
+            assert!(x.iter().all(|v| v.abs() <= 0.25));
+            let bucket = (20..23).contains(&r);
+            assert_eq!(x.iter().all(|&v| v == 0.0), bucket, "row {r}: {x:?}");
         }
     }
 }
