@@ -24,6 +24,7 @@ pub mod models;
 pub mod optim;
 mod rng;
 pub mod store;
+pub mod tools;
 
 pub use error::{Error, Result};
 pub use executor::{

@@ -1,7 +1,8 @@
 //! The MultiSlot line parser: values, and every error class with its exact message (through
 //! `check_file`, which reports each bad line as the feed's strict mode would).
 
-use hogwild::feed::{check_file, Batch, DataFeedDesc, LineParser, SlotValues};
+use hogwild::feed::{Batch, DataFeedDesc, LineParser, SlotValues};
+use hogwild::tools::check_file;
 
 /// Slots: ids (uint64, sparse), x (float, dense, shape 2), y (float, unused).
 const DESC: &str = r#"batch_size: 4

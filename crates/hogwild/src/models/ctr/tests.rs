@@ -850,7 +850,7 @@ fn libffm_field_numbers_are_fields() {
     for n in [0u64, 7, 9, 10, 255, 256, 1000, u64::MAX] {
         assert_eq!(number_salt(n), salt(&n.to_string()), "field {n}");
     }
-    let desc = crate::feed::convert::libsvm_desc(true);
+    let desc = crate::tools::convert::libsvm_desc(true);
     let mut cfg = ffm_config(4);
     cfg.field_dims.insert("2".into(), 2);
     cfg.field_dims.insert("300".into(), 2);
@@ -1116,7 +1116,7 @@ lr = 0.1
     m.init();
     assert_eq!(ModelConfig::from_toml(&m.describe(), "saved").unwrap(), c);
     // libffm's slots and VW's weight.
-    let mut slots = crate::feed::convert::libsvm_desc(true).slots().to_vec();
+    let mut slots = crate::tools::convert::libsvm_desc(true).slots().to_vec();
     slots.push(crate::feed::Slot::sparse(
         "weight",
         crate::feed::SlotType::F32,

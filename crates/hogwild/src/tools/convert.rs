@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::Path;
 
-use super::desc::{DataFeedDesc, Slot, SlotType};
+use crate::feed::{DataFeedDesc, Slot, SlotType};
 use crate::{Error, Result};
 
 /// Batch size written into converted descs.
