@@ -22,7 +22,7 @@ pub mod metrics;
 pub mod model;
 pub mod models;
 pub mod optim;
-mod rng;
+pub mod rng;
 pub mod store;
 pub mod tools;
 

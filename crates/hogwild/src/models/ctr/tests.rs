@@ -166,7 +166,7 @@ fn write_data(dir: &Path, name: &str, files: usize, lines: usize, seed: u64) -> 
                 let wb = (b % 5) as f64 * 0.4 - 0.8;
                 let inter = if a % 2 == b % 2 { 1.5 } else { -1.5 };
                 let p = 1.0 / (1.0 + (-(wa + wb + inter)).exp());
-                let y = u64::from((next() >> 11) as f64 / (1u64 << 53) as f64 <= p);
+                let y = u64::from(crate::rng::unit_f64(next()) <= p);
                 text.push_str(&format!("1 {a} 1 {b} 1 {y}\n"));
             }
             let path = dir.join(format!("{name}-{f}"));
