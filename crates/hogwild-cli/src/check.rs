@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use hogwild::feed::{check_file, DataFeedDesc};
+use hogwild::feed::DataFeedDesc;
+use hogwild::tools::check_file;
 
 /// Arguments of `hogwild check`.
 #[derive(clap::Args, Debug)]

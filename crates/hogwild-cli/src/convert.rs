@@ -7,7 +7,7 @@ use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use hogwild::feed::convert::{
+use hogwild::tools::convert::{
     convert_csv, convert_fasttext, convert_libsvm, convert_vw, fasttext_desc, libsvm_ctr_keys,
     libsvm_desc, vw_ctr_keys, vw_desc, CsvOptions, FastTextOptions, Vocabulary, WordIds,
 };

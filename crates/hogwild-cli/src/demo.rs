@@ -9,6 +9,7 @@ use clap::Args as ClapArgs;
 use hogwild::executor::{self, EpochReport, Progress, RunOptions};
 use hogwild::feed::{DataFeedDesc, FeedMode, InMemoryDataset};
 use hogwild::models::{BowConfig, LrSchedule, ModelConfig, ModelKind, OptimizerConfig, Pool};
+use hogwild::rng::{unit_f64, XorShift64Star};
 
 use crate::models::{default_threads, AnyModel};
 use crate::with_model;
@@ -41,42 +42,27 @@ multi_slot_desc {
 }
 "#;
 
-/// xorshift64*: a small deterministic generator, so every run trains on the same corpus.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// One document in MultiSlot format. Each class owns `TOPIC_WORDS` ids; a word is one of its
 /// class's topic words with probability 0.12, otherwise a background word with Zipf-like
 /// frequencies shared by all classes; 3 % of labels are flipped, so accuracy stays below 100 %.
 /// Words are drawn independently (bigrams carry no signal, so the model uses none), and the corpus
 /// is large for its small vocabulary, so the model cannot memorise documents: train and test
 /// accuracy stay within about a point.
-fn document(rng: &mut Rng, out: &mut String) {
+fn document(rng: &mut XorShift64Star, out: &mut String) {
     let class = rng.next() % CLASSES;
     let len = 20 + rng.next() % 41;
     let _ = write!(out, "{len}");
     for _ in 0..len {
-        let id = if rng.unit() < 0.12 {
+        let id = if unit_f64(rng.next()) < 0.12 {
             class * TOPIC_WORDS + rng.next() % TOPIC_WORDS
         } else {
             let background = VOCAB - CLASSES * TOPIC_WORDS;
-            let z = (background as f64).powf(rng.unit()) as u64 - 1;
+            let z = (background as f64).powf(unit_f64(rng.next())) as u64 - 1;
             CLASSES * TOPIC_WORDS + z.min(background - 1)
         };
         let _ = write!(out, " {id}");
     }
-    let label = if rng.unit() < 0.03 {
+    let label = if unit_f64(rng.next()) < 0.03 {
         rng.next() % CLASSES
     } else {
         class
@@ -86,7 +72,9 @@ fn document(rng: &mut Rng, out: &mut String) {
 
 /// Writes the corpus: `TRAIN_PARTS` training files and one test file.
 fn write_corpus(dir: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
-    let mut rng = Rng(0x5EED_1234_ABCD_0001);
+    // A fixed generator state (not a seed run through `from_seed`), so every run trains on the
+    // same corpus.
+    let mut rng = XorShift64Star(0x5EED_1234_ABCD_0001);
     let mut train = Vec::new();
     for part in 0..TRAIN_PARTS {
         let mut text = String::new();

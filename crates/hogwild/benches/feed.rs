@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use hogwild::channel::{ByteSize, Channel};
 use hogwild::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, LineParser};
+use hogwild::rng::XorShift64;
 
 /// `cargo bench` passes `--bench`; `cargo test --all-targets` runs this file as a quick smoke
 /// test (1 MB, one run) instead.
@@ -25,22 +26,10 @@ fn runs() -> usize {
     }
 }
 
-/// Deterministic xorshift generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 /// IMDB-like word-id lines: 20-250 ids per review from a 100k vocabulary, skewed to small ids
 /// (as frequency-ranked vocabularies are), then a 0/1 label.
 fn word_id_lines(bytes: usize) -> Vec<u8> {
-    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut rng = XorShift64(0x2545_F491_4F6C_DD1D);
     let mut out = Vec::with_capacity(bytes + 4096);
     while out.len() < bytes {
         let n = 20 + rng.next() % 231;
@@ -59,7 +48,7 @@ fn word_id_lines(bytes: usize) -> Vec<u8> {
 
 /// Dense float lines: 13 floats (a CTR-style dense block) and a label.
 fn float_lines(bytes: usize) -> Vec<u8> {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = XorShift64(0x9E37_79B9_7F4A_7C15);
     let mut out = Vec::with_capacity(bytes + 4096);
     while out.len() < bytes {
         out.extend_from_slice(b"13");

@@ -12,8 +12,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use hogwild::models::mix64;
 use hogwild::optim::Adagrad;
+use hogwild::rng::mix64;
 use hogwild::store::{LocalRows, Table, SHARED};
 
 const CARDINALITIES: [u64; 10] = [12, 31, 16, 3743, 3997, 3, 104, 19, 38, 20];

@@ -14,8 +14,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use hogwild::models::mix64;
 use hogwild::optim::{apply_dense, AdamAsync, AdamAsyncState, SlotState};
+use hogwild::rng::{unit_f32, SplitMix64};
 
 const DENSE_LEN: usize = 16 << 20;
 const DENSE_REPS: usize = 15;
@@ -23,20 +23,9 @@ const ROWS: usize = 1 << 20;
 const ROW_LEN: usize = 64;
 const SPARSE_CALLS: usize = 400;
 
-/// splitmix64: a small, seeded generator (no dependency needed for benchmark inputs).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        // `mix64` adds the step itself: this is the mix of the advanced state.
-        let z = mix64(self.0);
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z
-    }
-    /// Uniform in [-0.5, 0.5).
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-    }
+/// Uniform in [-0.5, 0.5), from the crate's seeded generator (reproducible benchmark inputs).
+fn centred(rng: &mut SplitMix64) -> f32 {
+    unit_f32(rng.next()) - 0.5
 }
 
 /// Writes every page of a zero-initialised (lazily mapped) buffer, so that no timed run pays the
@@ -114,9 +103,9 @@ fn stream_dispatched(var: &mut [f32], m: &mut [f32], v: &mut [f32], grad: &[f32]
 }
 
 fn dense() {
-    let mut rng = SplitMix(1);
-    let mut var: Vec<f32> = (0..DENSE_LEN).map(|_| rng.unit()).collect();
-    let grad: Vec<f32> = (0..DENSE_LEN).map(|_| rng.unit() * 0.01).collect();
+    let mut rng = SplitMix64(1);
+    let mut var: Vec<f32> = (0..DENSE_LEN).map(|_| centred(&mut rng)).collect();
+    let grad: Vec<f32> = (0..DENSE_LEN).map(|_| centred(&mut rng) * 0.01).collect();
     let opt = AdamAsync::new(1e-3f32, 0.9, 0.999, 1e-8);
     let mut state = AdamAsyncState::new(DENSE_LEN, &opt);
     let nesterov = AdamAsync {
@@ -182,9 +171,9 @@ fn dense() {
 }
 
 fn sparse() {
-    let mut rng = SplitMix(2);
+    let mut rng = SplitMix64(2);
     let len = ROWS * ROW_LEN;
-    let mut var: Vec<f32> = (0..len).map(|_| rng.unit()).collect();
+    let mut var: Vec<f32> = (0..len).map(|_| centred(&mut rng)).collect();
     let opt = AdamAsync::new(1e-3f32, 0.9, 0.999, 1e-8);
     let mut state = AdamAsyncState::new(len, &opt);
     touch(&mut state.m);
@@ -198,7 +187,9 @@ fn sparse() {
     );
     println!("|---:|---:|---:|---:|---:|---:|");
     for touched in [256usize, 1024, 4096] {
-        let grad: Vec<f32> = (0..touched * ROW_LEN).map(|_| rng.unit() * 0.01).collect();
+        let grad: Vec<f32> = (0..touched * ROW_LEN)
+            .map(|_| centred(&mut rng) * 0.01)
+            .collect();
         let calls: Vec<Vec<i64>> = (0..SPARSE_CALLS)
             .map(|_| {
                 (0..touched)

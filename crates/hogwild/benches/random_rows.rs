@@ -19,6 +19,8 @@
 
 use std::time::Instant;
 
+use hogwild::rng::XorShift64;
+
 /// A row of 16 f32s on a cache line of its own.
 #[derive(Clone, Copy)]
 #[repr(align(64))]
@@ -30,12 +32,10 @@ const ROWS_PER_EXAMPLE: f64 = 9.0;
 /// Adds 1 to every element of `updates` random rows of `rows`; returns rows/s.
 fn update_random(rows: &mut [Row], updates: usize, seed: u64) -> f64 {
     let n = rows.len() as u64;
-    let mut x = seed | 1;
+    let mut rng = XorShift64(seed | 1);
     let start = Instant::now();
     for _ in 0..updates {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.next();
         let row = &mut rows[((u128::from(x) * u128::from(n)) >> 64) as usize];
         for v in &mut row.0 {
             *v += 1.0;

@@ -22,8 +22,9 @@ pub mod metrics;
 pub mod model;
 pub mod models;
 pub mod optim;
-mod rng;
+pub mod rng;
 pub mod store;
+pub mod tools;
 
 pub use error::{Error, Result};
 pub use executor::{

@@ -2,7 +2,7 @@
 
 use hogwild::feed::{DataFeedDesc, Slot, SlotType};
 
-/// Paddle's IMDB demo `data.prototxt` (spec/data_feed.md), verbatim.
+/// Paddle's IMDB demo `data.prototxt`, verbatim.
 const IMDB: &str = r#"name: "MultiSlotDataFeed"
 batch_size: 2
 multi_slot_desc {

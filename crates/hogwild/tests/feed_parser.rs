@@ -1,7 +1,9 @@
 //! The MultiSlot line parser: values, and every error class with its exact message (through
 //! `check_file`, which reports each bad line as the feed's strict mode would).
 
-use hogwild::feed::{check_file, Batch, DataFeedDesc, LineParser, SlotValues};
+use hogwild::feed::{Batch, DataFeedDesc, LineParser, SlotValues};
+use hogwild::rng::XorShift64;
+use hogwild::tools::check_file;
 
 /// Slots: ids (uint64, sparse), x (float, dense, shape 2), y (float, unused).
 const DESC: &str = r#"batch_size: 4
@@ -249,13 +251,11 @@ fn ids_of_every_length_match_std_parse() {
     )
     .unwrap();
     let parser = LineParser::new(&desc);
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rng = XorShift64(0x9E37_79B9_7F4A_7C15);
     let mut tokens = Vec::new();
     for digits in 1..=20u32 {
         for _ in 0..50 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
+            let r = rng.next();
             let max = if digits == 20 {
                 u64::MAX
             } else {
@@ -266,7 +266,7 @@ fn ids_of_every_length_match_std_parse() {
             } else {
                 10u64.pow(digits - 1)
             };
-            tokens.push((min + seed % (max - min)).to_string());
+            tokens.push((min + r % (max - min)).to_string());
         }
         tokens.push("0".repeat(digits as usize)); // leading zeros
     }

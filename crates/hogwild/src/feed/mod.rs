@@ -5,7 +5,8 @@
 //! into [`Batch`]es and hand them to the workers' own bounded queues, so parsing runs ahead
 //! while workers compute and workers do not share a lock while their queues have batches (an
 //! idle worker takes from the others' queues, see [`WorkerQueue::recv`]). Files may be gzip-compressed (detected
-//! by magic bytes) or piped through the desc's `pipe_command`.
+//! by magic bytes) or piped through the desc's `pipe_command`. Converters from other formats and
+//! the file checker are tools beside the feed: [`crate::tools`].
 //!
 //! ```
 //! use hogwild::feed::{start_feed, DataFeedDesc, FeedOptions, SlotValues};
@@ -36,8 +37,6 @@
 //! ```
 
 mod batch;
-mod check;
-pub mod convert;
 mod dataset;
 mod desc;
 mod file_queue;
@@ -46,7 +45,6 @@ mod reader;
 mod source;
 
 pub use batch::{Batch, SlotBatch, SlotValues};
-pub use check::{check_file, CheckReport};
 pub use dataset::InMemoryDataset;
 pub use desc::{proto, DataFeedDesc, MultiSlotDesc, Slot, SlotType};
 pub use file_queue::FileQueue;
@@ -55,3 +53,6 @@ pub use reader::{
     count_instances, start_feed, ErrorPolicy, FeedHandle, FeedMode, FeedOptions, FeedStats,
     WorkerQueue,
 };
+// For `tools::check`, which reads a file line by line as the feed's readers do.
+pub(crate) use reader::ReadContext;
+pub(crate) use source::Source;

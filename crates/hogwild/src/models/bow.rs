@@ -27,6 +27,7 @@ use super::{ModelConfig, ModelKind, OptimizerDesc};
 use crate::feed::{Batch, DataFeedDesc, SlotType};
 use crate::model::{Model, RunPlan, StageTimes};
 use crate::optim::{LinearDecay, Optimizer};
+use crate::rng::{fasttext_bigram, mix64, unit_f32};
 use crate::store::{in_row_ranges, Table};
 use crate::{Error, Result};
 
@@ -114,9 +115,6 @@ fn default_lr_hold() -> f64 {
     0.25
 }
 
-/// fastText's multiplier for hashing word n-grams.
-const NGRAM_MULT: u64 = 116_049_371;
-
 /// The bag-of-words model: the embedding table (`vocab` word rows, `bigram_buckets` bigram rows,
 /// then the end-of-text row when `end_of_text` is set; `dim` wide) and the
 /// output table (`classes` rows of `dim + 1`: weights then bias), shared by every worker.
@@ -147,13 +145,6 @@ pub struct BowWorker {
 pub(crate) enum InstanceError {
     WordOutOfRange { id: u64, offset: usize },
     LabelOutOfRange { label: u64 },
-}
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 impl<O: Optimizer<f32>> Bow<O> {
@@ -263,11 +254,10 @@ impl<O: Optimizer<f32>> Bow<O> {
         let scale = 1.0 / dim as f32;
         let mut row = vec![0.0f32; dim];
         for r in range {
-            let mut s = splitmix(self.cfg.seed ^ (r as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
+            let mut s = mix64(self.cfg.seed ^ (r as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
             for x in row.iter_mut() {
-                s = splitmix(s);
-                let unit = (s >> 40) as f32 / (1u64 << 24) as f32;
-                *x = (unit * 2.0 - 1.0) * scale;
+                s = mix64(s);
+                *x = (unit_f32(s) * 2.0 - 1.0) * scale;
             }
             self.emb.write_weights(r, &row);
         }
@@ -303,9 +293,7 @@ impl<O: Optimizer<f32>> Bow<O> {
             w.rows.push(id as usize);
         }
         let buckets = self.cfg.bigram_buckets as u64;
-        let bucket = |a: u64, b: u64| {
-            (vocab + a.wrapping_mul(NGRAM_MULT).wrapping_add(b) % buckets) as usize
-        };
+        let bucket = |a: u64, b: u64| (vocab + fasttext_bigram(a, b) % buckets) as usize;
         if buckets > 0 {
             for pair in ids.windows(2) {
                 w.rows.push(bucket(pair[0], pair[1]));
@@ -669,6 +657,7 @@ pub(crate) fn argmax(xs: &[f32]) -> usize {
 mod tests {
     use super::*;
     use crate::optim::{Adagrad, AdamAsync, Sgd};
+    use crate::rng::FASTTEXT_NGRAM_MULT;
     use approx::assert_relative_eq;
 
     fn cfg(bigrams: usize) -> BowConfig {
@@ -697,7 +686,7 @@ mod tests {
                 let base = if label == 1 { 0 } else { 10 };
                 let ids = (0..6)
                     .map(|_| {
-                        s = splitmix(s);
+                        s = mix64(s);
                         if s.is_multiple_of(4) {
                             s % 20
                         } else {
@@ -802,8 +791,8 @@ mod tests {
         let m = Bow::new(cfg(5), Sgd { lr: 0.1f32 }).unwrap();
         let mut w = m.new_worker();
         m.gather_rows(&mut w, &[3, 4, 3]).unwrap();
-        let h1 = (3 * NGRAM_MULT + 4) % 5;
-        let h2 = (4 * NGRAM_MULT + 3) % 5;
+        let h1 = (3 * FASTTEXT_NGRAM_MULT + 4) % 5;
+        let h2 = (4 * FASTTEXT_NGRAM_MULT + 3) % 5;
         assert_eq!(w.rows, vec![3, 4, 3, 20 + h1 as usize, 20 + h2 as usize]);
     }
 
@@ -815,8 +804,8 @@ mod tests {
         assert_eq!(m.embedding().rows(), 20 + 5 + 1);
         let mut w = m.new_worker();
         m.gather_rows(&mut w, &[3, 4]).unwrap();
-        let h34 = (3 * NGRAM_MULT + 4) % 5;
-        let h4e = (4 * NGRAM_MULT + 20) % 5; // the end of text reads as id vocab = 20
+        let h34 = (3 * FASTTEXT_NGRAM_MULT + 4) % 5;
+        let h4e = (4 * FASTTEXT_NGRAM_MULT + 20) % 5; // the end of text reads as id vocab = 20
         assert_eq!(w.rows, vec![3, 4, 20 + h34 as usize, 20 + h4e as usize, 25]);
         // An instance without words is its end-of-text row alone, not an empty (zero) mean.
         m.gather_rows(&mut w, &[]).unwrap();

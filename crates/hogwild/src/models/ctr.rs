@@ -66,11 +66,12 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::{mix64, padded, ModelConfig, ModelKind, OptimizerDesc};
+use super::{padded, ModelConfig, ModelKind, OptimizerDesc};
 use crate::feed::{Batch, DataFeedDesc, SlotType};
 use crate::metrics::Auc;
 use crate::model::{Model, StageTimes};
 use crate::optim::Optimizer;
+use crate::rng::{fnv1a64, mix64, unit_f32};
 use crate::store::{element_value, in_row_ranges, LocalRows, Table, MAX_SLOTS, SHARED};
 use crate::{Error, Result};
 
@@ -400,11 +401,7 @@ fn salt(name: &str) -> u64 {
 }
 
 fn salt_of_bytes(bytes: &[u8]) -> u64 {
-    let mut h = 0xCBF2_9CE4_8422_2325u64;
-    for &b in bytes {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3);
-    }
-    mix64(h)
+    mix64(fnv1a64(bytes))
 }
 
 /// The salt of field number `n`: that of the field named by its decimal digits, computed
@@ -510,8 +507,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
                     let mut s = mix64(self.cfg.seed ^ ((t as u64) << 56) ^ r as u64);
                     for x in row.iter_mut().skip(1) {
                         s = mix64(s);
-                        let unit = (s >> 40) as f32 / (1u64 << 24) as f32;
-                        *x = (unit * 2.0 - 1.0) * scale;
+                        *x = (unit_f32(s) * 2.0 - 1.0) * scale;
                     }
                     table.write_weights(r, &row);
                 }

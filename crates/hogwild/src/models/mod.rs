@@ -186,15 +186,6 @@ pub(crate) fn padded(len: usize) -> Vec<f32> {
     v
 }
 
-/// splitmix64's step and finaliser: a bijective mix of 64 bits (seeds, hashing of ids; the CTR
-/// models hash a field's id as `mix64(id ^ salt)`).
-pub fn mix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
 impl ModelConfig {
     /// Parses a configuration from TOML text; `origin` names the file in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Self> {

@@ -29,6 +29,7 @@ use crate::checkpoint::replace_file;
 use crate::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, SlotType};
 use crate::model::{Model, RunPlan, StageTimes};
 use crate::optim::{LinearDecay, Sgd};
+use crate::rng::{unit_f32, XorShift64Star};
 use crate::store::{in_row_ranges, Table};
 use crate::{Error, Result};
 
@@ -486,23 +487,6 @@ impl AliasTable {
     }
 }
 
-/// A worker's random stream (xorshift64*).
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Self(super::mix64(seed) | 1)
-    }
-    #[inline(always)]
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
 /// `ln(1 + exp(-x))` on `[-MAX_EXP, MAX_EXP]`, tabulated and interpolated linearly (error below
 /// 3e-7): the loss of every (word, target) pair costs two loads instead of a logarithm.
 #[derive(Debug, Clone)]
@@ -578,7 +562,7 @@ pub struct Word2Vec {
 #[derive(Debug)]
 #[repr(align(128))]
 pub struct Word2VecWorker {
-    rng: Rng,
+    rng: XorShift64Star,
     sentence: Vec<u32>,
     /// The sentence's (word, context, end of its noise words in `pair_negs`) triples, drawn
     /// before any is trained so that the rows of the pairs ahead can be prefetched.
@@ -707,10 +691,10 @@ impl Word2Vec {
         in_row_ranges(self.input.rows(), |range| {
             let mut row = vec![0.0f32; dim];
             for r in range {
-                let mut rng = Rng::new(self.cfg.seed ^ (r as u64).wrapping_mul(0x9E37_79B9));
+                let mut rng =
+                    XorShift64Star::from_seed(self.cfg.seed ^ (r as u64).wrapping_mul(0x9E37_79B9));
                 for x in row.iter_mut() {
-                    let unit = (rng.next() >> 40) as f32 / (1u64 << 24) as f32;
-                    *x = (unit - 0.5) / dim as f32;
+                    *x = (unit_f32(rng.next()) - 0.5) / dim as f32;
                 }
                 self.input.write_weights(r, &row);
             }
@@ -729,7 +713,9 @@ impl Word2Vec {
     pub fn new_worker(&self, words_at: usize) -> Word2VecWorker {
         let n = self.workers.fetch_add(1, Ordering::Relaxed);
         Word2VecWorker {
-            rng: Rng::new(self.cfg.seed.wrapping_add(0x5151) ^ n.wrapping_mul(0xA24B_AED4)),
+            rng: XorShift64Star::from_seed(
+                self.cfg.seed.wrapping_add(0x5151) ^ n.wrapping_mul(0xA24B_AED4),
+            ),
             sentence: Vec::with_capacity(1024),
             pairs: Vec::with_capacity(1024 * 2 * self.cfg.window),
             pair_negs: Vec::with_capacity(1024 * 2 * self.cfg.window * self.cfg.negative),

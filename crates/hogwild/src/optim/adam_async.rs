@@ -1,6 +1,24 @@
 //! AdamAsync: DeepRec's asynchronous Adam.
 //!
-//! Differences from stock Adam, all deliberate (see `shared/spec/adam_async.md`):
+//! The ops are DeepRec's `ApplyAdamAsync` / `SparseApplyAdamAsync` (and their resource forms); this
+//! is their arithmetic, per element, with `b1p`, `b2p` the variable's beta powers before the step:
+//!
+//! ```text
+//! alpha = lr * sqrt(1 - b2p) / (1 - b1p)
+//! m = m * beta1 + g * (1 - beta1)
+//! v = v * beta2 + g * g * (1 - beta2)
+//! var -= m * alpha / (sqrt(v) + epsilon)                                  (Adam)
+//! var -= (g * (1 - beta1) + beta1 * m) * alpha / (sqrt(v) + epsilon)      (nesterov, m updated)
+//! b1p *= beta1; b2p *= beta2                                              (once per call)
+//!
+//! sparse RMSProp (stock SparseApplyRMSProp with ms = v, mom = m, rho = beta2, momentum = beta1):
+//! v = v * beta2 + g * g * (1 - beta2)
+//! m = m * beta1 + lr * g / sqrt(v + epsilon)
+//! var -= m
+//! ```
+//!
+//! `tests/optim_adam_async.rs` checks it against DeepRec's own test matrix and numpy references.
+//! Differences from stock Adam, all deliberate:
 //! - each variable owns its beta powers (`beta1_power`, `beta2_power`), which start at `beta1` /
 //!   `beta2` and are multiplied once per apply call, inside the update, so no global step is shared;
 //! - the original form of the moment updates, `m = m * beta1 + g * (1 - beta1)` (stock TensorFlow

@@ -28,6 +28,11 @@
 //!   and sqrt are correctly rounded everywhere, so the result does not depend on the CPU either.
 //!   A sparse update that names every row once equals the dense update bit for bit, and a dense
 //!   update split into shards equals the whole.
+//! - **ndarray views** of any dimension and layout: [`AdamAsync::apply_dense_view`],
+//!   [`AdamAsync::apply_sparse_view`] (a `[rows, dim]` table), [`AdamCoeffs::apply_dense_view`],
+//!   [`AdamCoeffs::apply_sparse_rows_view`], [`apply_dense_view`] and [`apply_sparse_view`] give
+//!   their slice twins' bits: contiguous row-major views go through the slice kernels, others
+//!   through the same element rule. Shapes must match exactly.
 //! - **Duplicate indices apply sequentially**, in order, each seeing the state the previous one
 //!   left, with the call's coefficients computed once (DeepRec races instead). For the summed
 //!   (aggregated-gradient) semantics of DeepRec's Python optimizer call
@@ -50,6 +55,7 @@ mod real;
 mod rule;
 mod schedule;
 mod shared;
+mod views;
 
 pub use adam_async::{
     adam_async_element, advance_powers, rmsprop_element, AdamAsync, AdamAsyncState, AdamCoeffs,
@@ -62,6 +68,7 @@ pub use shared::{
     advance_powers_shared, as_cells, cells_from_raw_parts, AtomicBF16, AtomicF16, AtomicF64,
     SharedReal, CHUNK,
 };
+pub use views::{apply_dense_view, apply_sparse_view};
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::hash::Hash;

@@ -130,7 +130,10 @@ pub fn apply_sparse<T: Real, O: Optimizer<T>, I: SparseIndex>(
     Ok(())
 }
 
-fn check_state<T: Real, O: Optimizer<T>>(len: usize, state: &SlotState<T>) -> Result<()> {
+pub(super) fn check_state<T: Real, O: Optimizer<T>>(
+    len: usize,
+    state: &SlotState<T>,
+) -> Result<()> {
     if len.checked_mul(O::SLOTS) != Some(state.slots.len()) || state.scalars.len() != O::SCALARS {
         return Err(Error::ShapeMismatch {
             what: "optimizer state vs var".into(),

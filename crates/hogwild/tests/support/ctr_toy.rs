@@ -1,6 +1,6 @@
 //! Test data shared by the core crate's and the command's tests (included with `#[path]`).
 
-use hogwild::models::mix64;
+use hogwild::rng::{mix64, unit_f32};
 
 /// A CTR set only a feature's value explains: the label is 1 iff the value of feature 1 (in every instance, uniform in
 /// [0, 1]) is above 0.5; three more features of random ids (2..50) and values carry nothing.
@@ -10,7 +10,7 @@ pub fn value_dependent(format: &str, lines: usize, seed: u64) -> String {
     let mut s = seed;
     let mut unit = move || {
         s = mix64(s);
-        (s >> 40) as f32 / (1u64 << 24) as f32
+        unit_f32(s)
     };
     let mut text = String::new();
     for n in 0..lines {

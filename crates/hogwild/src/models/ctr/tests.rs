@@ -166,7 +166,7 @@ fn write_data(dir: &Path, name: &str, files: usize, lines: usize, seed: u64) -> 
                 let wb = (b % 5) as f64 * 0.4 - 0.8;
                 let inter = if a % 2 == b % 2 { 1.5 } else { -1.5 };
                 let p = 1.0 / (1.0 + (-(wa + wb + inter)).exp());
-                let y = u64::from((next() >> 11) as f64 / (1u64 << 53) as f64 <= p);
+                let y = u64::from(crate::rng::unit_f64(next()) <= p);
                 text.push_str(&format!("1 {a} 1 {b} 1 {y}\n"));
             }
             let path = dir.join(format!("{name}-{f}"));
@@ -850,7 +850,7 @@ fn libffm_field_numbers_are_fields() {
     for n in [0u64, 7, 9, 10, 255, 256, 1000, u64::MAX] {
         assert_eq!(number_salt(n), salt(&n.to_string()), "field {n}");
     }
-    let desc = crate::feed::convert::libsvm_desc(true);
+    let desc = crate::tools::convert::libsvm_desc(true);
     let mut cfg = ffm_config(4);
     cfg.field_dims.insert("2".into(), 2);
     cfg.field_dims.insert("300".into(), 2);
@@ -1116,7 +1116,7 @@ lr = 0.1
     m.init();
     assert_eq!(ModelConfig::from_toml(&m.describe(), "saved").unwrap(), c);
     // libffm's slots and VW's weight.
-    let mut slots = crate::feed::convert::libsvm_desc(true).slots().to_vec();
+    let mut slots = crate::tools::convert::libsvm_desc(true).slots().to_vec();
     slots.push(crate::feed::Slot::sparse(
         "weight",
         crate::feed::SlotType::F32,

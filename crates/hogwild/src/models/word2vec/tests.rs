@@ -77,7 +77,7 @@ fn noise_follows_unigram_to_the_three_quarters() {
     let counts = [16u64, 81, 1, 0];
     let weights: Vec<f64> = counts.iter().map(|&c| (c as f64).powf(0.75)).collect();
     let table = AliasTable::new(&weights);
-    let mut rng = Rng::new(9);
+    let mut rng = XorShift64Star::from_seed(9);
     let mut seen = [0usize; 4];
     let n = 200_000;
     for _ in 0..n {
@@ -200,7 +200,7 @@ fn bad_vocabularies_configs_and_ids_are_named() {
 
 /// Two topics of 10 words each; every sentence draws from one topic.
 fn write_topics(dir: &Path, files: usize, lines: usize) -> Vec<PathBuf> {
-    let mut rng = Rng::new(4);
+    let mut rng = XorShift64Star::from_seed(4);
     (0..files)
         .map(|f| {
             let mut text = String::new();

@@ -5,13 +5,14 @@ use std::io::Cursor;
 use std::path::Path;
 
 use hogwild::executor::{self, Progress, RunOptions};
-use hogwild::feed::convert::{
+use hogwild::feed::DataFeedDesc;
+use hogwild::models::{Ctr, CtrKind, ModelConfig, ModelKind};
+use hogwild::tools::check_file;
+use hogwild::tools::convert::{
     convert_csv, convert_fasttext, convert_libsvm, convert_vw, fasttext_desc, fasttext_hash,
     libsvm_ctr_keys, libsvm_desc, vw_ctr_keys, vw_desc, CsvOptions, FastTextOptions, Vocabulary,
     WordIds,
 };
-use hogwild::feed::{check_file, DataFeedDesc};
-use hogwild::models::{Ctr, CtrKind, ModelConfig, ModelKind};
 
 #[path = "support/ctr_toy.rs"]
 mod ctr_toy;

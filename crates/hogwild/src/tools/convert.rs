@@ -22,25 +22,17 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::Path;
 
-use super::desc::{DataFeedDesc, Slot, SlotType};
+use crate::feed::{DataFeedDesc, Slot, SlotType};
+use crate::rng::fasttext_bigram;
 use crate::{Error, Result};
 
 /// Batch size written into converted descs.
 pub const DEFAULT_BATCH_SIZE: i32 = 32;
 
-/// fastText's word hash: 32-bit FNV-1a over the bytes, each byte sign-extended as fastText does.
-pub fn fasttext_hash(word: &str) -> u32 {
-    word.bytes().fold(2_166_136_261u32, |h, b| {
-        (h ^ (b as i8 as i32 as u32)).wrapping_mul(16_777_619)
-    })
-}
-
-/// 64-bit FNV-1a, used for hashed feature ids.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
+// The hashes that give converted ids (fastText's word hash for its words, FNV-1a 64 for hashed
+// feature ids) live with the crate's other mixers; here too because they define this module's
+// output.
+pub use crate::rng::{fasttext_hash, fnv1a64};
 
 /// Word and label ids for fastText-style input.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -206,9 +198,7 @@ pub fn convert_fasttext(
         if let Some(buckets) = opts.bigram_buckets {
             for pair in hashes.windows(2) {
                 // fastText: uint64 h = int32 hash; h = h * 116049371 + next int32 hash.
-                let h = (pair[0] as i32 as i64 as u64)
-                    .wrapping_mul(116_049_371)
-                    .wrapping_add(pair[1] as i32 as i64 as u64);
+                let h = fasttext_bigram(pair[0] as i32 as i64 as u64, pair[1] as i32 as i64 as u64);
                 words.push(word_space + h % buckets.max(1));
             }
         }

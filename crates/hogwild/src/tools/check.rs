@@ -5,10 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::batch::Batch;
-use super::desc::DataFeedDesc;
-use super::reader::ReadContext;
-use super::source::Source;
+use crate::feed::{Batch, DataFeedDesc, ReadContext, Source};
 use crate::{Error, Result};
 
 /// What checking one file found.
