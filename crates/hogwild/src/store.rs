@@ -9,18 +9,19 @@
 //! locks would cost time. This module is the only place in the crate where memory is deliberately
 //! written by one thread while others may read or write it.
 //!
-//! Every element is an [`AtomicF32`]: an `AtomicU32` holding the bits of an `f32`, read and written
-//! with `Ordering::Relaxed`. Relaxed atomics compile to plain loads and stores on x86-64 and AArch64,
-//! so they cost what racy `f32` accesses would, but a concurrent read and write is defined behaviour
-//! (a read sees some value that was written), not a data race. An element's read-modify-write (load
-//! weight and slots, apply the optimizer rule, store back) is *not* atomic as a whole: a concurrent
-//! update of the same element may be lost, which is exactly Hogwild's contract. The `unsafe`
-//! code here is cache prefetch hints (to read, and to write with `prefetchw`), which change no
-//! value, the ownership of the cells'
-//! memory (`cells.rs`: a huge-page mapping for large tables), and row copies four cells per
-//! instruction where the processor makes that one atomic access (`bulk.rs`, x86-64 with AVX:
-//! the same effect as the relaxed loop it replaces); `Table` is `Send + Sync` because
-//! its fields are, and Miri checks the tests (`make miri`).
+//! Every element is an [`AtomicF32`], one of the atomic float cells of `store/atomic.rs`, the one
+//! home of deliberately shared parameter memory (the TF plugin's shared-path kernels use the same
+//! cells): its module documentation states what is atomic, with which orderings, and why Hogwild's
+//! races are not undefined behaviour. In short, every access is a relaxed atomic load or store,
+//! as cheap as a racy `f32` access on x86-64 and AArch64 but defined; an element's
+//! read-modify-write (load weight and slots, apply the optimizer rule, store back) is *not*
+//! atomic as a whole, so a concurrent update of the same element may be lost, which is exactly
+//! Hogwild's contract. The `unsafe` code here is cache prefetch hints (to read, and to write with
+//! `prefetchw`), which change no value, the ownership of the cells' memory (`cells.rs`: a
+//! huge-page mapping for large tables), and row copies four cells per instruction where the
+//! processor makes that one atomic access (`bulk.rs`, x86-64 with AVX: the same effect as the
+//! relaxed loop it replaces); `Table` is `Send + Sync` because its fields are, and Miri checks
+//! the tests (`make miri`).
 //!
 //! # Layout
 //!
@@ -34,58 +35,21 @@
 //! Per-table scalars (AdamAsync's beta powers) are atomics too, advanced with a compare-and-swap loop
 //! so no advance is lost when threads finish steps at the same time.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use crate::optim::Optimizer;
 
+mod atomic;
 mod bulk;
 mod cells;
 mod local;
 use crate::{Error, Result};
+pub use atomic::{
+    as_cells, cells_from_raw_parts, AtomicBF16, AtomicF16, AtomicF32, AtomicF64, SharedReal,
+};
 use cells::Cells;
 pub use local::{LocalRows, SHARED};
 
 /// Most optimizer slots per element a table supports (AdamAsync uses 2).
 pub const MAX_SLOTS: usize = 4;
-
-/// An `f32` shared between threads: relaxed atomic loads and stores of its bits.
-#[derive(Debug, Default)]
-#[repr(transparent)]
-pub struct AtomicF32(AtomicU32);
-
-impl AtomicF32 {
-    /// A new cell holding `x`.
-    pub fn new(x: f32) -> Self {
-        Self(AtomicU32::new(x.to_bits()))
-    }
-
-    /// The current value (relaxed).
-    #[inline(always)]
-    pub fn load(&self) -> f32 {
-        f32::from_bits(self.0.load(Ordering::Relaxed))
-    }
-
-    /// Replaces the value (relaxed).
-    #[inline(always)]
-    pub fn store(&self, x: f32) {
-        self.0.store(x.to_bits(), Ordering::Relaxed)
-    }
-
-    /// Replaces the value with `f(old)` atomically, retrying when another thread got there first.
-    pub fn update(&self, f: impl Fn(f32) -> f32) -> f32 {
-        let mut old = self.0.load(Ordering::Relaxed);
-        loop {
-            let new = f(f32::from_bits(old)).to_bits();
-            match self
-                .0
-                .compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => return f32::from_bits(new),
-                Err(seen) => old = seen,
-            }
-        }
-    }
-}
 
 /// One parameter table: `rows` rows of `dim` weights, each row followed by its optimizer slots, and
 /// the table's optimizer scalars. See the module documentation for the layout and the sharing rules.
@@ -531,6 +495,8 @@ static HAS_PREFETCHW: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
     use super::*;
     use crate::optim::{apply_sparse, Adagrad, AdamAsync, Sgd, SlotState};
     use approx::assert_relative_eq;
