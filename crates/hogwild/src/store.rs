@@ -402,27 +402,31 @@ pub(crate) fn step_row<O: Optimizer<f32>>(
     }
 }
 
-/// Runs `f` over `0..rows` split into one contiguous range per core, each on its own thread
-/// (ranges of at least 2^16 rows: a smaller table is one range, run on this thread). For filling
-/// a table whose rows are computed independently, so that the result does not depend on the
-/// split: writing every row of a table much larger than the cache is memory-bound, and the first
-/// write of each page also pays for the kernel zeroing it.
+/// Runs `f` over `0..rows` split into one contiguous range per thread of rayon's pool (one per
+/// core unless `RAYON_NUM_THREADS` says otherwise; ranges of at least 2^16 rows: a smaller table
+/// is one range, run on this thread). For filling a table whose rows are computed independently,
+/// so that the result does not depend on the split: writing every row of a table much larger
+/// than the cache is memory-bound, and the first write of each page also pays for the kernel
+/// zeroing it.
 pub(crate) fn in_row_ranges(rows: usize, f: impl Fn(std::ops::Range<usize>) + Sync) {
     map_ranges(rows, 1 << 16, f);
 }
 
-/// Runs `f` over `0..n` split into one contiguous range per core (ranges of at least `min`,
-/// the first on this thread) and returns the results in the ranges' order.
+/// Runs `f` over `0..n` split into one contiguous range per thread of rayon's pool (ranges of at
+/// least `min`) and returns the results in the ranges' order.
 pub(crate) fn map_ranges<T: Send>(
     n: usize,
     min: usize,
     f: impl Fn(std::ops::Range<usize>) -> T + Sync,
 ) -> Vec<T> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    in_ranges(n, min, cores, f)
+    in_ranges(n, min, rayon::current_num_threads(), f)
 }
 
-/// [`map_ranges`] with at most `threads` ranges.
+/// [`map_ranges`] with at most `threads` ranges. The split is fixed (equal contiguous ranges, not
+/// rayon's adaptive splitting) so that each range is one long sequential pass over memory and a
+/// checkpoint part is one run of the file. This thread runs the first range itself, as a
+/// blocked caller would waste a core, and rayon's pool the others, on threads that outlive the
+/// call instead of threads spawned per call.
 fn in_ranges<T: Send>(
     n: usize,
     min: usize,
@@ -434,17 +438,21 @@ fn in_ranges<T: Send>(
     if threads == 1 {
         return vec![f(range(0))];
     }
-    let f = &f;
-    std::thread::scope(|s| {
-        let others: Vec<_> = (1..threads).map(|t| s.spawn(move || f(range(t)))).collect();
-        let mut results = vec![f(range(0))];
-        // A panic in `f` is a bug of the caller's: it propagates as it would on this thread.
-        results.extend(others.into_iter().map(|h| match h.join() {
-            Ok(result) => result,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }));
-        results
-    })
+    let mut results: Vec<Option<T>> = (0..threads).map(|_| None).collect();
+    let (first, others) = results.split_at_mut(1);
+    let (f, range) = (&f, &range);
+    // A panic in `f` is a bug of the caller's: the scope propagates it to this thread once every
+    // range has ended.
+    rayon::in_place_scope(|s| {
+        for (t, slot) in others.iter_mut().enumerate() {
+            s.spawn(move |_| *slot = Some(f(range(t + 1))));
+        }
+        first[0] = Some(f(range(0)));
+    });
+    results
+        .into_iter()
+        .map(|r| r.expect("the scope ran every range"))
+        .collect()
 }
 
 /// Prefetches the cache line holding `value` into every cache level (a no-op off x86-64 and
