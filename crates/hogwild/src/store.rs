@@ -700,7 +700,21 @@ mod tests {
         assert_eq!(out, [1.5, 2.0, 2.5]);
     }
 
+    // One range per core (rayon's pool, unless the user sets its size), not one per training
+    // thread. Not under Miri, nor the next test: rayon's deque (crossbeam-epoch) violates
+    // Stacked Borrows (crossbeam-rs/crossbeam#545), and they run no unsafe code of this crate.
     #[test]
+    #[cfg_attr(miri, ignore = "rayon's crossbeam-epoch fails Stacked Borrows")]
+    fn row_ranges_are_one_per_core() {
+        if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let lens = map_ranges(10 * cores, 1, |range| range.len());
+            assert_eq!(lens, vec![10; cores]);
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "rayon's crossbeam-epoch fails Stacked Borrows")]
     fn row_ranges_cover_every_row_once() {
         for (rows, min_rows, threads) in
             [(0, 4, 3), (1, 4, 3), (10, 4, 3), (11, 4, 8), (1000, 16, 4)]
