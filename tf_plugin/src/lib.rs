@@ -16,9 +16,10 @@
 //!
 //! - **`Access::Exclusive`** (resource variables under exclusive locks: every dense
 //!   `ResourceApplyAdamAsync`, and `ResourceSparseApplyAdamAsync` with `use_locking=True`; the
-//!   kernel also checks that no two inputs share memory, and the bridge checks it again). No other
-//!   kernel can reach the buffers, so they are viewed as slices (`&mut [T]` for var, m and v) and
-//!   run the slice kernels ([`AdamCoeffs::apply_dense_chunk`], [`AdamCoeffs::apply_sparse_rows`]).
+//!   kernel also checks that no two inputs share memory, and the bridge checks it again for the
+//!   buffers it views as slices). No other kernel can reach the buffers, so var, m and v are
+//!   viewed as `&mut [T]`, grad and the indices as slices, and they run the slice kernels
+//!   ([`AdamCoeffs::apply_dense_chunk`], [`AdamCoeffs::apply_sparse_rows`]).
 //! - **`Access::Shared`** (everything else: ref variables, `ApplyAdamAsync` /
 //!   `SparseApplyAdamAsync`, locked or not, since an update with `use_locking=False` takes no lock
 //!   and may run beside a locked one; sparse updates of resource variables under TensorFlow's

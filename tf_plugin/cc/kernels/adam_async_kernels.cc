@@ -80,7 +80,8 @@ absl::Status FailedPrecondition(const Args&... args) {
 template <typename T>
 adam_async::Buffer Buf(const Tensor& t, int64_t begin, int64_t end) {
   auto* data = reinterpret_cast<uint8_t*>(const_cast<char*>(t.tensor_data().data()));
-  return adam_async::Buffer{data + begin * sizeof(T), static_cast<size_t>((end - begin) * sizeof(T))};
+  return adam_async::Buffer{data + begin * sizeof(T),
+                            static_cast<size_t>((end - begin) * sizeof(T))};
 }
 inline adam_async::Buffer Buf(const Tensor& t) {
   const auto data = t.tensor_data();
@@ -171,9 +172,9 @@ class AdamAsyncOpBase : public OpKernel {
   }
 
   // Access::Exclusive when this kernel alone reaches var, m, v and the powers while it runs, so
-  // that the Rust side may take them as `&mut` slices (the fast path). True only for resource variables under
-  // exclusive locks (dense updates always; sparse updates with use_locking) whose five buffers
-  // overlap neither each other nor any other input. Ref variables never qualify: an update with
+  // that the Rust side may take var, m and v as `&mut` slices (the fast path): only for resource
+  // variables under exclusive locks (dense updates always; sparse updates with use_locking) whose
+  // five buffers overlap neither each other nor any other input. Ref variables never qualify: an update with
   // use_locking=False takes no lock, so it may run beside a locked one on the same variable.
   // Everything else takes shared access: atomic accesses only, sound under any concurrency.
   adam_async::Access GetAccess(OpKernelContext* ctx, bool sparse, const Tensor vars[5],
