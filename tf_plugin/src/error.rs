@@ -15,6 +15,12 @@ pub enum Error {
         len: usize,
         reason: String,
     },
+    /// Two tensors passed for exclusive access share memory.
+    #[error("{first} and {second} share memory, which exclusive access rules out")]
+    Overlap {
+        first: &'static str,
+        second: &'static str,
+    },
     /// The coefficients were computed for another element type than the tensors passed.
     #[error("coefficients computed for {coeffs}, tensors are {tensors}")]
     DTypeMismatch {

@@ -10,21 +10,22 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// One value on a cache line of its own (two lines: the adjacent-line prefetcher pairs them).
-#[repr(align(128))]
-struct Line(AtomicU64);
+use crossbeam_utils::CachePadded;
 
 /// Mean ns for the line to go to the other thread and back.
 fn round_trip(dur: Duration) -> f64 {
-    let line = Line(AtomicU64::new(0));
+    // One value on a cache line of its own (two lines on x86-64: the adjacent-line prefetcher
+    // pairs them). The two threads spin with `spin_loop` alone, never backing off, because the
+    // round trip measured is the line's, and a back-off would add its own wait.
+    let line = CachePadded::new(AtomicU64::new(0));
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
             // Answers each odd value with the next even one.
             while !stop.load(Ordering::Relaxed) {
-                let v = line.0.load(Ordering::Acquire);
+                let v = line.load(Ordering::Acquire);
                 if v % 2 == 1 {
-                    line.0.store(v + 1, Ordering::Release);
+                    line.store(v + 1, Ordering::Release);
                 }
                 std::hint::spin_loop();
             }
@@ -33,8 +34,8 @@ fn round_trip(dur: Duration) -> f64 {
         let mut v = 0u64;
         while start.elapsed() < dur {
             for _ in 0..1000 {
-                line.0.store(v + 1, Ordering::Release);
-                while line.0.load(Ordering::Acquire) != v + 2 {
+                line.store(v + 1, Ordering::Release);
+                while line.load(Ordering::Acquire) != v + 2 {
                     std::hint::spin_loop();
                 }
                 v += 2;

@@ -9,18 +9,19 @@
 //! locks would cost time. This module is the only place in the crate where memory is deliberately
 //! written by one thread while others may read or write it.
 //!
-//! Every element is an [`AtomicF32`]: an `AtomicU32` holding the bits of an `f32`, read and written
-//! with `Ordering::Relaxed`. Relaxed atomics compile to plain loads and stores on x86-64 and AArch64,
-//! so they cost what racy `f32` accesses would, but a concurrent read and write is defined behaviour
-//! (a read sees some value that was written), not a data race. An element's read-modify-write (load
-//! weight and slots, apply the optimizer rule, store back) is *not* atomic as a whole: a concurrent
-//! update of the same element may be lost, which is exactly Hogwild's contract. The `unsafe`
-//! code here is cache prefetch hints (to read, and to write with `prefetchw`), which change no
-//! value, the ownership of the cells'
-//! memory (`cells.rs`: a huge-page mapping for large tables), and row copies four cells per
-//! instruction where the processor makes that one atomic access (`bulk.rs`, x86-64 with AVX:
-//! the same effect as the relaxed loop it replaces); `Table` is `Send + Sync` because
-//! its fields are, and Miri checks the tests (`make miri`).
+//! Every element is an [`AtomicF32`], one of the atomic float cells of `store/atomic.rs`, the one
+//! home of deliberately shared parameter memory (the TF plugin's shared-path kernels use the same
+//! cells): its module documentation states what is atomic, with which orderings, and why Hogwild's
+//! races are not undefined behaviour. In short, every access is a relaxed atomic load or store,
+//! as cheap as a racy `f32` access on x86-64 and AArch64 but defined; an element's
+//! read-modify-write (load weight and slots, apply the optimizer rule, store back) is *not*
+//! atomic as a whole, so a concurrent update of the same element may be lost, which is exactly
+//! Hogwild's contract. The `unsafe` code here is cache prefetch hints (to read, and to write with
+//! `prefetchw`), which change no value, the ownership of the cells' memory (`cells.rs`: a
+//! huge-page mapping for large tables), and row copies four cells per instruction where the
+//! processor makes that one atomic access (`bulk.rs`, x86-64 with AVX: the same effect as the
+//! relaxed loop it replaces); `Table` is `Send + Sync` because its fields are, and Miri checks
+//! the tests (`make miri`).
 //!
 //! # Layout
 //!
@@ -34,58 +35,21 @@
 //! Per-table scalars (AdamAsync's beta powers) are atomics too, advanced with a compare-and-swap loop
 //! so no advance is lost when threads finish steps at the same time.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use crate::optim::Optimizer;
 
+mod atomic;
 mod bulk;
 mod cells;
 mod local;
 use crate::{Error, Result};
+pub use atomic::{
+    as_cells, cells_from_raw_parts, AtomicBF16, AtomicF16, AtomicF32, AtomicF64, SharedReal,
+};
 use cells::Cells;
 pub use local::{LocalRows, SHARED};
 
 /// Most optimizer slots per element a table supports (AdamAsync uses 2).
 pub const MAX_SLOTS: usize = 4;
-
-/// An `f32` shared between threads: relaxed atomic loads and stores of its bits.
-#[derive(Debug, Default)]
-#[repr(transparent)]
-pub struct AtomicF32(AtomicU32);
-
-impl AtomicF32 {
-    /// A new cell holding `x`.
-    pub fn new(x: f32) -> Self {
-        Self(AtomicU32::new(x.to_bits()))
-    }
-
-    /// The current value (relaxed).
-    #[inline(always)]
-    pub fn load(&self) -> f32 {
-        f32::from_bits(self.0.load(Ordering::Relaxed))
-    }
-
-    /// Replaces the value (relaxed).
-    #[inline(always)]
-    pub fn store(&self, x: f32) {
-        self.0.store(x.to_bits(), Ordering::Relaxed)
-    }
-
-    /// Replaces the value with `f(old)` atomically, retrying when another thread got there first.
-    pub fn update(&self, f: impl Fn(f32) -> f32) -> f32 {
-        let mut old = self.0.load(Ordering::Relaxed);
-        loop {
-            let new = f(f32::from_bits(old)).to_bits();
-            match self
-                .0
-                .compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => return f32::from_bits(new),
-                Err(seen) => old = seen,
-            }
-        }
-    }
-}
 
 /// One parameter table: `rows` rows of `dim` weights, each row followed by its optimizer slots, and
 /// the table's optimizer scalars. See the module documentation for the layout and the sharing rules.
@@ -438,27 +402,31 @@ pub(crate) fn step_row<O: Optimizer<f32>>(
     }
 }
 
-/// Runs `f` over `0..rows` split into one contiguous range per core, each on its own thread
-/// (ranges of at least 2^16 rows: a smaller table is one range, run on this thread). For filling
-/// a table whose rows are computed independently, so that the result does not depend on the
-/// split: writing every row of a table much larger than the cache is memory-bound, and the first
-/// write of each page also pays for the kernel zeroing it.
+/// Runs `f` over `0..rows` split into one contiguous range per thread of rayon's pool (one per
+/// core unless `RAYON_NUM_THREADS` says otherwise; ranges of at least 2^16 rows: a smaller table
+/// is one range, run on this thread). For filling a table whose rows are computed independently,
+/// so that the result does not depend on the split: writing every row of a table much larger
+/// than the cache is memory-bound, and the first write of each page also pays for the kernel
+/// zeroing it.
 pub(crate) fn in_row_ranges(rows: usize, f: impl Fn(std::ops::Range<usize>) + Sync) {
     map_ranges(rows, 1 << 16, f);
 }
 
-/// Runs `f` over `0..n` split into one contiguous range per core (ranges of at least `min`,
-/// the first on this thread) and returns the results in the ranges' order.
+/// Runs `f` over `0..n` split into one contiguous range per thread of rayon's pool (ranges of at
+/// least `min`) and returns the results in the ranges' order.
 pub(crate) fn map_ranges<T: Send>(
     n: usize,
     min: usize,
     f: impl Fn(std::ops::Range<usize>) -> T + Sync,
 ) -> Vec<T> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    in_ranges(n, min, cores, f)
+    in_ranges(n, min, rayon::current_num_threads(), f)
 }
 
-/// [`map_ranges`] with at most `threads` ranges.
+/// [`map_ranges`] with at most `threads` ranges. The split is fixed (equal contiguous ranges, not
+/// rayon's adaptive splitting) so that each range is one long sequential pass over memory and a
+/// checkpoint part is one run of the file. This thread runs the first range itself, as a
+/// blocked caller would waste a core, and rayon's pool the others, on threads that outlive the
+/// call instead of threads spawned per call.
 fn in_ranges<T: Send>(
     n: usize,
     min: usize,
@@ -470,17 +438,21 @@ fn in_ranges<T: Send>(
     if threads == 1 {
         return vec![f(range(0))];
     }
-    let f = &f;
-    std::thread::scope(|s| {
-        let others: Vec<_> = (1..threads).map(|t| s.spawn(move || f(range(t)))).collect();
-        let mut results = vec![f(range(0))];
-        // A panic in `f` is a bug of the caller's: it propagates as it would on this thread.
-        results.extend(others.into_iter().map(|h| match h.join() {
-            Ok(result) => result,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }));
-        results
-    })
+    let mut results: Vec<Option<T>> = (0..threads).map(|_| None).collect();
+    let (first, others) = results.split_at_mut(1);
+    let (f, range) = (&f, &range);
+    // A panic in `f` is a bug of the caller's: the scope propagates it to this thread once every
+    // range has ended.
+    rayon::in_place_scope(|s| {
+        for (t, slot) in others.iter_mut().enumerate() {
+            s.spawn(move |_| *slot = Some(f(range(t + 1))));
+        }
+        first[0] = Some(f(range(0)));
+    });
+    results
+        .into_iter()
+        .map(|r| r.expect("the scope ran every range"))
+        .collect()
 }
 
 /// Prefetches the cache line holding `value` into every cache level (a no-op off x86-64 and
@@ -531,6 +503,8 @@ static HAS_PREFETCHW: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
     use super::*;
     use crate::optim::{apply_sparse, Adagrad, AdamAsync, Sgd, SlotState};
     use approx::assert_relative_eq;
@@ -726,7 +700,21 @@ mod tests {
         assert_eq!(out, [1.5, 2.0, 2.5]);
     }
 
+    // One range per core (rayon's pool, unless the user sets its size), not one per training
+    // thread. Not under Miri, nor the next test: rayon's deque (crossbeam-epoch) violates
+    // Stacked Borrows (crossbeam-rs/crossbeam#545), and they run no unsafe code of this crate.
     #[test]
+    #[cfg_attr(miri, ignore = "rayon's crossbeam-epoch fails Stacked Borrows")]
+    fn row_ranges_are_one_per_core() {
+        if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let lens = map_ranges(10 * cores, 1, |range| range.len());
+            assert_eq!(lens, vec![10; cores]);
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "rayon's crossbeam-epoch fails Stacked Borrows")]
     fn row_ranges_cover_every_row_once() {
         for (rows, min_rows, threads) in
             [(0, 4, 3), (1, 4, 3), (10, 4, 3), (11, 4, 8), (1000, 16, 4)]

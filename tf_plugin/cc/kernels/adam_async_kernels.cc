@@ -2,10 +2,10 @@
 //
 // Each kernel takes TensorFlow's variable locks (the helpers of stock training ops), validates every
 // input, then hands the tensors to the Rust core through the cxx bridge (tf_plugin/src/lib.rs):
-// coefficients once, the element rule on each shard, the powers once. When the kernel holds
-// exclusive locks on resource variables the buffers cross as slices (`&mut` in Rust); otherwise
-// other kernels may update the same variables at once, and they cross as SharedTensor (address and
-// size), which the Rust side reads and writes with atomics only (the shared path).
+// coefficients once, the element rule on each shard, the powers once. Every tensor crosses as a
+// Buffer (address and size); the update calls say whether the kernel holds exclusive locks on
+// resource variables (Access::Exclusive: the Rust side views the buffers as slices) or other
+// kernels may update the same variables at once (Access::Shared: atomics only).
 // A Rust error arrives as rust::Error and becomes an InvalidArgument status; nothing aborts.
 
 #define EIGEN_USE_THREADS
@@ -75,38 +75,18 @@ absl::Status FailedPrecondition(const Args&... args) {
   return absl::FailedPreconditionError(absl::StrCat(args...));
 }
 
-// Elements [begin, end) of a tensor's buffer, as bytes.
+// Elements [begin, end) of a tensor's buffer. Under Access::Shared other kernels may update it
+// while this one runs, and the Rust side reads and writes it with atomics only.
 template <typename T>
-rust::Slice<uint8_t> MutBytes(const Tensor& t, int64_t begin, int64_t end) {
+adam_async::Buffer Buf(const Tensor& t, int64_t begin, int64_t end) {
   auto* data = reinterpret_cast<uint8_t*>(const_cast<char*>(t.tensor_data().data()));
-  return rust::Slice<uint8_t>(data + begin * sizeof(T), (end - begin) * sizeof(T));
+  return adam_async::Buffer{data + begin * sizeof(T),
+                            static_cast<size_t>((end - begin) * sizeof(T))};
 }
-template <typename T>
-rust::Slice<uint8_t> MutBytes(const Tensor& t) {
-  return MutBytes<T>(t, 0, t.NumElements());
-}
-template <typename T>
-rust::Slice<const uint8_t> Bytes(const Tensor& t, int64_t begin, int64_t end) {
-  const auto* data = reinterpret_cast<const uint8_t*>(t.tensor_data().data());
-  return rust::Slice<const uint8_t>(data + begin * sizeof(T), (end - begin) * sizeof(T));
-}
-inline rust::Slice<const uint8_t> Bytes(const Tensor& t) {
+inline adam_async::Buffer Buf(const Tensor& t) {
   const auto data = t.tensor_data();
-  return rust::Slice<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size());
-}
-
-// A tensor's buffer (or elements [begin, end) of it) for the shared path, where other kernels may
-// update it while this one runs: the Rust side accesses it with atomics only.
-template <typename T>
-adam_async::SharedTensor Shared(const Tensor& t, int64_t begin, int64_t end) {
-  auto* data = reinterpret_cast<uint8_t*>(const_cast<char*>(t.tensor_data().data()));
-  return adam_async::SharedTensor{data + begin * sizeof(T),
-                                  static_cast<size_t>((end - begin) * sizeof(T))};
-}
-inline adam_async::SharedTensor Shared(const Tensor& t) {
-  const auto data = t.tensor_data();
-  return adam_async::SharedTensor{reinterpret_cast<uint8_t*>(const_cast<char*>(data.data())),
-                                  data.size()};
+  return adam_async::Buffer{reinterpret_cast<uint8_t*>(const_cast<char*>(data.data())),
+                            data.size()};
 }
 
 // Whether the byte ranges of two tensors overlap (empty tensors overlap nothing).
@@ -191,25 +171,26 @@ class AdamAsyncOpBase : public OpKernel {
     return absl::OkStatus();
   }
 
-  // Whether this kernel alone reaches var, m, v and the powers while it runs, so that the Rust
-  // side may take them as `&mut` slices (the fast path). True only for resource variables under
-  // exclusive locks (dense updates always; sparse updates with use_locking) whose five buffers
-  // overlap neither each other nor any other input. Ref variables never qualify: an update with
+  // Access::Exclusive when this kernel alone reaches var, m, v and the powers while it runs, so
+  // that the Rust side may take var, m and v as `&mut` slices (the fast path): only for resource
+  // variables under exclusive locks (dense updates always; sparse updates with use_locking) whose
+  // five buffers overlap neither each other nor any other input. Ref variables never qualify: an update with
   // use_locking=False takes no lock, so it may run beside a locked one on the same variable.
-  // Everything else takes the shared path: atomic accesses only, sound under any concurrency.
-  bool Exclusive(OpKernelContext* ctx, bool sparse, const Tensor vars[5],
-                 std::initializer_list<const Tensor*> others) const {
-    if (ctx->input_dtype(0) != DT_RESOURCE) return false;
-    if (sparse && !use_exclusive_lock_) return false;
+  // Everything else takes shared access: atomic accesses only, sound under any concurrency.
+  adam_async::Access GetAccess(OpKernelContext* ctx, bool sparse, const Tensor vars[5],
+                               std::initializer_list<const Tensor*> others) const {
+    constexpr auto kShared = adam_async::Access::Shared;
+    if (ctx->input_dtype(0) != DT_RESOURCE) return kShared;
+    if (sparse && !use_exclusive_lock_) return kShared;
     for (int i = 0; i < 5; ++i) {
       for (int j = i + 1; j < 5; ++j) {
-        if (Overlap(vars[i], vars[j])) return false;
+        if (Overlap(vars[i], vars[j])) return kShared;
       }
       for (const Tensor* other : others) {
-        if (Overlap(vars[i], *other)) return false;
+        if (Overlap(vars[i], *other)) return kShared;
       }
     }
-    return true;
+    return adam_async::Access::Exclusive;
   }
 
   // lr, beta1, beta2, epsilon (inputs 5..8) must be scalars.
@@ -252,19 +233,13 @@ class AdamAsyncDenseOp : public AdamAsyncOpBase<T> {
     const Tensor& beta1 = ctx->input(6);
     const Tensor& beta2 = ctx->input(7);
     const Tensor& epsilon = ctx->input(8);
-    const bool exclusive =
-        this->Exclusive(ctx, /*sparse=*/false, t, {&lr, &beta1, &beta2, &epsilon, &grad});
+    const adam_async::Access access =
+        this->GetAccess(ctx, /*sparse=*/false, t, {&lr, &beta1, &beta2, &epsilon, &grad});
     std::optional<rust::Box<adam_async::Coeffs>> coeffs;
     OP_REQUIRES_OK(ctx, CallRust("AdamAsync", [&] {
-                     if (exclusive) {
-                       coeffs.emplace(adam_async::adam_coeffs(dtype, Bytes(lr), Bytes(beta1),
-                                                              Bytes(beta2), Bytes(epsilon),
-                                                              Bytes(t[3]), Bytes(t[4])));
-                     } else {
-                       coeffs.emplace(adam_async::adam_coeffs_shared(
-                           dtype, Shared(lr), Shared(beta1), Shared(beta2), Shared(epsilon),
-                           Shared(t[3]), Shared(t[4])));
-                     }
+                     coeffs.emplace(adam_async::adam_coeffs(dtype, Buf(lr), Buf(beta1),
+                                                            Buf(beta2), Buf(epsilon), Buf(t[3]),
+                                                            Buf(t[4])));
                    }));
 
     const int64_t n = t[0].NumElements();
@@ -274,15 +249,9 @@ class AdamAsyncDenseOp : public AdamAsyncOpBase<T> {
       const bool nesterov = use_nesterov_;
       auto shard = [&](Eigen::Index begin, Eigen::Index end) {
         absl::Status s = CallRust("AdamAsync", [&] {
-          if (exclusive) {
-            adam_async::apply_dense_chunk(
-                **coeffs, MutBytes<T>(t[0], begin, end), MutBytes<T>(t[1], begin, end),
-                MutBytes<T>(t[2], begin, end), Bytes<T>(grad, begin, end), nesterov);
-          } else {
-            adam_async::apply_dense_shared(
-                **coeffs, Shared<T>(t[0], begin, end), Shared<T>(t[1], begin, end),
-                Shared<T>(t[2], begin, end), Shared<T>(grad, begin, end), nesterov);
-          }
+          adam_async::apply_dense(**coeffs, access, Buf<T>(t[0], begin, end),
+                                  Buf<T>(t[1], begin, end), Buf<T>(t[2], begin, end),
+                                  Buf<T>(grad, begin, end), nesterov);
         });
         if (!s.ok()) {
           std::lock_guard<std::mutex> l(status_mu);
@@ -295,13 +264,8 @@ class AdamAsyncDenseOp : public AdamAsyncOpBase<T> {
       OP_REQUIRES_OK(ctx, shard_status);
     }
     OP_REQUIRES_OK(ctx, CallRust("AdamAsync", [&] {
-                     if (exclusive) {
-                       adam_async::advance_powers(dtype, MutBytes<T>(t[3]), MutBytes<T>(t[4]),
-                                                  Bytes(beta1), Bytes(beta2));
-                     } else {
-                       adam_async::advance_powers_shared(dtype, Shared(t[3]), Shared(t[4]),
-                                                         Shared(beta1), Shared(beta2));
-                     }
+                     adam_async::advance_powers(dtype, Buf(t[3]), Buf(t[4]), Buf(beta1),
+                                                Buf(beta2));
                    }));
     MaybeForwardRefInputToRefOutput(ctx, 0, 0);
   }
@@ -356,32 +320,25 @@ class AdamAsyncSparseOp : public AdamAsyncOpBase<T> {
       const Tensor& beta1 = ctx->input(6);
       const Tensor& beta2 = ctx->input(7);
       const Tensor& epsilon = ctx->input(8);
-      if (!this->Exclusive(ctx, /*sparse=*/true, t,
-                           {&lr, &beta1, &beta2, &epsilon, &grad, &indices})) {
-        OP_REQUIRES_OK(ctx, ComputeShared(t, lr, beta1, beta2, epsilon, grad, indices, row_len));
-        MaybeForwardRefInputToRefOutput(ctx, 0, 0);
-        return;
-      }
+      const adam_async::Access access = this->GetAccess(
+          ctx, /*sparse=*/true, t, {&lr, &beta1, &beta2, &epsilon, &grad, &indices});
       constexpr auto dtype = RustDType<T>::value;
       OP_REQUIRES_OK(ctx, CallRust("SparseAdamAsync", [&] {
                        rust::Box<adam_async::Coeffs> coeffs =
-                           rmsprop_
-                               ? adam_async::rmsprop_coeffs(dtype, Bytes(ctx->input(5)),
-                                                            Bytes(ctx->input(6)),
-                                                            Bytes(ctx->input(7)),
-                                                            Bytes(ctx->input(8)))
-                               : adam_async::adam_coeffs(
-                                     dtype, Bytes(ctx->input(5)), Bytes(ctx->input(6)),
-                                     Bytes(ctx->input(7)), Bytes(ctx->input(8)), Bytes(t[3]),
-                                     Bytes(t[4]));
-                       // Validates every index before writing; rows apply in order.
-                       adam_async::apply_sparse_rows(*coeffs, MutBytes<T>(t[0]), MutBytes<T>(t[1]),
-                                                     MutBytes<T>(t[2]), Bytes(grad),
-                                                     Bytes(indices), RustIndexType<Tindex>::value,
+                           rmsprop_ ? adam_async::rmsprop_coeffs(dtype, Buf(lr), Buf(beta1),
+                                                                 Buf(beta2), Buf(epsilon))
+                                    : adam_async::adam_coeffs(dtype, Buf(lr), Buf(beta1),
+                                                              Buf(beta2), Buf(epsilon),
+                                                              Buf(t[3]), Buf(t[4]));
+                       // Reads the indices once and validates every one before writing; rows
+                       // apply in order.
+                       adam_async::apply_sparse_rows(*coeffs, access, Buf(t[0]), Buf(t[1]),
+                                                     Buf(t[2]), Buf(grad), Buf(indices),
+                                                     RustIndexType<Tindex>::value,
                                                      static_cast<size_t>(row_len), rmsprop_);
                        if (!rmsprop_) {
-                         adam_async::advance_powers(dtype, MutBytes<T>(t[3]), MutBytes<T>(t[4]),
-                                                    Bytes(ctx->input(6)), Bytes(ctx->input(7)));
+                         adam_async::advance_powers(dtype, Buf(t[3]), Buf(t[4]), Buf(beta1),
+                                                    Buf(beta2));
                        }
                      }));
     }
@@ -389,30 +346,6 @@ class AdamAsyncSparseOp : public AdamAsyncOpBase<T> {
   }
 
  private:
-  // The sparse update on the shared path (other kernels may update the same variables at once).
-  absl::Status ComputeShared(const Tensor t[5], const Tensor& lr, const Tensor& beta1,
-                             const Tensor& beta2, const Tensor& epsilon, const Tensor& grad,
-                             const Tensor& indices, int64_t row_len) {
-    constexpr auto dtype = RustDType<T>::value;
-    return CallRust("SparseAdamAsync", [&] {
-      rust::Box<adam_async::Coeffs> coeffs =
-          rmsprop_ ? adam_async::rmsprop_coeffs_shared(dtype, Shared(lr), Shared(beta1),
-                                                       Shared(beta2), Shared(epsilon))
-                   : adam_async::adam_coeffs_shared(dtype, Shared(lr), Shared(beta1),
-                                                    Shared(beta2), Shared(epsilon), Shared(t[3]),
-                                                    Shared(t[4]));
-      // Copies the indices once, validates every one before writing; rows apply in order.
-      adam_async::apply_sparse_rows_shared(*coeffs, Shared(t[0]), Shared(t[1]), Shared(t[2]),
-                                           Shared(grad), Shared(indices),
-                                           RustIndexType<Tindex>::value,
-                                           static_cast<size_t>(row_len), rmsprop_);
-      if (!rmsprop_) {
-        adam_async::advance_powers_shared(dtype, Shared(t[3]), Shared(t[4]), Shared(beta1),
-                                          Shared(beta2));
-      }
-    });
-  }
-
   bool rmsprop_;
 };
 

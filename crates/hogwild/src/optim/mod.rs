@@ -64,9 +64,11 @@ pub use adam_async::{
 pub use real::{Real, SparseIndex};
 pub use rule::{apply_dense, apply_sparse, Adagrad, Optimizer, Sgd, SlotState};
 pub use schedule::LinearDecay;
-pub use shared::{
-    advance_powers_shared, as_cells, cells_from_raw_parts, AtomicBF16, AtomicF16, AtomicF64,
-    SharedReal, CHUNK,
+pub use shared::{advance_powers_shared, CHUNK};
+// The shared kernels' cells live with the store's, in one module (`store/atomic.rs`); they are
+// named here too because the kernels' callers (the TF plugin) know them by this path.
+pub use crate::store::{
+    as_cells, cells_from_raw_parts, AtomicBF16, AtomicF16, AtomicF64, SharedReal,
 };
 pub use views::{apply_dense_view, apply_sparse_view};
 

@@ -2,6 +2,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crossbeam_utils::CachePadded;
+
 /// A learning rate that falls linearly from the optimizer's to a floor over a run of `total`
 /// units of work (instances, words), fastText's and word2vec's schedule. Workers add the work they
 /// take as they take it, so the rate follows the whole run's progress whatever the thread count,
@@ -24,8 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// ```
 #[derive(Debug, Default)]
 pub struct LinearDecay {
-    /// Units of work taken so far in this run.
-    done: AtomicU64,
+    /// Units of work taken so far in this run. Every worker adds to it as it takes work and reads
+    /// `total` as often, so it has a cache line (pair) of its own: its writes then do not evict
+    /// `total`, or whatever the struct sits next to, from the other workers' caches.
+    done: CachePadded<AtomicU64>,
     /// Units the run holds.
     total: AtomicU64,
 }

@@ -13,10 +13,10 @@
 //!
 //! # How
 //!
-//! Each element is a cell ([`SharedReal::Cell`]): an atomic integer holding the float's bits
-//! (f32: the Hogwild store's [`AtomicF32`], f64: [`AtomicF64`], f16: [`AtomicF16`], bf16:
-//! [`AtomicBF16`]), loaded and stored with `Ordering::Relaxed`, which compiles to plain moves on
-//! x86-64 and AArch64. The kernels copy up to [`CHUNK`] elements of var, m, v and grad into local
+//! Each element is a cell ([`SharedReal::Cell`]): the Hogwild store's atomic floats
+//! ([`AtomicF32`], [`AtomicF64`], [`AtomicF16`], [`AtomicBF16`], whose module,
+//! `store/atomic.rs`, states the rules), loaded and stored with `Ordering::Relaxed`, which
+//! compiles to plain moves on x86-64 and AArch64. The kernels copy up to [`CHUNK`] elements of var, m, v and grad into local
 //! arrays, run the slice kernels' compiled loop on them (the same element rules
 //! [`adam_async_element`](super::adam_async_element) / [`rmsprop_element`](super::rmsprop_element),
 //! vectorised, picked per CPU) and store var, m and v back. With no concurrent writer the results
@@ -36,176 +36,17 @@
 //! index applies again to the state the previous one stored, as in the slice kernels.
 //!
 //! [`AtomicF32`]: crate::store::AtomicF32
+//! [`AtomicF64`]: crate::store::AtomicF64
+//! [`AtomicF16`]: crate::store::AtomicF16
+//! [`AtomicBF16`]: crate::store::AtomicBF16
 
-use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
-
-use half::{bf16, f16};
-
-use super::{check_same_len, check_sparse, row_range, AdamCoeffs, AdamRule, Real, SparseIndex};
-use crate::store::AtomicF32;
+use super::{check_same_len, check_sparse, row_range, AdamCoeffs, AdamRule, SparseIndex};
+use crate::store::SharedReal;
 use crate::Result;
 
 /// Elements copied into local arrays per step of the shared kernels (four arrays of 256 f64 are
 /// 8 KiB, well inside L1).
 pub const CHUNK: usize = 256;
-
-mod sealed {
-    /// Keeps [`super::SharedReal`] to the four types whose cell layout is checked below.
-    pub trait Sealed {}
-}
-
-/// A [`Real`] with an atomic cell type, so that the shared kernels can work on memory other threads
-/// access at the same time.
-///
-/// Layout guarantee: `Self::Cell` is `#[repr(transparent)]` over the standard atomic integer of
-/// `Self`'s size (`AtomicU16`, `AtomicU32`, `AtomicU64`), which has the in-memory representation of
-/// that integer; its size and alignment equal `Self`'s (checked at compile time), and every bit
-/// pattern is valid for both. So memory holding `[Self]` can be viewed as `[Self::Cell]`
-/// ([`as_cells`], [`cells_from_raw_parts`]). Sealed: implemented for f32, f64, f16 and bf16 only.
-pub trait SharedReal: Real + sealed::Sealed {
-    /// The atomic cell holding one element's bits.
-    type Cell: Send + Sync + std::fmt::Debug;
-    /// A new cell holding `x`.
-    fn cell(x: Self) -> Self::Cell;
-    /// The cell's value (relaxed load).
-    fn load(cell: &Self::Cell) -> Self;
-    /// Replaces the cell's value (relaxed store).
-    fn store(cell: &Self::Cell, x: Self);
-    /// Replaces the value with `f(old)` atomically (a compare-and-swap loop); returns the new value.
-    fn update(cell: &Self::Cell, f: impl Fn(Self) -> Self) -> Self;
-}
-
-/// Defines an atomic float cell with the API of the store's [`AtomicF32`].
-macro_rules! atomic_float {
-    ($(#[$doc:meta])* $name:ident, $float:ty, $atomic:ty) => {
-        $(#[$doc])*
-        #[derive(Debug, Default)]
-        #[repr(transparent)]
-        pub struct $name($atomic);
-
-        impl $name {
-            /// A new cell holding `x`.
-            pub fn new(x: $float) -> Self {
-                Self(<$atomic>::new(x.to_bits()))
-            }
-
-            /// The current value (relaxed).
-            #[inline(always)]
-            pub fn load(&self) -> $float {
-                <$float>::from_bits(self.0.load(Ordering::Relaxed))
-            }
-
-            /// Replaces the value (relaxed).
-            #[inline(always)]
-            pub fn store(&self, x: $float) {
-                self.0.store(x.to_bits(), Ordering::Relaxed)
-            }
-
-            /// Replaces the value with `f(old)` atomically, retrying when another thread got there
-            /// first; returns the new value.
-            pub fn update(&self, f: impl Fn($float) -> $float) -> $float {
-                let mut old = self.0.load(Ordering::Relaxed);
-                loop {
-                    let new = f(<$float>::from_bits(old)).to_bits();
-                    match self
-                        .0
-                        .compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Relaxed)
-                    {
-                        Ok(_) => return <$float>::from_bits(new),
-                        Err(seen) => old = seen,
-                    }
-                }
-            }
-        }
-    };
-}
-
-atomic_float!(
-    /// An `f64` shared between threads: relaxed atomic loads and stores of its bits.
-    AtomicF64,
-    f64,
-    AtomicU64
-);
-atomic_float!(
-    /// An IEEE binary16 (`half::f16`) shared between threads: relaxed atomic loads and stores of its
-    /// bits.
-    AtomicF16,
-    f16,
-    AtomicU16
-);
-atomic_float!(
-    /// A bfloat16 (`half::bf16`) shared between threads: relaxed atomic loads and stores of its bits.
-    AtomicBF16,
-    bf16,
-    AtomicU16
-);
-
-macro_rules! shared_real {
-    ($float:ty, $cell:ty) => {
-        impl sealed::Sealed for $float {}
-
-        impl SharedReal for $float {
-            type Cell = $cell;
-            fn cell(x: Self) -> $cell {
-                <$cell>::new(x)
-            }
-            #[inline(always)]
-            fn load(cell: &$cell) -> Self {
-                cell.load()
-            }
-            #[inline(always)]
-            fn store(cell: &$cell, x: Self) {
-                cell.store(x)
-            }
-            fn update(cell: &$cell, f: impl Fn(Self) -> Self) -> Self {
-                cell.update(f)
-            }
-        }
-
-        // The layout guarantee of `SharedReal`: a target where it fails does not compile.
-        const _: () = assert!(
-            std::mem::size_of::<$cell>() == std::mem::size_of::<$float>()
-                && std::mem::align_of::<$cell>() == std::mem::align_of::<$float>()
-        );
-    };
-}
-shared_real!(f32, AtomicF32);
-shared_real!(f64, AtomicF64);
-shared_real!(f16, AtomicF16);
-shared_real!(bf16, AtomicBF16);
-
-/// Views an exclusively borrowed slice as cells, to hand a plain buffer to the shared kernels (and
-/// to threads) for the duration of the borrow.
-pub fn as_cells<T: SharedReal>(x: &mut [T]) -> &[T::Cell] {
-    // SAFETY:
-    // - layout: `T::Cell` has `T`'s size and alignment and every bit pattern is valid for both
-    //   (`SharedReal`'s guarantee, asserted at compile time), so `x.len()` elements of `T` are
-    //   `x.len()` valid cells at the same address;
-    // - aliasing: the returned borrow keeps `x` uniquely borrowed for its whole lifetime, so the
-    //   memory is reached only through these cells, whose every access is atomic.
-    unsafe { std::slice::from_raw_parts(x.as_mut_ptr().cast::<T::Cell>(), x.len()) }
-}
-
-/// Views `len` elements of `T` at `ptr` as cells; for memory owned outside Rust (a TensorFlow
-/// tensor's buffer) that other threads may access while the view lives.
-///
-/// # Safety
-///
-/// - `ptr` is non-null, aligned for `T`, and valid for reads and writes of `len` elements for the
-///   whole of `'a`; `len * size_of::<T>()` is at most `isize::MAX`;
-/// - during `'a`, no Rust reference other than cells points into that memory, and every access to
-///   it from any thread is atomic (these cells, other such views, or the C++ equivalent); a
-///   non-atomic concurrent access elsewhere would be a data race.
-pub unsafe fn cells_from_raw_parts<'a, T: SharedReal>(ptr: *mut T, len: usize) -> &'a [T::Cell] {
-    // SAFETY:
-    // - layout: `T::Cell` has `T`'s size and alignment (`SharedReal`'s guarantee), so `ptr` is
-    //   aligned for cells and `len` cells span the `len` elements the caller vouches for;
-    // - validity and lifetime: the caller guarantees `ptr` is non-null and valid for `len`
-    //   elements during `'a`, with a size that fits `isize`;
-    // - aliasing: the caller guarantees that nothing but atomic accesses reaches the memory during
-    //   `'a`, which is what a shared slice of cells (atomics are `UnsafeCell`s) permits.
-    unsafe { std::slice::from_raw_parts(ptr.cast::<T::Cell>(), len) }
-}
 
 /// `beta1_power *= beta1; beta2_power *= beta2`, each with a compare-and-swap loop: exactly one
 /// advance per call, even when calls on the same powers run at once (see the module docs).
@@ -348,10 +189,12 @@ mod tests {
     //! threads updating the same cells, and validate before writing. Run under Miri by `make miri`
     //! (`cargo +nightly miri test -p hogwild --lib optim::shared`).
 
-    use std::sync::atomic::AtomicU32;
+    use half::{bf16, f16};
 
     use super::*;
+    use crate::optim::Real;
     use crate::rng::test_values as values;
+    use crate::store::AtomicF32;
 
     fn cells<T: SharedReal>(xs: &[T]) -> Vec<T::Cell> {
         xs.iter().map(|&x| T::cell(x)).collect()
@@ -485,32 +328,6 @@ mod tests {
         powers_match::<f64>("f64");
         powers_match::<f16>("f16");
         powers_match::<bf16>("bf16");
-    }
-
-    #[test]
-    fn views_of_plain_buffers_share_their_memory() {
-        let mut xs = vec![1.5f32, -2.0, 3.25];
-        {
-            let view = as_cells(&mut xs);
-            view[1].store(7.0);
-            assert_eq!(view[0].load(), 1.5);
-        }
-        assert_eq!(xs, [1.5, 7.0, 3.25]);
-
-        let mut ys = vec![0.5f64; 4];
-        let ptr = ys.as_mut_ptr();
-        {
-            // SAFETY: `ptr` comes from a live Vec of 4 f64 (non-null, aligned, valid), which is
-            // not touched through any other reference while `view` lives.
-            let view = unsafe { cells_from_raw_parts::<f64>(ptr, 4) };
-            view[3].update(|x| x * 4.0);
-        }
-        assert_eq!(ys, [0.5, 0.5, 0.5, 2.0]);
-
-        // A bridge's own word-sized cells and the store's cells agree on the bits.
-        let word = AtomicU32::new(1.25f32.to_bits());
-        let mut back = [f32::from_bits(word.load(Ordering::Relaxed))];
-        assert_eq!(as_cells(&mut back)[0].load(), 1.25);
     }
 
     #[test]
