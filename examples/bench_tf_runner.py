@@ -105,7 +105,7 @@ def write_native_config(d, vocab, dim, lr=0.01):
     softmax cross-entropy, 2 classes, no bigrams, AdamAsync with the same learning rate."""
     p = d / "bow.toml"
     p.write_text(f'[model]\nkind = "bow"\nvocab = {vocab}\nclasses = 2\ndim = {dim}\n'
-                 f'bigram_buckets = 0\npool = "mean"\n\n'
+                 f'bigram_buckets = 0\npool = "mean"\nbias = true\nend_of_text = false\n\n'
                  f'[optimizer]\nkind = "adam_async"\nlr = {lr}\n')
     return p
 
