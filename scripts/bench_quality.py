@@ -310,11 +310,49 @@ def cell(a):
     return f"{a['mean']:.2f} ± {a['std']:.2f} ({a['min']:.2f}-{a['max']:.2f})"
 
 
+def row_stats(rs):
+    """fastText's and hogwild's accuracy summaries (percent), the spread ratio (None when fastText
+    never varied), the speed ratio of medians and fastText's failures, over the runs `rs`."""
+    failed = sum(r["fasttext"]["acc"] is None for r in rs)
+    f = [r["fasttext"] for r in rs if r["fasttext"]["acc"] is not None]
+    h = [r["hogwild"] for r in rs]
+    ha = summary([x["acc"] * 100 for x in h])
+    if not f:
+        return None, ha, None, None, failed
+    fa = summary([x["acc"] * 100 for x in f])
+    spread = ha["std"] / fa["std"] if fa["std"] > 0 else None
+    speed = (statistics.median(x["seconds"] for x in f)
+             / statistics.median(x["seconds"] for x in h))
+    return fa, ha, spread, speed, failed
+
+
 def tables(args, runs, grid):
     lines = []
     hog = (f"hogwild ({args.optimizer}"
            + (f", lr {args.opt_lr:g}" if args.opt_lr is not None else "")
            + (f", lr_hold {args.lr_hold:g}" if args.lr_hold is not None else "") + ")")
+    # One line per setting and thread count over all sets: the worst of each measure.
+    lines += ["", "### Summary: the worst set of each setting", "",
+              "| setting | threads | diff (points), lowest (set) | sets within 0.5 or above | "
+              "spread ratio, highest (set) | speed ratio, lowest (set) |", "|---" * 6 + "|"]
+    for s in grid:
+        for threads in args.threads:
+            rows = {name: row_stats([r for r in runs if r["set"] == name
+                                     and r["threads"] == threads and r["setting"] == s])
+                    for name in args.sets}
+            rows = {n: v for n, v in rows.items() if v[0] is not None}
+            if not rows:
+                continue
+            diff = {n: v[1]["mean"] - v[0]["mean"] for n, v in rows.items()}
+            spread = {n: v[2] for n, v in rows.items() if v[2] is not None}
+            speed = {n: v[3] for n, v in rows.items()}
+            low = min(diff, key=diff.get)
+            wide = max(spread, key=spread.get) if spread else None
+            slow = min(speed, key=speed.get)
+            ok = sum(d >= -0.5 for d in diff.values())
+            wide_cell = f"{spread[wide]:.2f} ({wide})" if wide else "n/a"
+            lines.append(f"| {setting_name(s)} | {threads} | {diff[low]:+.2f} ({low}) | "
+                         f"{ok} of {len(diff)} | {wide_cell} | {speed[slow]:.2f} ({slow}) |")
     for s in grid:
         lines += ["", f"### {setting_name(s)}", "",
                   "| set | threads | seeds | fastText acc mean ± std (min-max) | "
@@ -328,19 +366,12 @@ def tables(args, runs, grid):
                       and r["setting"] == s]
                 if not rs:
                     continue
-                failed = sum(r["fasttext"]["acc"] is None for r in rs)
-                f = [r["fasttext"] for r in rs if r["fasttext"]["acc"] is not None]
-                h = [r["hogwild"] for r in rs]
-                if not f:
+                fa, ha, spread, speed, failed = row_stats(rs)
+                if fa is None:
                     lines.append(f"| {name} | {threads} | {len(rs)} | all failed | "
-                                 f"{cell(summary([x['acc'] * 100 for x in h]))} | | | | "
-                                 f"{failed} |")
+                                 f"{cell(ha)} | | | | {failed} |")
                     continue
-                fa = summary([x["acc"] * 100 for x in f])
-                ha = summary([x["acc"] * 100 for x in h])
-                spread = f"{ha['std'] / fa['std']:.2f}" if fa["std"] > 0 else "n/a (fastText std 0)"
-                speed = (statistics.median(x["seconds"] for x in f)
-                         / statistics.median(x["seconds"] for x in h))
+                spread = f"{spread:.2f}" if spread is not None else "n/a (fastText std 0)"
                 lines.append(f"| {name} | {threads} | {len(rs)} | {cell(fa)} | {cell(ha)} | "
                              f"{ha['mean'] - fa['mean']:+.2f} | {spread} | {speed:.2f} | "
                              f"{failed} |")
