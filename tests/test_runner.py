@@ -190,7 +190,7 @@ def test_an_id_outside_the_table_names_the_op_and_the_batch(hogwild_bin, setup, 
     r = tf_train(hogwild_bin, "--graph", graph, "--op-library", PLUGIN,
                  "--feed", d / "data.prototxt", bad, check=False)
     assert r.returncode != 0
-    assert "thread 0: training on batch 1 of this thread (1 instances)" in r.stderr
+    assert "worker thread 0 failed: training on batch 1 of this thread (1 instances)" in r.stderr
     assert "indices[1] = 200 is not in [0, 200)" in r.stderr
     assert "{{node Gather}}" in r.stderr
 
