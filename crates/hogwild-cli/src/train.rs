@@ -141,12 +141,9 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     let ready = started.elapsed();
-    let mut previous = 0.0;
     let mut last_save = Instant::now();
     let hook = |e: &EpochReport| -> hogwild::Result<()> {
-        let now = e.elapsed.as_secs_f64();
-        println!("{}", e.line(now - previous, threads));
-        previous = now;
+        println!("{}", e.line(threads));
         let due = e.epoch == args.epochs || last_save.elapsed().as_secs_f64() >= args.save_every;
         if let Some(path) = args.save.as_ref().filter(|_| due) {
             model.save(path).map_err(|err| hogwild::Error::Checkpoint {

@@ -2,9 +2,6 @@
 
 use std::path::PathBuf;
 
-use std::sync::Mutex;
-use std::time::Instant;
-
 use hogwild::executor::{self, EpochReport, Progress, RunOptions, RunReport};
 use hogwild::feed::{DataFeedDesc, FeedMode, FeedOptions};
 
@@ -104,11 +101,8 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
         },
     };
     // The same epoch lines as `hogwild train`, from the same worker loop.
-    let previous = Mutex::new(Instant::now());
     let hook = |e: &EpochReport| {
-        let mut last = previous.lock().unwrap_or_else(|p| p.into_inner());
-        println!("{}", e.line(last.elapsed().as_secs_f64(), args.threads));
-        *last = Instant::now();
+        println!("{}", e.line(args.threads));
         Ok(())
     };
     let train = executor::run_from_files(

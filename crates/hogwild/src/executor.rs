@@ -91,6 +91,8 @@ pub struct EpochReport {
     pub instances: u64,
     /// Time from the start of the run to the end of this epoch.
     pub elapsed: Duration,
+    /// Time from the previous epoch's end (the run's start, for the first) to this one's.
+    pub took: Duration,
 }
 
 impl EpochReport {
@@ -99,9 +101,10 @@ impl EpochReport {
         self.fetched.iter().find(|(n, _)| n == name).map(|x| x.1)
     }
 
-    /// The line `hogwild train` and `hogwild tf-train` print for an epoch that took `secs`:
+    /// The line `hogwild train` and `hogwild tf-train` print for an epoch:
     /// `epoch E: N instances in S s (R/s, T threads)  name value ...`.
-    pub fn line(&self, secs: f64, threads: usize) -> String {
+    pub fn line(&self, threads: usize) -> String {
+        let secs = self.took.as_secs_f64();
         let mut line = format!(
             "epoch {}: {} instances in {secs:.3}s ({:.0}/s, {threads} threads)",
             self.epoch,
@@ -177,21 +180,28 @@ pub fn run_from_files<M: Model>(
     on_epoch: Option<&EpochHook<'_>>,
 ) -> Result<RunReport> {
     check_threads(threads)?;
-    if let FeedMode::InMemory { .. } = options.feed.mode {
-        if files.is_empty() {
-            return Err(Error::Empty {
-                what: "data file list",
-            });
+    let spec = Spec {
+        train: true,
+        fetch,
+        options,
+        on_epoch,
+    };
+    // The model reads the desc before any file is: a slot it cannot use fails at once.
+    let workers = model.workers(desc, threads)?;
+    match options.feed.mode {
+        FeedMode::InMemory { .. } => {
+            if files.is_empty() {
+                return Err(Error::Empty {
+                    what: "data file list",
+                });
+            }
+            let mut load = options.feed.clone();
+            load.threads = threads;
+            let data = InMemoryDataset::load(desc, files, &load)?;
+            in_memory(model, workers, desc, &data, &spec)
         }
-        let mut load = options.feed.clone();
-        load.threads = threads;
-        let data = InMemoryDataset::load(desc, files, &load)?;
-        return train_dataset(model, desc, &data, threads, fetch, options, on_epoch);
+        FeedMode::Stream => streaming(model, workers, desc, files, &spec),
     }
-    let epochs = options.feed.epochs.max(1);
-    let count = || count_instances(desc, files);
-    model.plan(&RunPlan::new(epochs, &count))?;
-    streaming(model, desc, files, threads, fetch, options, true, on_epoch)
 }
 
 /// Trains `model` on `data` (laid out by `desc`) for `options.feed.epochs` epochs in `threads`
@@ -210,35 +220,14 @@ pub fn train_dataset<M: Model>(
     on_epoch: Option<&EpochHook<'_>>,
 ) -> Result<RunReport> {
     check_threads(threads)?;
-    let epochs = options.feed.epochs.max(1);
-    let seed = match options.feed.mode {
-        FeedMode::InMemory { shuffle } => shuffle,
-        FeedMode::Stream => None,
-    };
-    let batch_size = options.feed.batch_size(desc);
-    let count = || Ok(data.len() as u64);
-    model.plan(&RunPlan::new(epochs, &count))?;
     let workers = model.workers(desc, threads)?;
-    let source = Memory::new(data, threads, epochs, batch_size, seed)?;
     let spec = Spec {
         train: true,
-        epochs,
         fetch,
         options,
         on_epoch,
     };
-    let mut report = run::run(model, workers, desc, &source, &spec)?;
-    let load = data.load_stats();
-    report.feed = FeedStats {
-        lines: load.lines,
-        bytes: load.bytes,
-        bad_lines: load.bad_lines,
-        bad_examples: load.bad_examples.clone(),
-        read_time: load.read_time,
-        ..report.feed
-    };
-    report.data_bytes = data.byte_size() + source.order_bytes();
-    Ok(report)
+    in_memory(model, workers, desc, data, &spec)
 }
 
 /// Evaluates `model` on `files` without changing it. With `predictions`, writes one line per
@@ -257,18 +246,17 @@ pub fn eval_from_files<M: Model>(
     check_threads(threads)?;
     let mut once = options.clone();
     once.feed.epochs = 1;
-    let Some(path) = predictions else {
-        return streaming(model, desc, files, threads, fetch, &once, false, None);
-    };
-    let workers = model.workers(desc, threads)?;
-    let source = InOrder::new(desc, files, &once.feed, threads, path)?;
     let spec = Spec {
         train: false,
-        epochs: 1,
         fetch,
         options: &once,
         on_epoch: None,
     };
+    let workers = model.workers(desc, threads)?;
+    let Some(path) = predictions else {
+        return streaming(model, workers, desc, files, &spec);
+    };
+    let source = InOrder::new(desc, files, &once.feed, threads, path)?;
     let report = run::run(model, workers, desc, &source, &spec);
     let (loaded, data_bytes) = source.finish()?;
     let mut report = report?;
@@ -282,28 +270,58 @@ pub fn eval_from_files<M: Model>(
     Ok(report)
 }
 
-/// A run over the streaming feed: training (`train`) or evaluation.
-#[allow(clippy::too_many_arguments)]
+/// A training run over an in-memory dataset, one worker per thread.
+fn in_memory<M: Model>(
+    model: &M,
+    workers: Vec<M::Worker>,
+    desc: &DataFeedDesc,
+    data: &InMemoryDataset,
+    spec: &Spec<'_>,
+) -> Result<RunReport> {
+    let feed = &spec.options.feed;
+    let seed = match feed.mode {
+        FeedMode::InMemory { shuffle } => shuffle,
+        FeedMode::Stream => None,
+    };
+    let count = || Ok(data.len() as u64);
+    model.plan(&RunPlan::new(spec.epochs(), &count))?;
+    let source = Memory::new(
+        data,
+        workers.len(),
+        spec.epochs(),
+        feed.batch_size(desc),
+        seed,
+    )?;
+    let mut report = run::run(model, workers, desc, &source, spec)?;
+    let load = data.load_stats();
+    report.feed = FeedStats {
+        lines: load.lines,
+        bytes: load.bytes,
+        bad_lines: load.bad_lines,
+        bad_examples: load.bad_examples.clone(),
+        read_time: load.read_time,
+        ..report.feed
+    };
+    report.data_bytes = data.byte_size() + source.order_bytes();
+    Ok(report)
+}
+
+/// A run over the streaming feed, one worker per thread: training (which first counts the
+/// files' instances if the model's schedule needs them) or evaluation.
 fn streaming<M: Model>(
     model: &M,
+    workers: Vec<M::Worker>,
     desc: &DataFeedDesc,
     files: &[PathBuf],
-    threads: usize,
-    fetch: &[&str],
-    options: &RunOptions,
-    train: bool,
-    on_epoch: Option<&EpochHook<'_>>,
+    spec: &Spec<'_>,
 ) -> Result<RunReport> {
-    let workers = model.workers(desc, threads)?;
-    let source = Stream::start(desc, files, &options.feed, threads)?;
-    let spec = Spec {
-        train,
-        epochs: options.feed.epochs.max(1),
-        fetch,
-        options,
-        on_epoch,
-    };
-    let report = run::run(model, workers, desc, &source, &spec);
+    if spec.train {
+        let count = || count_instances(desc, files);
+        model.plan(&RunPlan::new(spec.epochs(), &count))?;
+    }
+    let threads = workers.len();
+    let source = Stream::start(desc, files, &spec.options.feed, threads)?;
+    let report = run::run(model, workers, desc, &source, spec);
     // A worker's failure stops the feed, so it comes first; a reader's error (a bad line) ends
     // the queues early, so a run whose workers all finished still fails with it.
     let feed = source.finish();

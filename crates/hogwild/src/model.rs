@@ -91,8 +91,9 @@ pub trait Model: Send + Sync {
         (0..threads).map(|_| self.worker(desc)).collect()
     }
 
-    /// Called by the executor before each training run, on one thread, before any worker exists:
-    /// the run's length. A model whose training depends on it (a learning rate decaying to zero
+    /// Called by the executor before each training run, on one thread, before the run's first
+    /// batch (its workers may exist already: they are made first, to check the desc): the run's
+    /// length. A model whose training depends on it (a learning rate decaying to zero
     /// over the run) sets that up here; whoever calls [`Model::train_batch`] directly calls it
     /// first. The default needs nothing.
     fn plan(&self, _plan: &RunPlan<'_>) -> Result<()> {

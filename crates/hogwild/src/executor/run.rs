@@ -69,12 +69,17 @@ pub(crate) trait BatchSource: Sync {
 pub(crate) struct Spec<'a> {
     /// Training steps, or evaluation.
     pub train: bool,
-    /// The epochs the source will serve.
-    pub epochs: usize,
     /// The metrics to return (empty: all).
     pub fetch: &'a [&'a str],
     pub options: &'a RunOptions,
     pub on_epoch: Option<&'a EpochHook<'a>>,
+}
+
+impl Spec<'_> {
+    /// The epochs the source serves (`options.feed.epochs`, at least one).
+    pub fn epochs(&self) -> usize {
+        self.options.feed.epochs.max(1)
+    }
 }
 
 /// Runs one thread per worker of `model` (from [`Model::workers`], made before the source
@@ -107,10 +112,11 @@ pub(crate) fn run<M: Model, S: BatchSource>(
         stop: AtomicBool::new(false),
         failure: Mutex::new(None),
         epochs: Mutex::new(Epochs {
-            totals: (0..spec.epochs.max(1))
+            totals: (0..spec.epochs())
                 .map(|_| EpochTotals::new(names.len()))
                 .collect(),
             reported: 0,
+            last_end: Duration::ZERO,
             run: Vec::new(),
         }),
         hook_order: Mutex::new(()),
@@ -190,6 +196,8 @@ struct Shared<'a, M: Model, S> {
 struct Epochs {
     totals: Vec<EpochTotals>,
     reported: usize,
+    /// When the last reported epoch ended, from the run's start.
+    last_end: Duration,
     run: Vec<(&'static str, f64)>,
 }
 
@@ -379,12 +387,8 @@ impl<M: Model, S: BatchSource> Shared<'_, M, S> {
         self.drain_auc(worker, t);
         {
             let mut all = self.epochs.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(e) = all.totals.get_mut(epoch) else {
-                return Err(Error::WorkerFailed {
-                    thread: 0,
-                    message: format!("a batch of epoch {} in a run of fewer", epoch + 1),
-                });
-            };
+            // Sources serve epochs below the run's: a bad index is a bug, caught as a panic.
+            let e = &mut all.totals[epoch];
             for ((s, now), before) in e.sums.iter_mut().zip(&t.sums).zip(&since.sums) {
                 *s += now - before;
             }
@@ -402,7 +406,7 @@ impl<M: Model, S: BatchSource> Shared<'_, M, S> {
         let mut guard = self.epochs.lock().unwrap_or_else(|p| p.into_inner());
         let all = &mut *guard;
         let sealed = self.source.sealed_epochs().min(all.totals.len());
-        let mut ready = Vec::new();
+        let mut ready: Vec<EpochReport> = Vec::new();
         while all.reported < sealed
             && all.totals[all.reported].batches == self.source.epoch_batches(all.reported)
         {
@@ -415,12 +419,15 @@ impl<M: Model, S: BatchSource> Shared<'_, M, S> {
             push_values(&mut fetched, &values);
             add_values(&mut all.run, &values);
             all.reported += 1;
+            let elapsed = self.start.elapsed();
             ready.push(EpochReport {
                 epoch: all.reported,
                 fetched,
                 instances,
-                elapsed: self.start.elapsed(),
+                elapsed,
+                took: elapsed.saturating_sub(all.last_end),
             });
+            all.last_end = elapsed;
         }
         if ready.is_empty() {
             return Ok(());

@@ -397,11 +397,9 @@ impl<'a> InOrder<'a> {
     /// Writes what is left and reports the loads: lines, bytes and read time, and the largest
     /// file's bytes in memory.
     pub(crate) fn finish(self) -> Result<(FeedStats, usize)> {
-        let mut r = self.reorder.into_inner().unwrap_or_else(|p| p.into_inner());
-        r.out.flush().map_err(|e| Error::Io {
-            path: self.path.display().to_string(),
-            message: format!("cannot write predictions: {e}"),
-        })?;
+        let mut r = self.reorder.lock().unwrap_or_else(|p| p.into_inner());
+        r.out.flush().map_err(|e| self.write_error(e))?;
+        drop(r);
         let c = self.current.into_inner().unwrap_or_else(|p| p.into_inner());
         Ok((c.stats, c.data_bytes))
     }

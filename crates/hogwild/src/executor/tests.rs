@@ -1030,6 +1030,9 @@ fn streaming_runs_report_and_hook_every_epoch_in_order() {
         );
     }
     assert_eq!(r.epochs.len(), 4);
+    // Each epoch's own time runs from the previous epoch's end: together, the run to the last.
+    let took: std::time::Duration = r.epochs.iter().map(|e| e.took).sum();
+    assert_eq!(took, r.epochs[3].elapsed);
     let (trained, flushed) = model.counts();
     assert_eq!(flushed, trained);
 }

@@ -294,7 +294,7 @@ impl InMemoryDataset {
                         shared.add_read_time(started.elapsed());
                         let result = match too_large.take() {
                             Some(reason) => Err(Error::InvalidConfig {
-                                field: "in_memory".into(),
+                                field: "mode".into(),
                                 reason: format!("{}: {reason}", files[*file].display()),
                             }),
                             None => result,
@@ -321,7 +321,7 @@ impl InMemoryDataset {
             .find(|&len| len as u64 > OFFSET_MASK)
         {
             return Err(Error::InvalidConfig {
-                field: "in_memory".into(),
+                field: "mode".into(),
                 reason: format!(
                     "{words} words from one file, at most {OFFSET_MASK} fit in memory mode"
                 ),
@@ -329,7 +329,7 @@ impl InMemoryDataset {
         }
         if segments as u64 > u64::MAX >> OFFSET_BITS {
             return Err(Error::InvalidConfig {
-                field: "in_memory".into(),
+                field: "mode".into(),
                 reason: format!(
                     "{segments} files, at most {} fit in memory mode",
                     u64::MAX >> OFFSET_BITS
@@ -339,7 +339,7 @@ impl InMemoryDataset {
         let data = Records::concat(parts);
         if u32::try_from(data.len()).is_err() {
             return Err(Error::InvalidConfig {
-                field: "in_memory".into(),
+                field: "mode".into(),
                 reason: format!(
                     "{} instances, at most {} fit in memory mode",
                     data.len(),
