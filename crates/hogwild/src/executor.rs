@@ -327,6 +327,12 @@ fn streaming<M: Model>(
     let feed = source.finish();
     let mut report = report?;
     let feed = feed?;
+    if spec.train && report.instances == 0 {
+        // As an empty in-memory dataset is refused: a run that trained nothing is no success.
+        return Err(Error::Empty {
+            what: "training data",
+        });
+    }
     report.data_bytes = feed.peak_queue_bytes * threads;
     report.feed = feed;
     Ok(report)

@@ -140,6 +140,13 @@ pub(crate) fn run<M: Model, S: BatchSource>(
             .map(|h| h.join().unwrap_or_default())
             .collect()
     });
+    // An epoch sealed after every thread's last settle (none trained a batch of it) is
+    // reported here.
+    if !shared.stopped() {
+        if let Err(e) = shared.report_ready() {
+            shared.fail(e);
+        }
+    }
     shared.reporter.finish();
     let failure = shared
         .failure
@@ -247,11 +254,12 @@ impl<M: Model, S: BatchSource> Shared<'_, M, S> {
         self.stop.load(Ordering::Relaxed)
     }
 
-    fn fail(&self, thread: usize, message: String) {
+    /// Stops the run with `error` (the first failure wins).
+    fn fail(&self, error: Error) {
         self.stop.store(true, Ordering::Relaxed);
         self.source.stop();
         let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        f.get_or_insert(Error::WorkerFailed { thread, message });
+        f.get_or_insert(error);
     }
 
     /// One worker thread, start to end: its batches, then the flush and the last settling,
@@ -279,9 +287,9 @@ impl<M: Model, S: BatchSource> Shared<'_, M, S> {
             self.batches(worker, cursor, &mut t, &mut since)
         }));
         // What the worker trained reaches the tables however the thread stopped; counting it
-        // (and reporting an epoch it completes) needs a clean stop.
+        // (and reporting an epoch it completes) needs a clean stop of the whole run.
         let settled = catch_unwind(AssertUnwindSafe(|| match &result {
-            Ok(Ok(())) => self.settle(&mut t, worker, &mut since),
+            Ok(Ok(())) if !self.stopped() => self.settle(&mut t, worker, &mut since),
             _ => {
                 self.model.flush(worker);
                 Ok(())
@@ -293,7 +301,7 @@ impl<M: Model, S: BatchSource> Shared<'_, M, S> {
             (Err(p), _) | (Ok(Ok(())), Err(p)) => Some(panic_message(p.as_ref())),
         };
         if let Some(message) = message {
-            self.fail(thread, message);
+            self.fail(Error::WorkerFailed { thread, message });
         }
         self.drain_auc(worker, &mut t);
         self.reporter.record(&mut t.local);
@@ -313,8 +321,15 @@ impl<M: Model, S: BatchSource> Shared<'_, M, S> {
         let mut sealed = self.source.sealed_epochs();
         while !self.stopped() {
             let t0 = Instant::now();
-            let Some(ticket) = self.source.next(&mut cursor, &mut batch)? else {
-                break;
+            // The source's own errors (a file that cannot be read) are the run's, not this
+            // worker's: they are returned as they are.
+            let ticket = match self.source.next(&mut cursor, &mut batch) {
+                Ok(Some(ticket)) => ticket,
+                Ok(None) => break,
+                Err(e) => {
+                    self.fail(e);
+                    break;
+                }
             };
             let waited = t0.elapsed();
             t.wait += waited;
@@ -407,7 +422,10 @@ impl<M: Model, S: BatchSource> Shared<'_, M, S> {
         let all = &mut *guard;
         let sealed = self.source.sealed_epochs().min(all.totals.len());
         let mut ready: Vec<EpochReport> = Vec::new();
+        // An epoch without a batch (files without a line) is not reported: there is nothing to
+        // report or save, and the run says so.
         while all.reported < sealed
+            && all.totals[all.reported].batches > 0
             && all.totals[all.reported].batches == self.source.epoch_batches(all.reported)
         {
             let e = &mut all.totals[all.reported];

@@ -1037,6 +1037,47 @@ fn streaming_runs_report_and_hook_every_epoch_in_order() {
     assert_eq!(flushed, trained);
 }
 
+// Files without a line train nothing: the run fails as an empty in-memory dataset does, and
+// no epoch is reported (so nothing is saved). A prediction input that cannot be read is named
+// as it is, not as a worker's failure.
+#[test]
+fn empty_training_files_and_missing_inputs_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "").unwrap();
+    let model = Holder::new(None);
+    let hooked = AtomicUsize::new(0);
+    let hook = |_: &EpochReport| {
+        hooked.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    };
+    let mut options = quiet();
+    options.feed.epochs = 2;
+    let e = run_from_files(&model, &desc(), &[empty], 2, &[], &options, Some(&hook))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "training data is empty");
+    assert_eq!(hooked.load(Ordering::Relaxed), 0);
+
+    let missing = dir.path().join("missing");
+    let out = dir.path().join("p.txt");
+    let e = eval_from_files(
+        &model,
+        &desc(),
+        &[missing.clone()],
+        2,
+        &[],
+        &quiet(),
+        Some(&out),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+    assert!(
+        e.to_string().starts_with(&missing.display().to_string()),
+        "{e}"
+    );
+}
+
 // Streaming from files, and a run that stops on a worker's error: what the workers trained is
 // flushed either way, the failing batch included.
 #[test]
