@@ -1064,7 +1064,7 @@ fn empty_training_files_and_missing_inputs_are_errors() {
     let e = eval_from_files(
         &model,
         &desc(),
-        &[missing.clone()],
+        std::slice::from_ref(&missing),
         2,
         &[],
         &quiet(),
