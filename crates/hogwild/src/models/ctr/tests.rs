@@ -739,7 +739,7 @@ fn values_of_one_train_like_no_values() {
         let (plain, valued) = (make(plain_cfg), make(valued_cfg));
         let mut wp = plain.new_worker(&valued_desc()).unwrap();
         let mut wv = valued.new_worker(&valued_desc()).unwrap();
-        assert!(!wp.valued && wv.valued);
+        assert!(!wp.layout.valued && wv.layout.valued);
         let (mut lp, mut lv) = ([0.0f64], [0.0f64]);
         for _ in 0..3 {
             plain.train_batch(&mut wp, &batch, &mut lp, None).unwrap();
