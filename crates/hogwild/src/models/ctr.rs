@@ -286,8 +286,17 @@ struct Layout {
 }
 
 impl Layout {
-    /// Checks that slot `at` has one entry (`got`) per id of field `f` (`ids`) in instance `i`.
-    fn check_per_id(&self, f: &Field, at: usize, got: usize, ids: usize, i: usize) -> Result<()> {
+    /// Checks that slot `at` has one entry (`got`, `what` they are) per id of field `f` (`ids`)
+    /// in instance `i`.
+    fn check_per_id(
+        &self,
+        f: &Field,
+        at: usize,
+        what: &str,
+        got: usize,
+        ids: usize,
+        i: usize,
+    ) -> Result<()> {
         if got == ids {
             return Ok(());
         }
@@ -295,7 +304,7 @@ impl Layout {
             slot: self.slot_names[at].clone(),
             instance: i,
             reason: format!(
-                "{got} values for the {ids} ids of slot \"{}\" (one per id)",
+                "{got} {what} for the {ids} ids of slot \"{}\" (one per id)",
                 self.slot_names[f.at]
             ),
         })
@@ -728,7 +737,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 None => self.push_plain(std::slice::from_ref(f), feats, batch, i),
                 Some(at) => {
                     let numbers = batch.slots[at].u64s(i).unwrap_or(&[]);
-                    layout.check_per_id(f, at, numbers.len(), ids.len(), i)?;
+                    layout.check_per_id(f, at, "field numbers", numbers.len(), ids.len(), i)?;
                     for (&id, &number) in ids.iter().zip(numbers) {
                         let (table, salt) = layout.numbered.get(number);
                         feats.push((table, self.row_of(id, salt)));
@@ -742,7 +751,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 None => xs.resize(xs.len() + ids.len(), 1.0),
                 Some(at) => {
                     let values = batch.slots[at].f32s(i).unwrap_or(&[]);
-                    layout.check_per_id(f, at, values.len(), ids.len(), i)?;
+                    layout.check_per_id(f, at, "values", values.len(), ids.len(), i)?;
                     if let Some(k) = values.iter().position(|x| !x.is_finite()) {
                         return Err(Error::BadInstance {
                             slot: layout.slot_names[at].clone(),

@@ -904,7 +904,8 @@ fn libffm_field_numbers_are_fields() {
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "slot \"fields\", instance 0 of the batch: 1 values for the 2 ids of slot \"ids\" (one per id)"
+        "slot \"fields\", instance 0 of the batch: 1 field numbers for the 2 ids of slot \"ids\" \
+         (one per id)"
     );
 
     // field_dims keys: field numbers written as numbers; the numbered slot itself is no field.
