@@ -26,6 +26,22 @@ fn ok(dir: &Path, args: &[&str]) -> String {
     text(&out.stdout)
 }
 
+/// `hogwild train --quiet` of `model.toml` on `train.ms` (read with `data.prototxt`), then
+/// `extra`.
+fn train_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "train",
+        "--config",
+        "model.toml",
+        "--feed",
+        "data.prototxt",
+        "train.ms",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// The `[model]` lines `convert` prints after its note.
 fn printed_keys(stdout: &str) -> String {
     let (_, after) = stdout
@@ -74,23 +90,16 @@ fn converted_values_train_to_a_high_auc_and_reload() {
             std::fs::write(d.join("model.toml"), config).unwrap();
             let trained = ok(
                 d,
-                &[
-                    "train",
-                    "--config",
-                    "model.toml",
-                    "--feed",
-                    "data.prototxt",
-                    "train.ms",
+                &train_args(&[
                     "--test",
                     "test.ms",
                     "--epochs",
                     "5",
                     "--threads",
                     "2",
-                    "--quiet",
                     "--save",
                     "model.ckpt",
-                ],
+                ]),
             );
             let auc = test_auc(&trained);
             eprintln!("{format} {kind}: test AUC {auc}");
@@ -126,20 +135,7 @@ fn a_missing_values_slot_and_a_bad_value_are_named() {
     );
     let train = |config: &str| {
         std::fs::write(d.join("model.toml"), config).unwrap();
-        let out = hogwild(
-            d,
-            &[
-                "train",
-                "--config",
-                "model.toml",
-                "--feed",
-                "data.prototxt",
-                "train.ms",
-                "--threads",
-                "1",
-                "--quiet",
-            ],
-        );
+        let out = hogwild(d, &train_args(&["--threads", "1"]));
         assert!(!out.status.success());
         text(&out.stderr)
     };

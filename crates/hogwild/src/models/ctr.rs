@@ -278,13 +278,25 @@ struct Layout {
     /// No field has values or field numbers: the features are hashed as
     /// [`Ctr::push_plain`] does, with nothing to check.
     plain: bool,
+    /// Some field has values: then `batch_xs` and `xs` hold every feature's value (1 for the
+    /// fields without), and the model's arithmetic multiplies by them.
+    valued: bool,
     numbered: NumberedFields,
     slot_names: Vec<String>,
 }
 
 impl Layout {
-    /// Checks that slot `at` has one entry (`got`) per id of field `f` (`ids`) in instance `i`.
-    fn check_per_id(&self, f: &Field, at: usize, got: usize, ids: usize, i: usize) -> Result<()> {
+    /// Checks that slot `at` has one entry (`got`, `what` they are) per id of field `f` (`ids`)
+    /// in instance `i`.
+    fn check_per_id(
+        &self,
+        f: &Field,
+        at: usize,
+        what: &str,
+        got: usize,
+        ids: usize,
+        i: usize,
+    ) -> Result<()> {
         if got == ids {
             return Ok(());
         }
@@ -292,7 +304,7 @@ impl Layout {
             slot: self.slot_names[at].clone(),
             instance: i,
             reason: format!(
-                "{got} values for the {ids} ids of slot \"{}\" (one per id)",
+                "{got} {what} for the {ids} ids of slot \"{}\" (one per id)",
                 self.slot_names[f.at]
             ),
         })
@@ -351,17 +363,14 @@ pub struct CtrWorker {
     label_at: Option<(usize, SlotType)>,
     /// The batch slot of the importance weights, when the desc has `weight_slot`.
     weight_at: Option<usize>,
-    /// Whether some field has values: then `batch_xs` and `xs` hold every feature's value (1 for
-    /// the fields without), and the model's arithmetic multiplies by them.
-    valued: bool,
     /// The instance's features: table and row.
     feats: Vec<(usize, usize)>,
-    /// With `valued`: the instance's features' values.
+    /// With `layout.valued`: the instance's features' values.
     xs: Vec<f32>,
     /// Every instance's features of the batch, hashed up front so that the rows of instances
     /// ahead can be prefetched; instance `i`'s are
     /// `batch_feats[batch_starts[i]..batch_starts[i + 1]]` (and their values the same range of
-    /// `batch_xs`, with `valued`).
+    /// `batch_xs`, with `layout.valued`).
     batch_feats: Vec<(usize, usize)>,
     batch_xs: Vec<f32>,
     batch_starts: Vec<usize>,
@@ -638,11 +647,11 @@ impl<O: Optimizer<f32>> Ctr<O> {
             .iter()
             .filter_map(|(key, &dim)| Some((field_number(key)?, table_of(dim))))
             .collect();
-        let plain = fields
-            .iter()
-            .all(|f| f.values.is_none() && f.numbers.is_none());
         let layout = Layout {
-            plain,
+            plain: fields
+                .iter()
+                .all(|f| f.values.is_none() && f.numbers.is_none()),
+            valued: fields.iter().any(|f| f.values.is_some()),
             numbered: if numbered {
                 NumberedFields::new(numbered_tables, table_of(default))
             } else {
@@ -651,13 +660,11 @@ impl<O: Optimizer<f32>> Ctr<O> {
             fields,
             slot_names: used.iter().map(|s| s.name.clone()).collect(),
         };
-        let valued = layout.fields.iter().any(|f| f.values.is_some());
         let max_dim = self.dims.last().copied().unwrap_or(0);
         Ok(CtrWorker {
             layout,
             label_at,
             weight_at,
-            valued,
             feats: Vec::with_capacity(64),
             xs: Vec::new(),
             batch_feats: Vec::with_capacity(64 * 256),
@@ -685,8 +692,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
             self.push_plain(&w.layout.fields, &mut w.feats, batch, i);
             return Ok(());
         }
-        let xs = w.valued.then_some(&mut w.xs);
-        self.push_features(&w.layout, &mut w.feats, xs, batch, i)
+        self.push_features(&w.layout, &mut w.feats, &mut w.xs, batch, i)
     }
 
     /// [`Ctr::push_features`] for fields without values or field numbers: nothing to check.
@@ -711,15 +717,15 @@ impl<O: Optimizer<f32>> Ctr<O> {
         ((u128::from(mix64(id ^ salt)) * self.cfg.buckets as u128) >> 64) as usize
     }
 
-    /// Appends instance `i`'s features (table and hashed row) to `feats` and, when `xs` is
-    /// given, their values to `xs` (1 for a field without values). Fails when a field's values
+    /// Appends instance `i`'s features (table and hashed row) to `feats` and, with
+    /// `layout.valued`, their values to `xs` (1 for a field without values). Fails when a field's values
     /// or field numbers do not match its ids one to one, or a value is not finite.
     #[inline]
     fn push_features(
         &self,
         layout: &Layout,
         feats: &mut Vec<(usize, usize)>,
-        mut xs: Option<&mut Vec<f32>>,
+        xs: &mut Vec<f32>,
         batch: &Batch,
         i: usize,
     ) -> Result<()> {
@@ -731,21 +737,21 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 None => self.push_plain(std::slice::from_ref(f), feats, batch, i),
                 Some(at) => {
                     let numbers = batch.slots[at].u64s(i).unwrap_or(&[]);
-                    layout.check_per_id(f, at, numbers.len(), ids.len(), i)?;
+                    layout.check_per_id(f, at, "field numbers", numbers.len(), ids.len(), i)?;
                     for (&id, &number) in ids.iter().zip(numbers) {
                         let (table, salt) = layout.numbered.get(number);
                         feats.push((table, self.row_of(id, salt)));
                     }
                 }
             }
-            let Some(xs) = xs.as_deref_mut() else {
+            if !layout.valued {
                 continue;
-            };
+            }
             match f.values {
                 None => xs.resize(xs.len() + ids.len(), 1.0),
                 Some(at) => {
                     let values = batch.slots[at].f32s(i).unwrap_or(&[]);
-                    layout.check_per_id(f, at, values.len(), ids.len(), i)?;
+                    layout.check_per_id(f, at, "values", values.len(), ids.len(), i)?;
                     if let Some(k) = values.iter().position(|x| !x.is_finite()) {
                         return Err(Error::BadInstance {
                             slot: layout.slot_names[at].clone(),
@@ -779,8 +785,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
             }
         } else {
             for i in 0..batch.len {
-                let xs = w.valued.then_some(&mut w.batch_xs);
-                self.push_features(&w.layout, &mut w.batch_feats, xs, batch, i)?;
+                self.push_features(&w.layout, &mut w.batch_feats, &mut w.batch_xs, batch, i)?;
                 w.batch_starts.push(w.batch_feats.len());
             }
         }
@@ -993,7 +998,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     pub fn predict(&self, w: &mut CtrWorker, batch: &Batch, i: usize) -> Result<f32> {
         self.gather(w, batch, i)?;
         let bias = self.bias.weights(0)[0].load();
-        let logit = match w.valued {
+        let logit = match w.layout.valued {
             true => self.forward::<true>(w, bias),
             false => self.forward::<false>(w, bias),
         };
@@ -1182,7 +1187,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         self.gather_batch(w, batch, true)?;
         let mut bias = self.local_bias();
         // One branch per batch: without values, the per-feature loops are the plain ones.
-        let result = match w.valued {
+        let result = match w.layout.valued {
             true => self.train_instances::<true>(w, batch, label_at, &steps, &mut bias, &mut rows),
             false => {
                 self.train_instances::<false>(w, batch, label_at, &steps, &mut bias, &mut rows)
@@ -1213,7 +1218,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         // Evaluation reads the shared rows: this worker's training changes first.
         w.rows.merge(&self.opt, &self.tables);
         self.gather_batch(w, batch, false)?;
-        let sums = match w.valued {
+        let sums = match w.layout.valued {
             true => self.eval_instances::<true>(w, batch, predictions)?,
             false => self.eval_instances::<false>(w, batch, predictions)?,
         };

@@ -165,14 +165,8 @@ pub fn convert_fasttext(
     let mut words = Vec::new();
     let mut hashes = Vec::new();
     let mut labels = Vec::new();
-    let mut lines = 0;
-    for (i, line) in input.lines().enumerate() {
-        let line = line.map_err(|e| Error::io(name, &e))?;
-        let err = |message: String| Error::Convert {
-            file: name.to_string(),
-            line: i as u64 + 1,
-            message,
-        };
+    // A blank line has no label: an error, as any line without one.
+    convert_lines(input, name, false, |line, err| {
         words.clear();
         hashes.clear();
         labels.clear();
@@ -207,10 +201,8 @@ pub fn convert_fasttext(
         }
         write_slot(&mut out, &words, name)?;
         write_slot(&mut out, &labels, name)?;
-        end_line(&mut out, name)?;
-        lines += 1;
-    }
-    Ok(lines)
+        end_line(&mut out, name)
+    })
 }
 
 /// The desc of fastText output: `words` and `label`, both uint64.
@@ -222,6 +214,32 @@ pub fn fasttext_desc() -> DataFeedDesc {
             Slot::sparse("label", SlotType::U64),
         ],
     )
+}
+
+/// Converts `input` (named `name`) line by line with `convert`, which gets each line (blank ones
+/// skipped when `skip_blank`) and a maker of errors naming the file and the line. Returns the
+/// lines converted.
+fn convert_lines(
+    input: impl BufRead,
+    name: &str,
+    skip_blank: bool,
+    mut convert: impl FnMut(&str, &dyn Fn(String) -> Error) -> Result<()>,
+) -> Result<u64> {
+    let mut lines = 0;
+    for (i, line) in input.lines().enumerate() {
+        let line = line.map_err(|e| Error::io(name, &e))?;
+        if skip_blank && line.trim().is_empty() {
+            continue;
+        }
+        let err = |message: String| Error::Convert {
+            file: name.to_string(),
+            line: i as u64 + 1,
+            message,
+        };
+        convert(&line, &err)?;
+        lines += 1;
+    }
+    Ok(lines)
 }
 
 fn write_slot<T: std::fmt::Display>(out: &mut impl Write, values: &[T], name: &str) -> Result<()> {
@@ -283,17 +301,7 @@ pub fn convert_libsvm(
     ffm: bool,
 ) -> Result<u64> {
     let mut features = Features::default();
-    let mut lines = 0;
-    for (i, line) in input.lines().enumerate() {
-        let line = line.map_err(|e| Error::io(name, &e))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let err = |message: String| Error::Convert {
-            file: name.to_string(),
-            line: i as u64 + 1,
-            message,
-        };
+    convert_lines(input, name, true, |line, err| {
         let mut tokens = line.split_whitespace();
         let label = parse_f32(tokens.next().unwrap_or(""), "label").map_err(err)?;
         features.clear();
@@ -326,10 +334,8 @@ pub fn convert_libsvm(
         }
         write_slot(&mut out, &features.ids, name)?;
         write_slot(&mut out, &features.values, name)?;
-        end_line(&mut out, name)?;
-        lines += 1;
-    }
-    Ok(lines)
+        end_line(&mut out, name)
+    })
 }
 
 /// The `[model]` keys with which `lr` and `fm` read every slot of libsvm (`ffm: false`) or
@@ -365,17 +371,7 @@ pub fn convert_vw(
     let buckets = buckets.max(1);
     let mut features = Features::default();
     let mut key = Vec::new();
-    let mut lines = 0;
-    for (i, line) in input.lines().enumerate() {
-        let line = line.map_err(|e| Error::io(name, &e))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let err = |message: String| Error::Convert {
-            file: name.to_string(),
-            line: i as u64 + 1,
-            message,
-        };
+    convert_lines(input, name, true, |line, err| {
         let (head, body) = line
             .split_once('|')
             .ok_or_else(|| err("no '|' before the features".to_string()))?;
@@ -417,10 +413,8 @@ pub fn convert_vw(
         write_slot(&mut out, &[weight], name)?;
         write_slot(&mut out, &features.ids, name)?;
         write_slot(&mut out, &features.values, name)?;
-        end_line(&mut out, name)?;
-        lines += 1;
-    }
-    Ok(lines)
+        end_line(&mut out, name)
+    })
 }
 
 /// The `[model]` keys with which `lr` and `fm` read every slot of VW output: each feature's

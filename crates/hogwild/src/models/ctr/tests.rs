@@ -739,7 +739,7 @@ fn values_of_one_train_like_no_values() {
         let (plain, valued) = (make(plain_cfg), make(valued_cfg));
         let mut wp = plain.new_worker(&valued_desc()).unwrap();
         let mut wv = valued.new_worker(&valued_desc()).unwrap();
-        assert!(!wp.valued && wv.valued);
+        assert!(!wp.layout.valued && wv.layout.valued);
         let (mut lp, mut lv) = ([0.0f64], [0.0f64]);
         for _ in 0..3 {
             plain.train_batch(&mut wp, &batch, &mut lp, None).unwrap();
@@ -904,7 +904,8 @@ fn libffm_field_numbers_are_fields() {
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "slot \"fields\", instance 0 of the batch: 1 values for the 2 ids of slot \"ids\" (one per id)"
+        "slot \"fields\", instance 0 of the batch: 1 field numbers for the 2 ids of slot \"ids\" \
+         (one per id)"
     );
 
     // field_dims keys: field numbers written as numbers; the numbered slot itself is no field.
