@@ -43,7 +43,7 @@
 
 use ndarray::{ArrayView, ArrayView2, ArrayViewMut, ArrayViewMut2, Dimension, Zip};
 
-use super::rule::check_state;
+use super::rule::{check_state, run_elements};
 use super::{
     adam_async_element, apply_dense, apply_sparse, rmsprop_element, row_range, AdamAsync,
     AdamAsyncState, AdamCoeffs, AdamRule, Optimizer, Real, SlotState, SparseIndex,
@@ -245,12 +245,9 @@ pub fn apply_dense_view<T: Real, O: Optimizer<T>, D: Dimension>(
     }
     check_state::<T, O>(var.len(), state)?;
     let step = opt.begin(&state.scalars, false)?;
-    let slots = O::SLOTS;
     // `iter_mut` and `iter` walk both views in logical order, the state's order. In bounds:
     // `check_state` proved `state.slots.len() == var.len() * SLOTS`.
-    for (i, (w, &g)) in var.iter_mut().zip(grad.iter()).enumerate() {
-        opt.element(&step, w, &mut state.slots[i * slots..(i + 1) * slots], g);
-    }
+    run_elements(opt, &step, var.iter_mut(), grad.iter(), &mut state.slots);
     opt.finish(&mut state.scalars, false, var.len());
     Ok(())
 }
@@ -278,10 +275,13 @@ pub fn apply_sparse_view<T: Real, O: Optimizer<T>, I: SparseIndex>(
         // In bounds: the row ends at most at `var.len()`, and `check_state` proved
         // `state.slots.len() == var.len() * SLOTS`.
         let s = &mut state.slots[range.start * slots..range.end * slots];
-        let row = var.row_mut(range.start / row_len);
-        for (i, (w, &g)) in row.into_iter().zip(grad.row(offset)).enumerate() {
-            opt.element(&step, w, &mut s[i * slots..(i + 1) * slots], g);
-        }
+        run_elements(
+            opt,
+            &step,
+            var.row_mut(range.start / row_len),
+            grad.row(offset),
+            s,
+        );
     }
     opt.finish(&mut state.scalars, true, indices.len());
     Ok(())
