@@ -534,6 +534,40 @@ impl Tensors {
             ("grad", &self.grad),
         ]
     }
+
+    /// var, m, v and grad as slices of `T` (`Access::Exclusive`).
+    ///
+    /// # Safety
+    ///
+    /// Each buffer meets [`exclusive`]'s contract, disjointness included ([`disjoint`]).
+    unsafe fn exclusive<'a, T: Element>(&self) -> Result<[&'a mut [T]; 4]> {
+        // SAFETY: this function's contract, for each buffer.
+        unsafe {
+            Ok([
+                exclusive::<T>("var", T::NAME, &self.var)?,
+                exclusive::<T>("m", T::NAME, &self.m)?,
+                exclusive::<T>("v", T::NAME, &self.v)?,
+                exclusive::<T>("grad", T::NAME, &self.grad)?,
+            ])
+        }
+    }
+
+    /// var, m, v and grad as cells of `T` (`Access::Shared`).
+    ///
+    /// # Safety
+    ///
+    /// Each buffer meets [`cells`]' contract.
+    unsafe fn cells<'a, T: Element>(&self) -> Result<[&'a [T::Cell]; 4]> {
+        // SAFETY: this function's contract, for each buffer.
+        unsafe {
+            Ok([
+                cells::<T>("var", &self.var)?,
+                cells::<T>("m", &self.m)?,
+                cells::<T>("v", &self.v)?,
+                cells::<T>("grad", &self.grad)?,
+            ])
+        }
+    }
 }
 
 /// # Safety
@@ -562,27 +596,13 @@ unsafe fn apply_dense(
             disjoint(&t.named())?;
             // SAFETY: the enclosing function's contract (exclusive access), and the buffers are
             // disjoint (checked just above); the views end with this function.
-            let (var, m, v, grad) = unsafe {
-                (
-                    exclusive::<T>("var", T::NAME, &t.var)?,
-                    exclusive::<T>("m", T::NAME, &t.m)?,
-                    exclusive::<T>("v", T::NAME, &t.v)?,
-                    exclusive::<T>("grad", T::NAME, &t.grad)?,
-                )
-            };
+            let [var, m, v, grad] = unsafe { t.exclusive::<T>()? };
             c.apply_dense_chunk(var, m, v, grad, use_nesterov)?;
             return Ok(());
         }
         // SAFETY: the enclosing function's contract covers every buffer of `t`; the views end
         // with this function.
-        let (var, m, v, grad) = unsafe {
-            (
-                cells::<T>("var", &t.var)?,
-                cells::<T>("m", &t.m)?,
-                cells::<T>("v", &t.v)?,
-                cells::<T>("grad", &t.grad)?,
-            )
-        };
+        let [var, m, v, grad] = unsafe { t.cells::<T>()? };
         c.apply_dense_shared(var, m, v, grad, use_nesterov)?;
         Ok(())
     }
@@ -637,12 +657,9 @@ unsafe fn apply_sparse_rows(
             disjoint(&[var, m, v, grad, ("indices", indices)])?;
             // SAFETY: the enclosing function's contract (exclusive access), and the buffers are
             // disjoint (checked just above); the views end with this function.
-            let (var, m, v, grad, indices) = unsafe {
+            let ([var, m, v, grad], indices) = unsafe {
                 (
-                    exclusive::<T>("var", T::NAME, &t.var)?,
-                    exclusive::<T>("m", T::NAME, &t.m)?,
-                    exclusive::<T>("v", T::NAME, &t.v)?,
-                    exclusive::<T>("grad", T::NAME, &t.grad)?,
+                    t.exclusive::<T>()?,
                     exclusive::<I>("indices", index_name, indices)?,
                 )
             };
@@ -651,15 +668,8 @@ unsafe fn apply_sparse_rows(
         }
         // SAFETY: the enclosing function's contract covers every buffer; the views end with this
         // function.
-        let (var, m, v, grad, indices) = unsafe {
-            (
-                cells::<T>("var", &t.var)?,
-                cells::<T>("m", &t.m)?,
-                cells::<T>("v", &t.v)?,
-                cells::<T>("grad", &t.grad)?,
-                indices_of::<I>(index_name, indices)?,
-            )
-        };
+        let ([var, m, v, grad], indices) =
+            unsafe { (t.cells::<T>()?, indices_of::<I>(index_name, indices)?) };
         c.apply_sparse_rows_shared(var, m, v, grad, &indices, row_len, rmsprop)?;
         Ok(())
     }
@@ -742,6 +752,46 @@ mod tests {
         }
     }
 
+    /// [`apply_dense`] on local buffers: four distinct `&mut` borrows, so live for the call,
+    /// reached by nothing else meanwhile, and disjoint.
+    fn dense<E>(
+        c: &Coeffs,
+        access: Access,
+        [var, m, v, grad]: [&mut [E]; 4],
+        use_nesterov: bool,
+    ) -> Result<()> {
+        // SAFETY: the buffers are distinct live `&mut` borrows (see above).
+        unsafe { apply_dense(c, access, buf(var), buf(m), buf(v), buf(grad), use_nesterov) }
+    }
+
+    /// [`apply_sparse_rows`] on local buffers, as for [`dense`].
+    #[allow(clippy::too_many_arguments)] // the bridged function's inputs
+    fn sparse<E, I>(
+        c: &Coeffs,
+        access: Access,
+        [var, m, v, grad]: [&mut [E]; 4],
+        indices: &mut [I],
+        index_type: IndexType,
+        row_len: usize,
+        rmsprop: bool,
+    ) -> Result<()> {
+        // SAFETY: the buffers are distinct live `&mut` borrows (see `dense`).
+        unsafe {
+            apply_sparse_rows(
+                c,
+                access,
+                buf(var),
+                buf(m),
+                buf(v),
+                buf(grad),
+                buf(indices),
+                index_type,
+                row_len,
+                rmsprop,
+            )
+        }
+    }
+
     /// The coefficients of AdamAsync at step 1 in `T`.
     fn adam<T: Element + DTypeOf>(lr: f64) -> Box<Coeffs> {
         let t = |x: f64| [T::from(x).unwrap()];
@@ -786,25 +836,12 @@ mod tests {
             .unwrap();
 
         for access in [Access::Exclusive, Access::Shared] {
-            let c = adam_f32(0.001);
+            let c = adam::<f32>(0.001);
             let (mut var, mut m, mut v) = ([1.0f32, 2.0, -3.0], [0f32; 3], [0f32; 3]);
             let mut grad = [0.1f32, -0.2, 0.3];
-            // SAFETY: every buffer is a live local, untouched by anything else during the call,
-            // and no two overlap.
-            unsafe {
-                apply_dense(
-                    &c,
-                    access,
-                    buf(&mut var),
-                    buf(&mut m),
-                    buf(&mut v),
-                    buf(&mut grad),
-                    false,
-                )
-            }
-            .unwrap();
+            dense(&c, access, [&mut var, &mut m, &mut v, &mut grad], false).unwrap();
             let (mut p1, mut p2, mut b1, mut b2) = ([0.9f32], [0.999f32], [0.9f32], [0.999f32]);
-            // SAFETY: as above.
+            // SAFETY: every buffer is a live local, untouched by anything else during the call.
             unsafe {
                 advance_powers(
                     DType::F32,
@@ -821,10 +858,6 @@ mod tests {
         }
     }
 
-    fn adam_f32(lr: f64) -> Box<Coeffs> {
-        adam::<f32>(lr)
-    }
-
     #[test]
     fn out_of_range_index_is_an_error_and_writes_nothing() {
         for access in [Access::Exclusive, Access::Shared] {
@@ -832,21 +865,15 @@ mod tests {
             let mut var = [1.0f64, 2.0];
             let (mut m, mut v, mut g) = ([0f64; 2], [0f64; 2], [1.0f64; 2]);
             let mut idx = [0i64, 2];
-            // SAFETY: live local buffers, untouched by anything else during the call, disjoint.
-            let err = unsafe {
-                apply_sparse_rows(
-                    &c,
-                    access,
-                    buf(&mut var),
-                    buf(&mut m),
-                    buf(&mut v),
-                    buf(&mut g),
-                    buf(&mut idx),
-                    IndexType::I64,
-                    1,
-                    false,
-                )
-            }
+            let err = sparse(
+                &c,
+                access,
+                [&mut var, &mut m, &mut v, &mut g],
+                &mut idx,
+                IndexType::I64,
+                1,
+                false,
+            )
             .unwrap_err();
             assert_eq!(
                 err.to_string(),
@@ -908,19 +935,7 @@ mod tests {
 
         for access in [Access::Exclusive, Access::Shared] {
             let (mut a, mut b, mut d, mut g) = ([0u16; 3], [0u16; 3], [0u16; 3], [0u16; 3]);
-            // SAFETY: as above; every buffer is disjoint from the others.
-            let err = unsafe {
-                apply_dense(
-                    &c,
-                    access,
-                    buf(&mut a),
-                    buf(&mut b),
-                    buf(&mut d),
-                    buf(&mut g),
-                    false,
-                )
-            }
-            .unwrap_err();
+            let err = dense(&c, access, [&mut a, &mut b, &mut d, &mut g], false).unwrap_err();
             assert_eq!(
                 err.to_string(),
                 "var: 6 bytes cannot be read as float elements (not a whole number of elements)",
@@ -929,39 +944,21 @@ mod tests {
 
             let (mut one, mut b, mut d, mut g) = ([0f32], [0f32], [0f32], [0f32]);
             let mut idx = [0i32];
-            // SAFETY: as above.
-            let err = unsafe {
-                apply_sparse_rows(
-                    &c,
-                    access,
-                    buf(&mut one),
-                    buf(&mut b),
-                    buf(&mut d),
-                    buf(&mut g),
-                    buf(&mut idx),
-                    IndexType { repr: 7 },
-                    1,
-                    false,
-                )
-            }
+            let err = sparse(
+                &c,
+                access,
+                [&mut one, &mut b, &mut d, &mut g],
+                &mut idx,
+                IndexType { repr: 7 },
+                1,
+                false,
+            )
             .unwrap_err();
             assert_eq!(err.to_string(), "unsupported index type code 7");
 
             // The coefficients' type must be the tensors'.
             let c64 = adam::<f64>(0.1);
-            // SAFETY: as above.
-            let err = unsafe {
-                apply_dense(
-                    &c64,
-                    access,
-                    buf(&mut one),
-                    buf(&mut b),
-                    buf(&mut d),
-                    buf(&mut g),
-                    false,
-                )
-            }
-            .unwrap_err();
+            let err = dense(&c64, access, [&mut one, &mut b, &mut d, &mut g], false).unwrap_err();
             assert_eq!(
                 err.to_string(),
                 "var: 4 bytes cannot be read as double elements (not a whole number of elements)"
@@ -985,18 +982,12 @@ mod tests {
         assert_eq!(err.to_string(), "unsupported dtype code 9");
 
         let (mut var, mut m, mut v, mut g) = ([0f32], [0f32], [0f32], [0f32]);
-        // SAFETY: as above.
-        let err = unsafe {
-            apply_dense(
-                &c,
-                Access { repr: 4 },
-                buf(&mut var),
-                buf(&mut m),
-                buf(&mut v),
-                buf(&mut g),
-                false,
-            )
-        }
+        let err = dense(
+            &c,
+            Access { repr: 4 },
+            [&mut var, &mut m, &mut v, &mut g],
+            false,
+        )
         .unwrap_err();
         assert_eq!(err.to_string(), "unsupported access code 4");
 
@@ -1025,20 +1016,7 @@ mod tests {
             let c = adam::<f64>(0.01);
             let (mut var, mut m, mut v) = (var0.clone(), vec![0.1f64; 24], vec![0.2f64; 24]);
             let mut grad = grad0.clone();
-            // SAFETY: every buffer is a live local, untouched by anything else during the call,
-            // and no two overlap.
-            unsafe {
-                apply_dense(
-                    &c,
-                    access,
-                    buf(&mut var),
-                    buf(&mut m),
-                    buf(&mut v),
-                    buf(&mut grad),
-                    nesterov,
-                )
-            }
-            .unwrap();
+            dense(&c, access, [&mut var, &mut m, &mut v, &mut grad], nesterov).unwrap();
             (var, m, v)
         };
         for nesterov in [false, true] {
@@ -1052,7 +1030,7 @@ mod tests {
         let run_sparse = |access: Access, rmsprop: bool| {
             let c = if rmsprop {
                 let (mut lr, mut b1, mut b2, mut eps) = ([0.01f64], [0.9f64], [0.999f64], [1e-8]);
-                // SAFETY: as above.
+                // SAFETY: every buffer is a live local, untouched by anything else during the call.
                 unsafe {
                     rmsprop_coeffs(
                         DType::F64,
@@ -1068,21 +1046,15 @@ mod tests {
             };
             let (mut var, mut m, mut v) = (var0.clone(), vec![0.0f64; 24], vec![0.0f64; 24]);
             let (mut g, mut idx) = (grad0[..16].to_vec(), [5i32, 0, 5, 2]);
-            // SAFETY: as above.
-            unsafe {
-                apply_sparse_rows(
-                    &c,
-                    access,
-                    buf(&mut var),
-                    buf(&mut m),
-                    buf(&mut v),
-                    buf(&mut g),
-                    buf(&mut idx),
-                    IndexType::I32,
-                    4,
-                    rmsprop,
-                )
-            }
+            sparse(
+                &c,
+                access,
+                [&mut var, &mut m, &mut v, &mut g],
+                &mut idx,
+                IndexType::I32,
+                4,
+                rmsprop,
+            )
             .unwrap();
             (var, m, v)
         };
@@ -1100,7 +1072,7 @@ mod tests {
 
     #[test]
     fn bad_buffers_are_errors() {
-        let c = adam_f32(0.1);
+        let c = adam::<f32>(0.1);
         let mut words = vec![0u32; 9];
         let (mut m, mut v, mut g) = (vec![0f32; 4], vec![0f32; 4], vec![0f32; 4]);
         for access in [Access::Exclusive, Access::Shared] {
@@ -1218,18 +1190,12 @@ mod tests {
         let c = adam::<f16>(0.001);
         let mut var = [f16::from_f32(1.0)];
         let (mut m, mut v, mut g) = ([f16::ZERO], [f16::ZERO], [f16::from_f32(0.1)]);
-        // SAFETY: live local buffers, untouched by anything else during the call, disjoint.
-        unsafe {
-            apply_dense(
-                &c,
-                Access::Exclusive,
-                buf(&mut var),
-                buf(&mut m),
-                buf(&mut v),
-                buf(&mut g),
-                false,
-            )
-        }
+        dense(
+            &c,
+            Access::Exclusive,
+            [&mut var, &mut m, &mut v, &mut g],
+            false,
+        )
         .unwrap();
         let opt = optim::AdamAsync::new(
             f16::from_f32(0.001),

@@ -107,6 +107,15 @@ impl AdamRule {
             AdamRule::Adam
         }
     }
+
+    /// The sparse rule: lazy Adam, or RMSProp.
+    pub fn sparse(rmsprop: bool) -> Self {
+        if rmsprop {
+            AdamRule::RmsProp
+        } else {
+            AdamRule::Adam
+        }
+    }
 }
 
 /// The per-call coefficients of an update, computed once from the hyper-parameters and the beta
@@ -247,11 +256,7 @@ impl<T: Real> AdamCoeffs<T> {
     ) -> Result<()> {
         check_same_len(&["var", "m", "v"], &[var.len(), m.len(), v.len()])?;
         let rows = check_sparse(var.len(), row_len, grad, indices)?;
-        let rule = if rmsprop {
-            AdamRule::RmsProp
-        } else {
-            AdamRule::Adam
-        };
+        let rule = AdamRule::sparse(rmsprop);
         let rows = SparseRows {
             var,
             m,
@@ -496,15 +501,9 @@ impl<T: Real> AdamAsync<T> {
         state: &mut AdamAsyncState<T>,
         grad: &[T],
     ) -> Result<()> {
-        let c = self.coeffs(state)?;
-        c.apply_dense_chunk(var, &mut state.m, &mut state.v, grad, self.use_nesterov)?;
-        advance_powers(
-            &mut state.beta1_power,
-            &mut state.beta2_power,
-            self.beta1,
-            self.beta2,
-        );
-        Ok(())
+        self.dense_step(state, |c, m, v| {
+            c.apply_dense_chunk(var, m, v, grad, self.use_nesterov)
+        })
     }
 
     /// One sparse step on a `[rows, row_len]` variable stored row-major: `grad` holds one row per
@@ -519,29 +518,52 @@ impl<T: Real> AdamAsync<T> {
         indices: &[I],
         row_len: usize,
     ) -> Result<()> {
+        self.sparse_step(state, indices.len(), |c, m, v| {
+            c.apply_sparse_rows(var, m, v, grad, indices, row_len, self.apply_sparse_rmsprop)
+        })
+    }
+
+    /// A dense step around `kernel` (the slice or the view kernel), which gets the coefficients
+    /// from `state`'s powers and the moments: the powers advance once if it succeeds.
+    pub(super) fn dense_step(
+        &self,
+        state: &mut AdamAsyncState<T>,
+        kernel: impl FnOnce(&AdamCoeffs<T>, &mut [T], &mut [T]) -> Result<()>,
+    ) -> Result<()> {
+        let c = self.coeffs(state)?;
+        kernel(&c, &mut state.m, &mut state.v)?;
+        self.advance(state);
+        Ok(())
+    }
+
+    /// A sparse step of `touched` indices around `kernel`, which gets the coefficients (lazy
+    /// Adam's from `state`'s powers, or RMSProp's) and the moments: lazy Adam advances the powers
+    /// once if it succeeds and named a row, RMSProp leaves them.
+    pub(super) fn sparse_step(
+        &self,
+        state: &mut AdamAsyncState<T>,
+        touched: usize,
+        kernel: impl FnOnce(&AdamCoeffs<T>, &mut [T], &mut [T]) -> Result<()>,
+    ) -> Result<()> {
         let c = if self.apply_sparse_rmsprop {
             AdamCoeffs::new_rmsprop(self.lr, self.beta1, self.beta2, self.epsilon)?
         } else {
             self.coeffs(state)?
         };
-        c.apply_sparse_rows(
-            var,
-            &mut state.m,
-            &mut state.v,
-            grad,
-            indices,
-            row_len,
-            self.apply_sparse_rmsprop,
-        )?;
-        if !self.apply_sparse_rmsprop && !indices.is_empty() {
-            advance_powers(
-                &mut state.beta1_power,
-                &mut state.beta2_power,
-                self.beta1,
-                self.beta2,
-            );
+        kernel(&c, &mut state.m, &mut state.v)?;
+        if !self.apply_sparse_rmsprop && touched > 0 {
+            self.advance(state);
         }
         Ok(())
+    }
+
+    fn advance(&self, state: &mut AdamAsyncState<T>) {
+        advance_powers(
+            &mut state.beta1_power,
+            &mut state.beta2_power,
+            self.beta1,
+            self.beta2,
+        );
     }
 }
 

@@ -91,11 +91,8 @@ pub fn apply_dense<T: Real, O: Optimizer<T>>(
         });
     }
     let step = opt.begin(&state.scalars, false)?;
-    let slots = O::SLOTS;
     // In bounds: `check_state` proved `state.slots.len() == var.len() * SLOTS`.
-    for (i, (w, &g)) in var.iter_mut().zip(grad).enumerate() {
-        opt.element(&step, w, &mut state.slots[i * slots..(i + 1) * slots], g);
-    }
+    run_elements(opt, &step, var.iter_mut(), grad, &mut state.slots);
     opt.finish(&mut state.scalars, false, var.len());
     Ok(())
 }
@@ -121,13 +118,30 @@ pub fn apply_sparse<T: Real, O: Optimizer<T>, I: SparseIndex>(
         // In bounds: the row ends at most at `var.len()`, and `check_state` proved
         // `state.slots.len() == var.len() * SLOTS`.
         let s = &mut state.slots[range.start * slots..range.end * slots];
-        let w = &mut var[range];
-        for (i, (w, &g)) in w.iter_mut().zip(g).enumerate() {
-            opt.element(&step, w, &mut s[i * slots..(i + 1) * slots], g);
-        }
+        run_elements(opt, &step, &mut var[range], g, s);
     }
     opt.finish(&mut state.scalars, true, indices.len());
     Ok(())
+}
+
+/// `opt`'s rule on each weight of `var` with its gradient from `grad`, in order, the `i`-th
+/// taking slots `i * SLOTS..(i + 1) * SLOTS` of `slots`: the one element loop of the slice and
+/// the view paths.
+///
+/// # Panics
+/// When `slots` holds fewer than `SLOTS` values per weight (callers check with [`check_state`]).
+#[inline(always)]
+pub(super) fn run_elements<'w, 'g, T: Real + 'w + 'g, O: Optimizer<T>>(
+    opt: &O,
+    step: &O::Step,
+    var: impl IntoIterator<Item = &'w mut T>,
+    grad: impl IntoIterator<Item = &'g T>,
+    slots: &mut [T],
+) {
+    let n = O::SLOTS;
+    for (i, (w, &g)) in var.into_iter().zip(grad).enumerate() {
+        opt.element(step, w, &mut slots[i * n..(i + 1) * n], g);
+    }
 }
 
 pub(super) fn check_state<T: Real, O: Optimizer<T>>(

@@ -99,11 +99,7 @@ impl<T: SharedReal> AdamCoeffs<T> {
     ) -> Result<()> {
         check_same_len(&["var", "m", "v"], &[var.len(), m.len(), v.len()])?;
         let rows = check_sparse(var.len(), row_len, grad, indices)?;
-        let rule = if rmsprop {
-            AdamRule::RmsProp
-        } else {
-            AdamRule::Adam
-        };
+        let rule = AdamRule::sparse(rmsprop);
         let mut scratch = Scratch::new(row_len);
         let grad_rows = grad.chunks_exact(row_len);
         for (offset, (&index, g)) in indices.iter().zip(grad_rows).enumerate() {

@@ -43,10 +43,10 @@
 
 use ndarray::{ArrayView, ArrayView2, ArrayViewMut, ArrayViewMut2, Dimension, Zip};
 
-use super::rule::check_state;
+use super::rule::{check_state, run_elements};
 use super::{
-    adam_async_element, advance_powers, apply_dense, apply_sparse, rmsprop_element, row_range,
-    AdamAsync, AdamAsyncState, AdamCoeffs, AdamRule, Optimizer, Real, SlotState, SparseIndex,
+    adam_async_element, apply_dense, apply_sparse, rmsprop_element, row_range, AdamAsync,
+    AdamAsyncState, AdamCoeffs, AdamRule, Optimizer, Real, SlotState, SparseIndex,
 };
 use crate::{Error, Result};
 
@@ -64,12 +64,8 @@ fn check_shape(what: &str, var: &[usize], other: &[usize]) -> Result<()> {
 }
 
 /// Checks a sparse update on a `[rows, row_len]` view: `grad` is `[indices.len(), row_len]` and
-/// every index names a row. Returns the number of rows.
-fn check_sparse_view<I: SparseIndex>(
-    var: &[usize],
-    grad: &[usize],
-    indices: &[I],
-) -> Result<usize> {
+/// every index names a row.
+fn check_sparse_view<I: SparseIndex>(var: &[usize], grad: &[usize], indices: &[I]) -> Result<()> {
     let (rows, row_len) = (var[0], var[1]);
     if rows == 0 || row_len == 0 {
         return Err(Error::Empty { what: "var" });
@@ -84,7 +80,7 @@ fn check_sparse_view<I: SparseIndex>(
     for (offset, &index) in indices.iter().enumerate() {
         row_range(index, offset, rows, row_len)?;
     }
-    Ok(rows)
+    Ok(())
 }
 
 /// The moments of `state` as views of `shape`, or the error naming the one that does not fit.
@@ -183,11 +179,7 @@ impl<T: Real> AdamCoeffs<T> {
         ) {
             return self.apply_sparse_rows(w, m, v, g, indices, row_len, rmsprop);
         }
-        let rule = if rmsprop {
-            AdamRule::RmsProp
-        } else {
-            AdamRule::Adam
-        };
+        let rule = AdamRule::sparse(rmsprop);
         // Rows in order, so that a duplicate index applies again to the state the previous one
         // left, as in the slice kernel. In range: `check_sparse_view` checked every index.
         for (offset, &index) in indices.iter().enumerate() {
@@ -214,16 +206,10 @@ impl<T: Real> AdamAsync<T> {
         state: &mut AdamAsyncState<T>,
         grad: ArrayView<'_, T, D>,
     ) -> Result<()> {
-        let c = self.coeffs(state)?;
-        let (m, v) = moment_views(var.raw_dim(), &mut state.m, &mut state.v)?;
-        c.apply_dense_view(var, m, v, grad, self.use_nesterov)?;
-        advance_powers(
-            &mut state.beta1_power,
-            &mut state.beta2_power,
-            self.beta1,
-            self.beta2,
-        );
-        Ok(())
+        self.dense_step(state, |c, m, v| {
+            let (m, v) = moment_views(var.raw_dim(), m, v)?;
+            c.apply_dense_view(var, m, v, grad, self.use_nesterov)
+        })
     }
 
     /// [`AdamAsync::apply_sparse`] on a `[rows, row_len]` view: `grad` is
@@ -235,22 +221,10 @@ impl<T: Real> AdamAsync<T> {
         grad: ArrayView2<'_, T>,
         indices: &[I],
     ) -> Result<()> {
-        let c = if self.apply_sparse_rmsprop {
-            AdamCoeffs::new_rmsprop(self.lr, self.beta1, self.beta2, self.epsilon)?
-        } else {
-            self.coeffs(state)?
-        };
-        let (m, v) = moment_views(var.raw_dim(), &mut state.m, &mut state.v)?;
-        c.apply_sparse_rows_view(var, m, v, grad, indices, self.apply_sparse_rmsprop)?;
-        if !self.apply_sparse_rmsprop && !indices.is_empty() {
-            advance_powers(
-                &mut state.beta1_power,
-                &mut state.beta2_power,
-                self.beta1,
-                self.beta2,
-            );
-        }
-        Ok(())
+        self.sparse_step(state, indices.len(), |c, m, v| {
+            let (m, v) = moment_views(var.raw_dim(), m, v)?;
+            c.apply_sparse_rows_view(var, m, v, grad, indices, self.apply_sparse_rmsprop)
+        })
     }
 }
 
@@ -271,12 +245,9 @@ pub fn apply_dense_view<T: Real, O: Optimizer<T>, D: Dimension>(
     }
     check_state::<T, O>(var.len(), state)?;
     let step = opt.begin(&state.scalars, false)?;
-    let slots = O::SLOTS;
     // `iter_mut` and `iter` walk both views in logical order, the state's order. In bounds:
     // `check_state` proved `state.slots.len() == var.len() * SLOTS`.
-    for (i, (w, &g)) in var.iter_mut().zip(grad.iter()).enumerate() {
-        opt.element(&step, w, &mut state.slots[i * slots..(i + 1) * slots], g);
-    }
+    run_elements(opt, &step, var.iter_mut(), grad.iter(), &mut state.slots);
     opt.finish(&mut state.scalars, false, var.len());
     Ok(())
 }
@@ -304,10 +275,13 @@ pub fn apply_sparse_view<T: Real, O: Optimizer<T>, I: SparseIndex>(
         // In bounds: the row ends at most at `var.len()`, and `check_state` proved
         // `state.slots.len() == var.len() * SLOTS`.
         let s = &mut state.slots[range.start * slots..range.end * slots];
-        let row = var.row_mut(range.start / row_len);
-        for (i, (w, &g)) in row.into_iter().zip(grad.row(offset)).enumerate() {
-            opt.element(&step, w, &mut s[i * slots..(i + 1) * slots], g);
-        }
+        run_elements(
+            opt,
+            &step,
+            var.row_mut(range.start / row_len),
+            grad.row(offset),
+            s,
+        );
     }
     opt.finish(&mut state.scalars, true, indices.len());
     Ok(())
