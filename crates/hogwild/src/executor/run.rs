@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crossbeam_utils::CachePadded;
+
 use super::report::{LocalWindow, Reporter};
 use super::{EpochHook, EpochReport, RunOptions, RunReport};
 use crate::feed::{Batch, DataFeedDesc, FeedStats};
@@ -88,7 +90,7 @@ impl Spec<'_> {
 /// adds what its source knows.
 pub(crate) fn run<M: Model, S: BatchSource>(
     model: &M,
-    mut workers: Vec<M::Worker>,
+    workers: Vec<M::Worker>,
     desc: &DataFeedDesc,
     source: &S,
     spec: &Spec<'_>,
@@ -125,6 +127,10 @@ pub(crate) fn run<M: Model, S: BatchSource>(
         start,
     };
     let cursors: Vec<S::Cursor> = (0..threads).map(|w| source.cursor(w)).collect();
+    // Workers write their scratch buffers' lengths (and random state) for every instance: padded,
+    // two workers side by side in this Vec never share a cache line.
+    let mut workers: Vec<CachePadded<M::Worker>> =
+        workers.into_iter().map(CachePadded::new).collect();
     let states: Vec<ThreadState> = std::thread::scope(|s| {
         let handles: Vec<_> = workers
             .iter_mut()
@@ -132,7 +138,7 @@ pub(crate) fn run<M: Model, S: BatchSource>(
             .enumerate()
             .map(|(thread, (worker, cursor))| {
                 let shared = &shared;
-                s.spawn(move || shared.worker_thread(thread, worker, cursor))
+                s.spawn(move || shared.worker_thread(thread, &mut **worker, cursor))
             })
             .collect();
         handles

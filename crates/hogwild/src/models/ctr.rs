@@ -353,11 +353,8 @@ impl NumberedFields {
     }
 }
 
-/// One worker's scratch buffers and slot positions. Aligned to 128 bytes (two cache lines, the
-/// unit the adjacent-line prefetcher moves) so that workers kept side by side in a `Vec` never
-/// share a line: the buffers' lengths are written for every instance.
+/// One worker's scratch buffers and slot positions.
 #[derive(Debug)]
-#[repr(align(128))]
 pub struct CtrWorker {
     layout: Layout,
     label_at: Option<(usize, SlotType)>,

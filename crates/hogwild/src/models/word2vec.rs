@@ -556,11 +556,8 @@ pub struct Word2Vec {
     workers: AtomicU64,
 }
 
-/// One worker's scratch buffers and random stream. Aligned to 128 bytes (two cache lines, the
-/// unit the adjacent-line prefetcher moves) so that workers kept side by side in a `Vec` never
-/// share a line: the random state and the buffers' lengths are written for every pair.
+/// One worker's scratch buffers and random stream.
 #[derive(Debug)]
-#[repr(align(128))]
 pub struct Word2VecWorker {
     rng: XorShift64Star,
     sentence: Vec<u32>,
