@@ -153,7 +153,7 @@ pub fn run(args: Args) -> Result<()> {
     options.feed.epochs = args.epochs;
     options.feed.mode = FeedMode::InMemory { shuffle: Some(1) };
     let data = InMemoryDataset::load(&desc, &train, &options.feed)?;
-    let model = AnyModel::new(&config)?;
+    let model = AnyModel::new(&config, None)?;
     with_model!(&model, m => executor::startup(m));
     let print = |e: &EpochReport| {
         println!(

@@ -8,7 +8,7 @@ use hogwild::feed::DataFeedDesc;
 use hogwild::model::Model;
 use hogwild::models::{
     text_to_ids, Bow, Ctr, CtrKind, Input, ModelConfig, ModelKind, OptimizerConfig, Vocab,
-    Word2Vec, Word2VecConfig,
+    VocabSource, Word2Vec, Word2VecConfig,
 };
 use hogwild::optim::{Adagrad, AdamAsync, Sgd};
 
@@ -55,12 +55,12 @@ fn word2vec_sgd(opt: &OptimizerConfig) -> Result<Sgd<f32>> {
 
 impl AnyModel {
     /// A fresh model (parameters not yet initialised: run the startup step). A word2vec model
-    /// reads its vocabulary file (see [`prepare_inputs`]).
-    pub fn new(config: &ModelConfig) -> Result<Self> {
-        Self::build(config, None)
+    /// takes `vocab` ([`Prepared::vocab`]), or reads its vocabulary file when none is given.
+    pub fn new(config: &ModelConfig, vocab: Option<Vocab>) -> Result<Self> {
+        Self::build(config, None, vocab)
     }
 
-    fn build(config: &ModelConfig, mut ck: Source<'_>) -> Result<Self> {
+    fn build(config: &ModelConfig, mut ck: Source<'_>, vocab: Option<Vocab>) -> Result<Self> {
         let opt = config.optimizer;
         Ok(match &config.model {
             ModelKind::Bow(bow) => {
@@ -91,9 +91,12 @@ impl AnyModel {
             }
             ModelKind::Word2vec(cfg) => {
                 let o = word2vec_sgd(&opt)?;
-                Self::Word2vecSgd(match ck.as_deref_mut() {
-                    Some(ck) => Word2Vec::from_checkpoint(cfg.clone(), o, ck)?,
-                    None => Word2Vec::new(cfg.clone(), o, Vocab::from_file(&cfg.vocab_file)?)?,
+                Self::Word2vecSgd(match (ck.as_deref_mut(), vocab) {
+                    (Some(ck), _) => Word2Vec::from_checkpoint(cfg.clone(), o, ck)?,
+                    (None, Some(vocab)) => Word2Vec::new(cfg.clone(), o, vocab)?,
+                    (None, None) => {
+                        Word2Vec::new(cfg.clone(), o, Vocab::from_file(&cfg.vocab_file)?)?
+                    }
                 })
             }
             ModelKind::Lr(cfg) | ModelKind::Fm(cfg) => {
@@ -134,13 +137,33 @@ impl AnyModel {
         let mut ck = checkpoint::load(path)?;
         let config =
             ModelConfig::from_stored(&ck.meta, &format!("{} (stored config)", path.display()))?;
-        let model = Self::build(&config, Some(&mut ck))?;
+        let model = Self::build(&config, Some(&mut ck), None)?;
+        if let Self::Word2vecSgd(m) = &model {
+            if let VocabSource::File { checkpoint, file } = m.vocab_source() {
+                eprintln!(
+                    "note: {} was saved by an older hogwild without its vocabulary: the words \
+                     are read from {}, and are right only if that file is still the one the \
+                     model was trained with; saving the model again (train --resume ... --save) \
+                     stores them in the checkpoint",
+                    checkpoint.display(),
+                    file.display()
+                );
+            }
+        }
         Ok((config, model))
+    }
+
+    /// A word2vec model's vocabulary.
+    fn vocab(&self) -> Option<&Vocab> {
+        match self {
+            Self::Word2vecSgd(m) => Some(m.vocab()),
+            _ => None,
+        }
     }
 
     /// Saves the model (atomically, with a checksum).
     pub fn save(&self, path: &Path) -> Result<()> {
-        with_model!(self, m => checkpoint::save(path, &m.describe(), &m.tables()))?;
+        with_model!(self, m => checkpoint::save_model(path, m))?;
         Ok(())
     }
 
@@ -150,55 +173,97 @@ impl AnyModel {
     }
 }
 
+/// What files are prepared for ([`prepare_inputs`]).
+pub enum Purpose<'a> {
+    /// Training a new model.
+    New,
+    /// Training a loaded model further.
+    Resume(&'a AnyModel),
+    /// Evaluating or applying a loaded model.
+    Eval(&'a AnyModel),
+}
+
+/// Files ready to be read by a model.
+pub struct Prepared {
+    /// The MultiSlot files.
+    pub files: Vec<PathBuf>,
+    /// A new word2vec model's vocabulary (for [`AnyModel::new`]).
+    pub vocab: Option<Vocab>,
+    /// Where text converted for evaluation is kept while it is read (removed when dropped).
+    _converted: Option<tempfile::TempDir>,
+}
+
 /// The MultiSlot files a model trains or evaluates on. For word2vec: with `input = "text"`, a
-/// fresh model (`fresh`) first builds its vocabulary file from the text (a pass counting words,
-/// `min_count` applied), then every text file is converted to ids in `<vocab_file>.ids/`; with
-/// `input = "ids"`, a fresh model whose vocabulary file does not exist yet counts the ids of the
-/// files. Other models read the files as given.
+/// new model first builds its vocabulary from the text (a pass counting words, `min_count`
+/// applied) and writes it to its vocabulary file, then every text file is converted to ids in
+/// `<vocab_file>.ids/`; a loaded model converts with its own vocabulary (the one in its
+/// checkpoint), into the same place to train and into a temporary directory to evaluate. With
+/// `input = "ids"`, a new model reads its vocabulary file, or counts the ids of the files into it
+/// when it does not exist yet. Other models read the files as given.
 pub fn prepare_inputs(
     config: &ModelConfig,
     desc: &DataFeedDesc,
     files: Vec<PathBuf>,
-    fresh: bool,
-) -> Result<Vec<PathBuf>> {
-    let ModelKind::Word2vec(cfg) = &config.model else {
-        return Ok(files);
+    purpose: Purpose<'_>,
+) -> Result<Prepared> {
+    let mut prepared = Prepared {
+        files,
+        vocab: None,
+        _converted: None,
     };
-    match cfg.input {
-        Input::Ids => {
-            if fresh && !cfg.vocab_file.exists() {
-                let vocab = Vocab::count_ids(desc, &files, &cfg.words_slot)?;
-                vocab.write(&cfg.vocab_file)?;
-                println!(
-                    "vocabulary: {} ids counted, written to {}",
-                    vocab.len(),
-                    cfg.vocab_file.display()
-                );
-            }
-            Ok(files)
+    let ModelKind::Word2vec(cfg) = &config.model else {
+        return Ok(prepared);
+    };
+    let loaded = match purpose {
+        Purpose::New => None,
+        Purpose::Resume(m) | Purpose::Eval(m) => Some(
+            m.vocab()
+                .context("a word2vec configuration with a model of another kind")?,
+        ),
+    };
+    let new_vocab = match (cfg.input, loaded) {
+        (_, Some(_)) => None,
+        (Input::Ids, None) if cfg.vocab_file.exists() => Some(Vocab::from_file(&cfg.vocab_file)?),
+        (Input::Ids, None) => {
+            let vocab = Vocab::count_ids(desc, &prepared.files, &cfg.words_slot)?;
+            vocab.write(&cfg.vocab_file)?;
+            println!(
+                "vocabulary: {} ids counted, written to {}",
+                vocab.len(),
+                cfg.vocab_file.display()
+            );
+            Some(vocab)
         }
-        Input::Text => {
-            let vocab = if fresh {
-                let vocab = Vocab::count_text(&files, cfg.min_count)?;
-                vocab.write(&cfg.vocab_file)?;
-                println!(
-                    "vocabulary: {} words seen at least {} times, written to {}",
-                    vocab.len(),
-                    cfg.min_count,
-                    cfg.vocab_file.display()
-                );
-                vocab
-            } else {
-                Vocab::from_file(&cfg.vocab_file)?
-            };
-            Ok(text_to_ids(
-                &vocab,
-                &files,
-                &ids_dir(cfg),
-                cfg.max_sentence,
-            )?)
+        (Input::Text, None) => {
+            let vocab = Vocab::count_text(&prepared.files, cfg.min_count)?;
+            vocab.write(&cfg.vocab_file)?;
+            println!(
+                "vocabulary: {} words seen at least {} times, written to {}",
+                vocab.len(),
+                cfg.min_count,
+                cfg.vocab_file.display()
+            );
+            Some(vocab)
         }
+    };
+    // Text is converted with the vocabulary of the model that reads it: a loaded model's own, or
+    // the one just built for a new model.
+    if let (Input::Text, Some(vocab)) = (cfg.input, loaded.or(new_vocab.as_ref())) {
+        let out_dir = if let Purpose::Eval(_) = purpose {
+            let tmp = tempfile::Builder::new()
+                .prefix("hogwild-ids.")
+                .tempdir()
+                .context("creating a temporary directory for the text converted to ids")?;
+            let dir = tmp.path().to_path_buf();
+            prepared._converted = Some(tmp);
+            dir
+        } else {
+            ids_dir(cfg)
+        };
+        prepared.files = text_to_ids(vocab, &prepared.files, &out_dir, cfg.max_sentence)?;
     }
+    prepared.vocab = new_vocab;
+    Ok(prepared)
 }
 
 /// Where text converted to ids is written.
@@ -338,8 +403,10 @@ mod tests {
             "multi_slot_desc { slots { name: \"words\" type: \"uint64\" is_used: true } }",
         )
         .unwrap();
-        let files = prepare_inputs(&config, &desc, vec![text.clone()], true).unwrap();
+        let prepared = prepare_inputs(&config, &desc, vec![text.clone()], Purpose::New).unwrap();
+        let files = prepared.files.clone();
         assert_eq!(std::fs::read_to_string(&vocab).unwrap(), "the 3\ncat 2\n");
+        assert_eq!(prepared.vocab.as_ref().unwrap().words, ["the", "cat"]);
         assert_eq!(
             files,
             vec![dir.path().join("w2v/vocab.txt.ids/0-a.txt.ids")]
@@ -348,16 +415,31 @@ mod tests {
             std::fs::read_to_string(&files[0]).unwrap(),
             "3 0 1 0\n2 0 1\n"
         );
-        assert!(matches!(
-            AnyModel::new(&config).unwrap(),
-            AnyModel::Word2vecSgd(_)
-        ));
+        let model = AnyModel::new(&config, prepared.vocab.clone()).unwrap();
+        assert!(matches!(model, AnyModel::Word2vecSgd(_)));
+        // A loaded model converts text to evaluate with its own vocabulary, whatever the
+        // vocabulary file holds now, into a temporary directory removed once read.
+        std::fs::write(&vocab, "cat 9\nthe 9\n").unwrap();
+        let eval =
+            prepare_inputs(&config, &desc, vec![text.clone()], Purpose::Eval(&model)).unwrap();
+        let converted = eval.files[0].clone();
+        assert!(
+            !converted.starts_with(dir.path()),
+            "{}",
+            converted.display()
+        );
+        assert_eq!(
+            std::fs::read_to_string(&converted).unwrap(),
+            "3 0 1 0\n2 0 1\n"
+        );
+        drop(eval);
+        assert!(!converted.exists());
         let adam = ModelConfig::from_toml(
             &toml.replace("kind = \"sgd\"", "kind = \"adam_async\""),
             "w2v.toml",
         )
         .unwrap();
-        let e = AnyModel::new(&adam).err().unwrap().to_string();
+        let e = AnyModel::new(&adam, None).err().unwrap().to_string();
         assert!(e.contains("word2vec") && e.contains("sgd"), "{e}");
     }
 }

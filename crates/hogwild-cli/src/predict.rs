@@ -7,7 +7,7 @@ use clap::Args as ClapArgs;
 use hogwild::executor;
 use hogwild::feed::DataFeedDesc;
 
-use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel};
+use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::train::ReportArgs;
 use crate::with_model;
 
@@ -37,11 +37,12 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let (config, model) = AnyModel::load(&args.model)?;
     let desc = DataFeedDesc::from_file(&args.feed)?;
-    let files = prepare_inputs(&config, &desc, expand_files(&args.files)?, false)?;
+    let files = expand_files(&args.files)?;
+    let prepared = prepare_inputs(&config, &desc, files, Purpose::Eval(&model))?;
     let options = args.report.options();
     let threads = args.threads.unwrap_or_else(default_threads);
     let report = with_model!(&model, m => executor::eval_from_files(
-        m, &desc, &files, threads, &[], &options, Some(&args.output)))?;
+        m, &desc, &prepared.files, threads, &[], &options, Some(&args.output)))?;
     println!(
         "wrote {} predictions to {}",
         report.instances,

@@ -9,7 +9,7 @@ use hogwild::executor::{self, EpochReport, Progress, RunOptions};
 use hogwild::feed::{DataFeedDesc, FeedMode, InMemoryDataset};
 use hogwild::models::ModelConfig;
 
-use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel};
+use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::with_model;
 
 #[derive(ClapArgs, Debug)]
@@ -108,7 +108,11 @@ pub fn run(args: Args) -> Result<()> {
         }
         _ => bail!("give --config (a new model) or --resume (a saved one)"),
     };
-    let files = prepare_inputs(&config, &desc, expand_files(&args.files)?, saved.is_none())?;
+    let purpose = match &saved {
+        Some(model) => Purpose::Resume(model),
+        None => Purpose::New,
+    };
+    let mut prepared = prepare_inputs(&config, &desc, expand_files(&args.files)?, purpose)?;
     let threads = args.threads.unwrap_or_else(default_threads);
     let mut options = args.report.options();
     options.feed.threads = threads;
@@ -127,7 +131,7 @@ pub fn run(args: Args) -> Result<()> {
         None
     } else {
         Some(
-            InMemoryDataset::load(&desc, &files, &options.feed)
+            InMemoryDataset::load(&desc, &prepared.files, &options.feed)
                 .context("loading the training files")?,
         )
     };
@@ -135,7 +139,7 @@ pub fn run(args: Args) -> Result<()> {
     let model = match saved {
         Some(model) => model,
         None => {
-            let model = AnyModel::new(&config)?;
+            let model = AnyModel::new(&config, prepared.vocab.take())?;
             with_model!(&model, m => executor::startup(m));
             model
         }
@@ -162,7 +166,7 @@ pub fn run(args: Args) -> Result<()> {
             executor::train_dataset(m, &desc, data, threads, &[], &options, Some(&call))),
         // One run streams every epoch: the feed re-reads the files, nothing is held.
         None => with_model!(&model, m =>
-            executor::run_from_files(m, &desc, &files, threads, &[], &options, Some(&call))),
+            executor::run_from_files(m, &desc, &prepared.files, threads, &[], &options, Some(&call))),
     }
     .context("training")?;
     let trained = started.elapsed();
@@ -185,10 +189,11 @@ pub fn run(args: Args) -> Result<()> {
         }
     );
     if !args.test.is_empty() {
-        let test = prepare_inputs(&config, &desc, expand_files(&args.test)?, false)?;
+        let test = expand_files(&args.test)?;
+        let test = prepare_inputs(&config, &desc, test, Purpose::Eval(&model))?;
         let eval = args.report.options();
         let report = with_model!(&model, m =>
-            executor::eval_from_files(m, &desc, &test, threads, &[], &eval, None))
+            executor::eval_from_files(m, &desc, &test.files, threads, &[], &eval, None))
         .context("evaluating on the test files")?;
         print!("test: {} instances", report.instances);
         for (name, value) in &report.fetched {

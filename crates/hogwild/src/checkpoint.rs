@@ -1,9 +1,13 @@
-//! Saving and loading models: every table's weights, optimizer slots and scalars, plus a text
-//! description of the model (its configuration), in one checksummed file.
+//! Saving and loading models: every table's weights, optimizer slots and scalars, a text
+//! description of the model (its configuration) and the named sections of bytes the model needs
+//! besides its tables (word2vec's vocabulary: the word of every row), in one checksummed file, so
+//! that a checkpoint is all a model needs, wherever it is loaded.
 //!
 //! Format (little-endian; a row is `stride = dim * (1 + slots)` f32s, its weights then slots):
 //! ```text
-//! magic "HOGWILD\0" | version u32 = 2 | meta_len u64 | meta (UTF-8) | tables u32 |
+//! magic "HOGWILD\0" | version u32 = 3 | meta_len u64 | meta (UTF-8) |
+//! sections u32 | per section: name_len u32 | name | len u64 | bytes |
+//! tables u32 |
 //! per table: name_len u32 | name | rows u64 | dim u64 | slots u32 | scalars u32 |
 //!            scalars f32 * scalars | layout u32 |
 //!            layout 0, every row:   row f32 * stride * rows
@@ -14,7 +18,8 @@
 //! Layout 1 is written when it is the smaller: a hashed table of which a run touched a fraction
 //! of the rows lists those that differ from the table's fill row ([`Table::fill`]: zero weights
 //! and the slots as the optimizer stores them fresh, `Optimizer::slot_fill`); every other row is
-//! the fill row. Version 1 files (the same without `layout`, every row written) still load.
+//! the fill row. Version 2 files (the same without sections) and version 1 files (also without
+//! `layout`, every row written) still load, with no sections.
 //! Writing is atomic: the file is written beside its destination under a temporary name, flushed to
 //! disk, then renamed over the destination, so a crash leaves either the old file or the new one.
 //! CRC-32 (the `crc32fast` crate, the checksum of zip and PNG) detects truncation and corruption of the
@@ -25,11 +30,12 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use crate::model::Model;
 use crate::store::{map_ranges, AtomicF32, Table};
 use crate::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"HOGWILD\0";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// Every row is written.
 const DENSE: u32 = 0;
 /// The fill row, then the rows that differ from it.
@@ -39,14 +45,33 @@ const CHUNK: usize = 1 << 16;
 /// per core, each into its own part of the file).
 const ELEMENTS_PER_WRITER: usize = 1 << 20;
 
-/// A loaded checkpoint: the model description and its tables, in the order they were saved.
+/// A named string of bytes a model stores besides its tables ([`crate::Model::sections`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    pub name: String,
+    pub bytes: Vec<u8>,
+}
+
+/// A loaded checkpoint: the model description, its sections and its tables, in the order they
+/// were saved.
 #[derive(Debug)]
 pub struct Checkpoint {
+    /// The file it was loaded from (for errors).
+    pub path: PathBuf,
     pub meta: String,
+    /// Empty in files written before sections existed (format versions 1 and 2).
+    pub sections: Vec<Section>,
     pub tables: Vec<Table>,
 }
 
 impl Checkpoint {
+    /// Removes and returns the bytes of the section called `name`; `None` when the checkpoint has
+    /// none (a file of an older version, or of a model that stores no such section).
+    pub fn take_section(&mut self, name: &str) -> Option<Vec<u8>> {
+        let pos = self.sections.iter().position(|s| s.name == name)?;
+        Some(self.sections.remove(pos).bytes)
+    }
+
     /// Removes and returns the table called `name`, checking its shape.
     pub fn take_table(&mut self, name: &str, rows: usize, dim: usize) -> Result<Table> {
         let pos = self
@@ -218,14 +243,19 @@ fn finish_parts(
     Ok(())
 }
 
-/// Saves `tables` and `meta` to `path` atomically (see the module documentation). Tables must not be
-/// trained while they are saved.
-pub fn save(path: &Path, meta: &str, tables: &[&Table]) -> Result<()> {
+/// Saves `meta`, `sections` and `tables` to `path` atomically (see the module documentation).
+/// Tables must not be trained while they are saved.
+pub fn save(path: &Path, meta: &str, sections: &[Section], tables: &[&Table]) -> Result<()> {
     replace_file(
         path,
-        |tmp| write_file(tmp, meta, tables),
+        |tmp| write_file(tmp, meta, sections, tables),
         |e| err(path, format!("cannot rename into place: {e}")),
     )
+}
+
+/// Saves everything `model` needs to be rebuilt: its description, sections and tables.
+pub fn save_model<M: Model>(path: &Path, model: &M) -> Result<()> {
+    save(path, &model.describe(), &model.sections(), &model.tables())
 }
 
 /// Replaces `path` with what `write` puts into a temporary file beside it ([`temp_path`]),
@@ -256,7 +286,7 @@ fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-fn write_file(tmp: &Path, meta: &str, tables: &[&Table]) -> Result<()> {
+fn write_file(tmp: &Path, meta: &str, sections: &[Section], tables: &[&Table]) -> Result<()> {
     let io = |e: std::io::Error| err(tmp, format!("cannot write: {e}"));
     let file = File::create(tmp).map_err(io)?;
     let mut w = CrcWriter {
@@ -267,6 +297,13 @@ fn write_file(tmp: &Path, meta: &str, tables: &[&Table]) -> Result<()> {
     w.put(&VERSION.to_le_bytes()).map_err(io)?;
     w.put(&(meta.len() as u64).to_le_bytes()).map_err(io)?;
     w.put(meta.as_bytes()).map_err(io)?;
+    w.put(&(sections.len() as u32).to_le_bytes()).map_err(io)?;
+    for s in sections {
+        w.put(&(s.name.len() as u32).to_le_bytes()).map_err(io)?;
+        w.put(s.name.as_bytes()).map_err(io)?;
+        w.put(&(s.bytes.len() as u64).to_le_bytes()).map_err(io)?;
+        w.put(&s.bytes).map_err(io)?;
+    }
     w.put(&(tables.len() as u32).to_le_bytes()).map_err(io)?;
     for t in tables {
         w.put(&(t.name().len() as u32).to_le_bytes()).map_err(io)?;
@@ -344,11 +381,15 @@ impl<R: Read> CrcReader<'_, R> {
             )),
         }
     }
-    fn string(&mut self, len: u64, what: &str) -> Result<String> {
+    fn bytes(&mut self, len: u64, what: &str) -> Result<Vec<u8>> {
         let len = self.fits(len, 1, what)?;
         let mut b = vec![0u8; len];
         self.take(&mut b, what)?;
-        String::from_utf8(b).map_err(|_| err(self.path, format!("{what} is not UTF-8")))
+        Ok(b)
+    }
+    fn string(&mut self, len: u64, what: &str) -> Result<String> {
+        String::from_utf8(self.bytes(len, what)?)
+            .map_err(|_| err(self.path, format!("{what} is not UTF-8")))
     }
 }
 
@@ -393,6 +434,17 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
     }
     let meta_len = r.u64("the header")?;
     let meta = r.string(meta_len, "the model description")?;
+    let mut sections = Vec::new();
+    if version >= 3 {
+        for k in 0..r.u32("the section count")? {
+            let what = format!("section {k}'s header");
+            let name_len = r.u32(&what)?;
+            let name = r.string(name_len as u64, &what)?;
+            let len = r.u64(&what)?;
+            let bytes = r.bytes(len, &format!("section {name}"))?;
+            sections.push(Section { name, bytes });
+        }
+    }
     let count = r.u32("the table count")?;
     let mut tables = Vec::new();
     let mut bytes = vec![0u8; CHUNK];
@@ -488,7 +540,12 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
             format!("corrupt: checksum {stored:08x} stored, {computed:08x} computed"),
         ));
     }
-    Ok(Checkpoint { meta, tables })
+    Ok(Checkpoint {
+        path: path.to_path_buf(),
+        meta,
+        sections,
+        tables,
+    })
 }
 
 #[cfg(test)]
@@ -517,10 +574,23 @@ mod tests {
             .collect()
     }
 
+    fn sections() -> Vec<Section> {
+        vec![
+            Section {
+                name: "vocab".into(),
+                bytes: b"zebra\x00\xff".to_vec(),
+            },
+            Section {
+                name: "empty".into(),
+                bytes: Vec::new(),
+            },
+        ]
+    }
+
     fn saved(dir: &Path) -> PathBuf {
         let (a, b) = sample();
         let path = dir.join("model.bin");
-        save(&path, "kind = \"test\"", &[&a, &b]).unwrap();
+        save(&path, "kind = \"test\"", &sections(), &[&a, &b]).unwrap();
         path
     }
 
@@ -531,6 +601,11 @@ mod tests {
         let (a, b) = sample();
         let mut ck = load(&path).unwrap();
         assert_eq!(ck.meta, "kind = \"test\"");
+        assert_eq!(ck.path, path);
+        assert_eq!(ck.sections, sections());
+        assert_eq!(ck.take_section("vocab"), Some(b"zebra\x00\xff".to_vec()));
+        assert_eq!(ck.take_section("vocab"), None, "taken once");
+        assert_eq!(ck.take_section("empty"), Some(Vec::new()));
         let la = ck.take_table("emb", 5, 3).unwrap();
         let lb = ck.take_table("fc", 2, 4).unwrap();
         assert_eq!(values(&la), values(&a));
@@ -608,7 +683,7 @@ mod tests {
         let before = std::fs::read(&path).unwrap();
         let missing = dir.path().join("no-such-dir").join("model.bin");
         let (a, _) = sample();
-        let e = save(&missing, "", &[&a]).unwrap_err().to_string();
+        let e = save(&missing, "", &[], &[&a]).unwrap_err().to_string();
         assert!(e.contains("cannot write"), "{e}");
         assert_eq!(std::fs::read(&path).unwrap(), before);
     }
@@ -628,7 +703,7 @@ mod tests {
             cell.store(i as f32 * 0.25);
         }
         let path = dir.path().join("big.bin");
-        save(&path, "m", &[&small, &big, &small]).unwrap();
+        save(&path, "m", &[], &[&small, &big, &small]).unwrap();
         let mut ck = load(&path).unwrap();
         assert_eq!(ck.tables.len(), 3);
         let loaded = ck.take_table("big", 300_000, 4).unwrap();
@@ -701,7 +776,7 @@ mod tests {
         // A row changed back to the fill row is not listed; -0.0 differs from 0.0 and is.
         t.write_weights(5, &[-0.0, 0.0]);
         let path = dir.path().join("hashed.bin");
-        save(&path, "m", &[&t]).unwrap();
+        save(&path, "m", &[], &[&t]).unwrap();
         let size = std::fs::metadata(&path).unwrap().len();
         let row = 4 * 2 * 2;
         let expected = (touched.len() + 1) as u64 * (8 + row);
@@ -712,7 +787,7 @@ mod tests {
         assert_eq!(back.fill(), &[0.0; 4]);
         assert_eq!(back.row(1)[2].load(), 0.0);
         let again = dir.path().join("again.bin");
-        save(&again, "m", &[&back]).unwrap();
+        save(&again, "m", &[], &[&back]).unwrap();
         assert_eq!(
             std::fs::read(&again).unwrap(),
             std::fs::read(&path).unwrap()
@@ -742,7 +817,7 @@ mod tests {
                 }
             });
             for _ in 0..3 {
-                save(&path, "m", &[&t]).unwrap();
+                save(&path, "m", &[], &[&t]).unwrap();
                 let mut ck = load(&path).unwrap();
                 ck.take_table("w", rows, 4).unwrap();
             }
@@ -759,9 +834,58 @@ mod tests {
         let t = ck.take_table("t", 4, 1).unwrap();
         let got: Vec<f32> = t.elements().iter().map(AtomicF32::load).collect();
         assert_eq!(got, vec![1.0, -2.0, 0.0, 3.5]);
-        std::fs::write(&path, handmade(3, &[])).unwrap();
+        assert!(ck.sections.is_empty());
+        std::fs::write(&path, handmade(4, &[])).unwrap();
         let e = load(&path).unwrap_err().to_string();
-        assert!(e.contains("format version 3"), "{e}");
+        assert!(e.contains("format version 4"), "{e}");
+    }
+
+    /// Version 2 files have no sections: they load with none, and with the same tables as the
+    /// version 3 file that holds the same model.
+    #[test]
+    fn version_2_files_load_without_sections() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v2.bin");
+        std::fs::write(&path, handmade(2, &listed(&[(2, 4.0)]))).unwrap();
+        let mut ck = load(&path).unwrap();
+        assert!(ck.sections.is_empty());
+        assert_eq!(ck.take_section("vocab"), None);
+        let t = ck.take_table("t", 4, 1).unwrap();
+        let v3 = dir.path().join("v3.bin");
+        save(&v3, "m", &[], &[&t]).unwrap();
+        let mut back = load(&v3).unwrap();
+        assert!(back.sections.is_empty());
+        assert_eq!(values(&back.take_table("t", 4, 1).unwrap()), values(&t));
+    }
+
+    /// A section's bytes are covered by the checksum, and a section longer than the file is
+    /// refused before it is allocated.
+    #[test]
+    fn corrupt_and_oversized_sections_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = saved(dir.path());
+        let full = std::fs::read(&path).unwrap();
+        let at = full
+            .windows(5)
+            .position(|w| w == b"zebra")
+            .expect("the section's bytes are in the file");
+        let mut flipped = full.clone();
+        flipped[at + 2] ^= 0x01;
+        std::fs::write(&path, &flipped).unwrap();
+        let e = load(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("model.bin") && e.contains("corrupt: checksum"),
+            "{e}"
+        );
+        // The section's length sits just before its bytes.
+        let mut huge = full.clone();
+        huge[at - 8..at].copy_from_slice(&(u64::MAX / 2).to_le_bytes());
+        std::fs::write(&path, &huge).unwrap();
+        let e = load(&path).unwrap_err().to_string();
+        assert!(e.contains("section vocab") && e.contains("declares"), "{e}");
+        std::fs::write(&path, &full[..at + 3]).unwrap();
+        let e = load(&path).unwrap_err().to_string();
+        assert!(e.contains("truncated"), "{e}");
     }
 
     #[test]
@@ -808,7 +932,7 @@ mod tests {
         let row: Vec<f32> = (0..20_000).map(|k| k as f32 * 0.5).collect();
         t.write_weights(7, &row);
         let path = dir.path().join("wide.bin");
-        save(&path, "m", &[&t]).unwrap();
+        save(&path, "m", &[], &[&t]).unwrap();
         assert!(
             std::fs::metadata(&path).unwrap().len() < 3 * 80_000,
             "rows listed"

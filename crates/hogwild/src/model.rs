@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use crate::checkpoint::Section;
 use crate::feed::{Batch, DataFeedDesc};
 use crate::metrics::Auc;
 use crate::store::Table;
@@ -134,6 +135,14 @@ pub trait Model: Send + Sync {
     /// A text description from which the model can be rebuilt (its configuration); stored in
     /// checkpoints.
     fn describe(&self) -> String;
+
+    /// What else a checkpoint must hold to rebuild the model and read its outputs, besides the
+    /// description and the tables (word2vec: the word of every row), as named strings of bytes.
+    /// Stored inside the checkpoint, under its checksum, so that a checkpoint never depends on
+    /// another file that a later run could change. The default holds nothing.
+    fn sections(&self) -> Vec<Section> {
+        Vec::new()
+    }
 
     /// Values over a whole run rather than means of per-batch values (words trained), each
     /// since the previous call: the executor calls it once before a run (discarding what it

@@ -155,7 +155,7 @@ fn save_load_resumes_exactly() {
     startup(&first);
     run_from_files(&first, &desc(), &a, 1, &[], &quiet(), None).unwrap();
     let path = dir.path().join("model.ckpt");
-    checkpoint::save(&path, &first.describe(), &first.tables()).unwrap();
+    checkpoint::save_model(&path, &first).unwrap();
     let mut ck = checkpoint::load(&path).unwrap();
     assert_eq!(ck.meta, first.describe());
     let resumed = Bow::from_checkpoint(bow_cfg(), adam(), &mut ck).unwrap();

@@ -28,7 +28,9 @@ mod word2vec;
 
 pub use bow::{Bow, BowConfig, BowWorker, LrSchedule, Pool};
 pub use ctr::{Ctr, CtrConfig, CtrKind, CtrWorker};
-pub use word2vec::{text_to_ids, Input, Vocab, Word2Vec, Word2VecConfig, Word2VecWorker};
+pub use word2vec::{
+    text_to_ids, Input, Vocab, VocabSource, Word2Vec, Word2VecConfig, Word2VecWorker,
+};
 
 use serde::{Deserialize, Serialize};
 

@@ -15,6 +15,11 @@
 //! MultiSlot id files. Ids whose count is below `min_count` are skipped. Trained vectors are
 //! written in word2vec's text format by [`Word2Vec::export_text`], which gensim's
 //! `KeyedVectors.load_word2vec_format` reads.
+//!
+//! A checkpoint holds the model's vocabulary (the section `vocab`, [`Model::sections`]), so a
+//! saved model names its vectors' words wherever it is loaded, whatever later runs write into the
+//! vocabulary file. Checkpoints written before they held it are read with the vocabulary file
+//! their configuration names ([`VocabSource::File`]).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -25,7 +30,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::{padded, ModelConfig, ModelKind, OptimizerDesc};
-use crate::checkpoint::replace_file;
+use crate::checkpoint::{replace_file, Checkpoint, Section};
 use crate::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, SlotType};
 use crate::model::{Model, RunPlan, StageTimes};
 use crate::optim::{LinearDecay, Sgd};
@@ -52,7 +57,8 @@ pub struct Word2VecConfig {
     /// The uint64 slot holding a sentence's word ids.
     #[serde(default = "default_words")]
     pub words_slot: String,
-    /// The vocabulary file: one `word count` line per id, line 1 holding id 0.
+    /// The vocabulary file: one `word count` line per id, line 1 holding id 0. A new model's
+    /// vocabulary is read from it (or counted into it); a saved model holds its own.
     pub vocab_file: PathBuf,
     /// What the training files hold.
     #[serde(default)]
@@ -256,6 +262,59 @@ impl Vocab {
             |e| e,
         )
         .map_err(io)
+    }
+
+    /// The vocabulary as a checkpoint section: `ids u64 | per id: count u64 | len u32 | word`
+    /// (little-endian; the word's UTF-8 bytes, so that any word survives, white space included).
+    fn to_bytes(&self) -> Vec<u8> {
+        let text: usize = self.words.iter().map(String::len).sum();
+        let mut b = Vec::with_capacity(8 + 12 * self.len() + text);
+        b.extend_from_slice(&(self.len() as u64).to_le_bytes());
+        for (w, c) in self.words.iter().zip(&self.counts) {
+            b.extend_from_slice(&c.to_le_bytes());
+            b.extend_from_slice(&(w.len() as u32).to_le_bytes());
+            b.extend_from_slice(w.as_bytes());
+        }
+        b
+    }
+
+    /// Reads [`Vocab::to_bytes`]; the error says what is wrong.
+    fn from_bytes(mut b: &[u8]) -> std::result::Result<Self, String> {
+        fn take<const N: usize>(b: &mut &[u8]) -> Option<[u8; N]> {
+            let (head, rest) = b.split_first_chunk::<N>()?;
+            *b = rest;
+            Some(*head)
+        }
+        let ids = take::<8>(&mut b).map(u64::from_le_bytes);
+        let ids = ids.ok_or("it ends inside the number of words")?;
+        // Every word takes 12 bytes at least: a larger number is refused before allocating.
+        if ids > b.len() as u64 / 12 {
+            return Err(format!("{ids} words declared in {} bytes", b.len()));
+        }
+        let mut vocab = Vocab {
+            words: Vec::with_capacity(ids as usize),
+            counts: Vec::with_capacity(ids as usize),
+        };
+        for id in 0..ids {
+            let count = take::<8>(&mut b).map(u64::from_le_bytes);
+            let len = take::<4>(&mut b).map(u32::from_le_bytes);
+            let (Some(count), Some((word, rest))) =
+                (count, len.and_then(|n| b.split_at_checked(n as usize)))
+            else {
+                return Err(format!("it ends inside word {id}"));
+            };
+            let word = std::str::from_utf8(word).map_err(|_| format!("word {id} is not UTF-8"))?;
+            vocab.words.push(word.to_string());
+            vocab.counts.push(count);
+            b = rest;
+        }
+        if !b.is_empty() {
+            return Err(format!("{} bytes after its last word", b.len()));
+        }
+        if vocab.is_empty() {
+            return Err("it has no words".into());
+        }
+        Ok(vocab)
     }
 
     /// Counts the white-space separated words of text files and keeps those seen at least
@@ -528,6 +587,22 @@ const PREFETCH_PAIRS: usize = 2;
 /// Sigmoid arguments beyond this are saturated: such pairs are not updated (gensim's MAX_EXP).
 const MAX_EXP: f32 = 6.0;
 
+/// The name of the checkpoint section holding the vocabulary.
+const VOCAB_SECTION: &str = "vocab";
+
+/// Where a model's vocabulary came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VocabSource {
+    /// Given to [`Word2Vec::new`]: read from, or counted into, the configuration's `vocab_file`.
+    Given,
+    /// Stored in the checkpoint the model was loaded from.
+    Checkpoint(PathBuf),
+    /// Read from the vocabulary file named by a checkpoint written before checkpoints held
+    /// vocabularies: right only if the file has not been rewritten since the model was trained.
+    /// Saving the model again stores it in the checkpoint.
+    File { checkpoint: PathBuf, file: PathBuf },
+}
+
 /// The word2vec model: input vectors (the ones exported) and output vectors, one row per id,
 /// plus the training progress that drives the learning-rate decay.
 #[derive(Debug)]
@@ -535,6 +610,7 @@ pub struct Word2Vec {
     cfg: Word2VecConfig,
     opt: Sgd<f32>,
     vocab: Vocab,
+    vocab_source: VocabSource,
     /// Per id: the probability (scaled to 2^32) of keeping an occurrence; 0 for skipped ids.
     keep: Vec<u64>,
     noise: AliasTable,
@@ -579,21 +655,64 @@ impl Word2Vec {
         let input = Table::new("input", rows, cfg.dim, &opt)?;
         let output = Table::new("output", rows, cfg.dim, &opt)?;
         let progress_table = Table::new("progress", 1, 2, &opt)?;
-        Self::assemble(cfg, opt, vocab, input, output, progress_table)
+        let source = VocabSource::Given;
+        Self::assemble(cfg, opt, vocab, source, input, output, progress_table)
     }
 
-    /// A model from a checkpoint's tables and the vocabulary file named in `cfg`.
+    /// A model from a checkpoint: its tables and the vocabulary stored with them. A checkpoint
+    /// written before checkpoints held vocabularies has none: the vocabulary file named in
+    /// `cfg` is read instead ([`VocabSource::File`]), and refused when it cannot be read or does
+    /// not have a word for every row of the checkpoint's vectors.
     pub fn from_checkpoint(
         cfg: Word2VecConfig,
         opt: Sgd<f32>,
-        ck: &mut crate::checkpoint::Checkpoint,
+        ck: &mut Checkpoint,
     ) -> Result<Self> {
         cfg.check(opt.lr)?;
-        let vocab = Vocab::from_file(&cfg.vocab_file)?;
+        let ck_path = ck.path.clone();
+        let ck_err = |reason: String| Error::Checkpoint {
+            path: ck_path.display().to_string(),
+            reason,
+        };
+        let (vocab, source) = match ck.take_section(VOCAB_SECTION) {
+            Some(bytes) => (
+                Vocab::from_bytes(&bytes)
+                    .map_err(|e| ck_err(format!("corrupt: its vocabulary: {e}")))?,
+                VocabSource::Checkpoint(ck_path.clone()),
+            ),
+            None => {
+                let file = &cfg.vocab_file;
+                let older = format!(
+                    "written by an older hogwild, it holds no vocabulary and names the \
+                     vocabulary file {}{}",
+                    file.display(),
+                    if file.is_relative() {
+                        " (relative to the current directory)"
+                    } else {
+                        ""
+                    }
+                );
+                let vocab = Vocab::from_file(file)
+                    .map_err(|e| ck_err(format!("{older}, which cannot be read: {e}")))?;
+                let rows = ck.tables.iter().find(|t| t.name() == "input");
+                if let Some(rows) = rows.map(Table::rows).filter(|&r| r != vocab.len()) {
+                    return Err(ck_err(format!(
+                        "{older}, which has {} words for the model's {rows} vectors: it is not \
+                         the vocabulary the model was trained with",
+                        vocab.len()
+                    )));
+                }
+                let source = VocabSource::File {
+                    checkpoint: ck_path.clone(),
+                    file: file.clone(),
+                };
+                (vocab, source)
+            }
+        };
         let input = ck.take_table("input", vocab.len(), cfg.dim)?;
         let output = ck.take_table("output", vocab.len(), cfg.dim)?;
         let progress_table = ck.take_table("progress", 1, 2)?;
-        let m = Self::assemble(cfg, opt, vocab, input, output, progress_table)?;
+        let m = Self::assemble(cfg, opt, vocab, source, input, output, progress_table)?;
         let cells = m.progress_table.weights(0);
         let done =
             u64::from(cells[0].load().to_bits()) | (u64::from(cells[1].load().to_bits()) << 32);
@@ -605,6 +724,7 @@ impl Word2Vec {
         cfg: Word2VecConfig,
         opt: Sgd<f32>,
         vocab: Vocab,
+        vocab_source: VocabSource,
         input: Table,
         output: Table,
         progress_table: Table,
@@ -616,7 +736,7 @@ impl Word2Vec {
                 field: "min_count".into(),
                 reason: format!(
                     "no word of the vocabulary {} occurs at least {min_count} times",
-                    cfg.vocab_file.display()
+                    vocab_origin(&cfg, &vocab_source)
                 ),
             });
         }
@@ -655,6 +775,7 @@ impl Word2Vec {
             cfg,
             opt,
             vocab,
+            vocab_source,
             input,
             output,
             progress_table,
@@ -671,6 +792,10 @@ impl Word2Vec {
     /// The vocabulary.
     pub fn vocab(&self) -> &Vocab {
         &self.vocab
+    }
+    /// Where the vocabulary came from.
+    pub fn vocab_source(&self) -> &VocabSource {
+        &self.vocab_source
     }
     /// The input vectors (the word vectors).
     pub fn input(&self) -> &Table {
@@ -759,9 +884,9 @@ impl Word2Vec {
                     slot: self.cfg.words_slot.clone(),
                     instance,
                     reason: format!(
-                        "word id {id} at offset {offset} is out of range (vocabulary of {} words in {})",
+                        "word id {id} at offset {offset} is out of range (vocabulary of {} words {})",
                         self.vocab.len(),
-                        self.cfg.vocab_file.display()
+                        vocab_origin(&self.cfg, &self.vocab_source)
                     ),
                 });
             };
@@ -954,6 +1079,15 @@ impl Word2Vec {
     }
 }
 
+/// Where a vocabulary came from, for errors: `in <file>` or `stored in <checkpoint>`.
+fn vocab_origin(cfg: &Word2VecConfig, source: &VocabSource) -> String {
+    match source {
+        VocabSource::Given => format!("in {}", cfg.vocab_file.display()),
+        VocabSource::Checkpoint(path) => format!("stored in {}", path.display()),
+        VocabSource::File { file, .. } => format!("in {}", file.display()),
+    }
+}
+
 /// The dot product, in 8 independent lanes so the compiler vectorises it.
 #[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -1083,6 +1217,15 @@ impl Model for Word2Vec {
             optimizer: self.opt.describe(),
         }
         .to_toml()
+    }
+
+    /// The vocabulary: the word of every row, and the counts that subsampling, the noise
+    /// distribution and the exported words' order come from.
+    fn sections(&self) -> Vec<Section> {
+        vec![Section {
+            name: VOCAB_SECTION.into(),
+            bytes: self.vocab.to_bytes(),
+        }]
     }
 
     /// `effective_words`: the words trained on (after subsampling) since the last call, when

@@ -335,7 +335,7 @@ lr = 0.1
     assert_eq!(ModelConfig::from_toml(&m.describe(), "saved").unwrap(), c);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fm.ckpt");
-    crate::checkpoint::save(&path, &m.describe(), &m.tables()).unwrap();
+    crate::checkpoint::save_model(&path, &m).unwrap();
     let mut ck = crate::checkpoint::load(&path).unwrap();
     let back = Ctr::from_checkpoint(
         CtrKind::Fm,
@@ -1130,7 +1130,7 @@ lr = 0.1
     let p = m.predict(&mut w, &batch, 0).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ffm.ckpt");
-    crate::checkpoint::save(&path, &m.describe(), &m.tables()).unwrap();
+    crate::checkpoint::save_model(&path, &m).unwrap();
     let mut ck = crate::checkpoint::load(&path).unwrap();
     let stored = ModelConfig::from_toml(&ck.meta, "stored").unwrap();
     assert_eq!(stored, c);

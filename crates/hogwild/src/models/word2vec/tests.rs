@@ -319,23 +319,24 @@ fn export_is_word2vec_text_format_sorted_by_count() {
     assert!(text.ends_with('\n') && !text.contains("  "));
 }
 
+/// A trained model, saved and loaded: its vectors, progress and vocabulary come back from the
+/// checkpoint alone (the configuration's vocabulary file does not exist).
 #[test]
-fn checkpoint_keeps_vectors_and_progress() {
+fn checkpoint_keeps_vectors_progress_and_vocabulary() {
     let dir = tempfile::tempdir().unwrap();
-    let vocab_file = dir.path().join("v.txt");
-    let v = vocab(&[4, 3, 2]);
-    v.write(&vocab_file).unwrap();
     let mut c = small_cfg(4);
-    c.vocab_file = vocab_file;
-    let m = Word2Vec::new(c.clone(), Sgd { lr: 0.025 }, v).unwrap();
+    c.vocab_file = dir.path().join("never-written.txt");
+    let m = Word2Vec::new(c.clone(), Sgd { lr: 0.025 }, vocab(&[4, 3, 2])).unwrap();
     m.init();
     let mut w = m.new_worker(0);
     m.train_sentence_ids(&mut w, &[0, 1, 2, 0]).unwrap();
     let path = dir.path().join("m.ckpt");
-    crate::checkpoint::save(&path, &m.describe(), &m.tables()).unwrap();
+    crate::checkpoint::save_model(&path, &m).unwrap();
     let mut ck = crate::checkpoint::load(&path).unwrap();
     let back = Word2Vec::from_checkpoint(c, Sgd { lr: 0.025 }, &mut ck).unwrap();
     assert_eq!(back.words_done(), 4);
+    assert_eq!(back.vocab(), m.vocab());
+    assert_eq!(back.vocab_source(), &VocabSource::Checkpoint(path.clone()));
     let (mut x, mut y) = ([0.0f32; 4], [0.0f32; 4]);
     for r in 0..3 {
         m.input().read_weights(r, &mut x);
@@ -344,6 +345,136 @@ fn checkpoint_keeps_vectors_and_progress() {
     }
     let cfg = ModelConfig::from_toml(&m.describe(), "stored").unwrap();
     assert!(matches!(cfg.model, ModelKind::Word2vec(_)));
+}
+
+/// Any word survives the checkpoint's encoding (white space, non-ASCII, empty); a damaged
+/// encoding is refused with what is wrong, never a panic, at every length.
+#[test]
+fn vocabulary_bytes_round_trip_and_damage_is_named() {
+    let v = Vocab {
+        words: vec![
+            "the".into(),
+            "a b\tc".into(),
+            "日本\u{3000}語".into(),
+            String::new(),
+        ],
+        counts: vec![u64::MAX, 7, 1, 0],
+    };
+    let bytes = v.to_bytes();
+    assert_eq!(Vocab::from_bytes(&bytes).unwrap(), v);
+    for cut in 0..bytes.len() {
+        let e = Vocab::from_bytes(&bytes[..cut]).unwrap_err();
+        assert!(
+            e.contains("ends inside") || e.contains("declared"),
+            "cut {cut}: {e}"
+        );
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert_eq!(
+        Vocab::from_bytes(&longer).unwrap_err(),
+        "1 bytes after its last word"
+    );
+    let mut huge = bytes.clone();
+    huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert!(Vocab::from_bytes(&huge).unwrap_err().contains("declared"));
+    let mut not_utf8 = bytes.clone();
+    // Word 0 "the" starts after the word count, its count and its length.
+    not_utf8[8 + 8 + 4] = 0xff;
+    assert_eq!(
+        Vocab::from_bytes(&not_utf8).unwrap_err(),
+        "word 0 is not UTF-8"
+    );
+    let empty = Vocab::default().to_bytes();
+    assert_eq!(Vocab::from_bytes(&empty).unwrap_err(), "it has no words");
+}
+
+/// A model saved and its checkpoint's vocabulary section replaced by `bytes` (under a valid
+/// checksum), loaded back.
+fn load_with_vocab_section(dir: &Path, bytes: Option<Vec<u8>>) -> Result<Word2Vec> {
+    let mut c = small_cfg(2);
+    c.vocab_file = dir.join("vocab.txt");
+    let m = Word2Vec::new(c.clone(), Sgd { lr: 0.025 }, vocab(&[4, 3, 2])).unwrap();
+    m.init();
+    let sections: Vec<Section> = bytes
+        .into_iter()
+        .map(|bytes| Section {
+            name: VOCAB_SECTION.into(),
+            bytes,
+        })
+        .collect();
+    let path = dir.join("m.ckpt");
+    crate::checkpoint::save(&path, &m.describe(), &sections, &m.tables()).unwrap();
+    let mut ck = crate::checkpoint::load(&path).unwrap();
+    Word2Vec::from_checkpoint(c, Sgd { lr: 0.025 }, &mut ck)
+}
+
+/// A checkpoint whose vocabulary does not decode, or does not have a word per row, is refused.
+#[test]
+fn a_bad_stored_vocabulary_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = load_with_vocab_section(dir.path(), Some(vec![1, 2, 3]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("m.ckpt") && e.contains("corrupt: its vocabulary"),
+        "{e}"
+    );
+    let e = load_with_vocab_section(dir.path(), Some(vocab(&[4, 3]).to_bytes()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("3 x 2") && e.contains("2 x 2"), "{e}");
+}
+
+/// A checkpoint written before checkpoints held vocabularies (no vocabulary section) reads the
+/// vocabulary file it names, says so, and is refused, naming the file, when that file is
+/// missing or has another number of words.
+#[test]
+fn checkpoints_without_a_vocabulary_read_the_file_they_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("vocab.txt");
+    let e = load_with_vocab_section(dir.path(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("m.ckpt")
+            && e.contains("older")
+            && e.contains(&file.display().to_string())
+            && e.contains("cannot open"),
+        "{e}"
+    );
+    assert!(!e.contains("relative"), "an absolute path: {e}");
+    vocab(&[5, 4, 3, 2]).write(&file).unwrap();
+    let e = load_with_vocab_section(dir.path(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&file.display().to_string())
+            && e.contains("has 4 words for the model's 3 vectors"),
+        "{e}"
+    );
+    let other = Vocab {
+        words: vec!["x".into(), "y".into(), "z".into()],
+        counts: vec![9, 8, 7],
+    };
+    other.write(&file).unwrap();
+    let m = load_with_vocab_section(dir.path(), None).unwrap();
+    assert_eq!(m.vocab(), &other);
+    assert_eq!(
+        m.vocab_source(),
+        &VocabSource::File {
+            checkpoint: dir.path().join("m.ckpt"),
+            file: file.clone(),
+        }
+    );
+    // Saved again, the checkpoint holds the vocabulary and no longer reads the file.
+    let again = dir.path().join("again.ckpt");
+    crate::checkpoint::save_model(&again, &m).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    let mut ck = crate::checkpoint::load(&again).unwrap();
+    let back = Word2Vec::from_checkpoint(m.config().clone(), Sgd { lr: 0.025 }, &mut ck).unwrap();
+    assert_eq!(back.vocab(), &other);
+    assert_eq!(back.vocab_source(), &VocabSource::Checkpoint(again));
 }
 
 // The tabulated ln(1 + exp(-x)) against the exact value (f64) on a grid off the table's knots.

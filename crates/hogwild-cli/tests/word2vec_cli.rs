@@ -1,0 +1,310 @@
+//! word2vec checkpoints as a user moves and reuses them: a saved model holds its vocabulary, so
+//! `export`, `eval` and `predict` give its own words from any directory, whatever later runs
+//! write into the vocabulary file; checkpoints of older versions read the file they name.
+
+use std::path::Path;
+use std::process::Output;
+
+mod common;
+use common::hogwild;
+
+/// Text whose words are `words`, each line a different order of them, most frequent first: the
+/// vocabulary built from it is `words` in that order.
+fn text(words: [&str; 4]) -> String {
+    let [a, b, c, d] = words;
+    format!("{a} {b} {c} {d} {a}\n{b} {a} {c}\n{a} {b} {d} {c}\n{a} {b}\n").repeat(10)
+}
+
+/// A word2vec setup in `dir`: desc, config (`vocab_file = "vocab.txt"`, relative) and text
+/// files `x.txt` and `y.txt` with vocabularies of the same size and no word in common.
+fn setup(dir: &Path) {
+    std::fs::write(
+        dir.join("data.prototxt"),
+        "name: \"MultiSlotDataFeed\"\nbatch_size: 4\nmulti_slot_desc {\n  \
+         slots { name: \"words\" type: \"uint64\" is_dense: false is_used: true }\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("w2v.toml"),
+        "[model]\nkind = \"word2vec\"\ninput = \"text\"\nvocab_file = \"vocab.txt\"\ndim = 4\n\
+         min_count = 1\nsample = 0.0\n\n[optimizer]\nkind = \"sgd\"\nlr = 0.025\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("x.txt"), text(["red", "green", "blue", "zebra"])).unwrap();
+    std::fs::write(dir.join("y.txt"), text(["one", "two", "three", "four"])).unwrap();
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn failed(out: &Output) -> String {
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Trains a model on `text` in `dir` and saves it as `ckpt`.
+fn train(dir: &Path, text: &str, ckpt: &str) {
+    ok(&hogwild(
+        dir,
+        &[
+            "train",
+            "--config",
+            "w2v.toml",
+            "--feed",
+            "data.prototxt",
+            text,
+            "--epochs",
+            "2",
+            "--threads",
+            "1",
+            "--save",
+            ckpt,
+        ],
+    ));
+}
+
+/// `hogwild export` of `model`, run in `dir`: the vectors file's text.
+fn export(dir: &Path, model: &Path) -> String {
+    let out = dir.join("vectors.txt");
+    let args = ["export", "--model", &model.display().to_string(), "-o"];
+    ok(&hogwild(
+        dir,
+        &[&args[..], &[&out.display().to_string()]].concat(),
+    ));
+    std::fs::read_to_string(out).unwrap()
+}
+
+/// The words of a vectors file, in its order.
+fn words(vectors: &str) -> Vec<&str> {
+    vectors
+        .lines()
+        .skip(1)
+        .map(|l| l.split(' ').next().unwrap())
+        .collect()
+}
+
+/// `hogwild eval --threads 1` of `model` on `files`, run in `dir`: its result line.
+fn eval(dir: &Path, model: &Path, files: &[&Path]) -> String {
+    let feed = files[0].parent().unwrap().join("data.prototxt");
+    let mut args = vec![
+        "eval".to_string(),
+        "--model".into(),
+        model.display().to_string(),
+        "--feed".into(),
+        feed.display().to_string(),
+        "--threads".into(),
+        "1".into(),
+    ];
+    args.extend(files.iter().map(|f| f.display().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let stdout = ok(&hogwild(dir, &args));
+    stdout.lines().last().unwrap_or_default().to_string()
+}
+
+/// (a) A model trained in one directory (its vocabulary file named by a relative path) exports,
+/// evaluates and predicts from another directory, with its own words, writing nothing there but
+/// its outputs.
+#[test]
+fn a_saved_model_is_used_from_another_directory() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    setup(a.path());
+    train(a.path(), "x.txt", "m.ckpt");
+    let model = a.path().join("m.ckpt");
+    let here = export(a.path(), &model);
+    assert_eq!(words(&here), ["red", "green", "blue", "zebra"]);
+    assert!(here.starts_with("4 4\n"), "{here}");
+    assert_eq!(export(b.path(), &model), here);
+
+    let x = a.path().join("x.txt");
+    let in_a = eval(a.path(), &model, &[&x]);
+    assert!(in_a.starts_with("40 instances"), "{in_a}");
+    assert_eq!(eval(b.path(), &model, &[&x]), in_a);
+    let feed = a.path().join("data.prototxt");
+    let out = hogwild(
+        b.path(),
+        &[
+            "predict",
+            "--model",
+            &model.display().to_string(),
+            "--feed",
+            &feed.display().to_string(),
+            &x.display().to_string(),
+            "-o",
+            "p.txt",
+        ],
+    );
+    ok(&out);
+    let predictions = std::fs::read_to_string(b.path().join("p.txt")).unwrap();
+    assert_eq!(predictions.lines().count(), 40);
+    let mut left: Vec<String> = std::fs::read_dir(b.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["p.txt", "vectors.txt"], "nothing else written in b");
+}
+
+/// (b) A second model trained in the same directory on other text with as many words rewrites
+/// the vocabulary file; the first model still exports its own words with its own vectors, and
+/// evaluates as before.
+#[test]
+fn a_later_run_does_not_change_an_earlier_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    train(d, "x.txt", "one.ckpt");
+    let one = d.join("one.ckpt");
+    let before = export(d, &one);
+    let x = d.join("x.txt");
+    let eval_before = eval(d, &one, &[&x]);
+    train(d, "y.txt", "two.ckpt");
+    let vocab = std::fs::read_to_string(d.join("vocab.txt")).unwrap();
+    assert!(vocab.starts_with("one "), "the file was rewritten: {vocab}");
+    assert_eq!(
+        words(&export(d, &d.join("two.ckpt"))),
+        ["one", "two", "three", "four"]
+    );
+    let after = export(d, &one);
+    assert_eq!(words(&after), ["red", "green", "blue", "zebra"]);
+    assert_eq!(after, before, "the same words with the same vectors");
+    assert_eq!(eval(d, &one, &[&x]), eval_before);
+}
+
+/// (c) The vocabulary is covered by the checkpoint's checksum: a changed byte in a word is
+/// refused, and nothing is exported.
+#[test]
+fn a_corrupt_stored_vocabulary_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    train(d, "x.txt", "m.ckpt");
+    let path = d.join("m.ckpt");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes
+        .windows(5)
+        .position(|w| w == b"zebra")
+        .expect("the checkpoint holds its words");
+    bytes[at] = b'Z';
+    std::fs::write(&path, &bytes).unwrap();
+    let out = hogwild(d, &["export", "--model", "m.ckpt", "-o", "v.txt"]);
+    let err = failed(&out);
+    assert!(
+        err.contains("m.ckpt") && err.contains("corrupt: checksum"),
+        "{err}"
+    );
+    assert!(!d.join("v.txt").exists());
+}
+
+/// The fixture: a checkpoint written by `hogwild train` before checkpoints held vocabularies
+/// (format version 2, at commit 7e86bb9), in a directory holding `data.prototxt`, this model
+/// config as `w2v.toml` and `text.txt` = "red green blue red\ngreen red\n":
+///   [model] kind = "word2vec", input = "text", vocab_file = "vocab.txt", dim = 2,
+///           min_count = 1, sample = 0.0; [optimizer] kind = "sgd", lr = 0.025
+///   hogwild train --config w2v.toml --feed data.prototxt text.txt --epochs 1 --threads 1 \
+///       --save old.ckpt
+/// which wrote `vocab.txt` = OLD_VOCAB; `hogwild export --model old.ckpt -o v.txt` then wrote
+/// OLD_VECTORS.
+const OLD_CHECKPOINT: &[u8] = include_bytes!("fixtures/word2vec-v2.ckpt");
+const OLD_VOCAB: &str = "red 3\ngreen 2\nblue 1\n";
+const OLD_VECTORS: &str = "3 2\nred -0.008664 0.186217\ngreen -0.214493 0.227910\n\
+                           blue -0.084629 -0.137284\n";
+
+/// (d) An older checkpoint loads with the vocabulary file it names, and says that saving it again
+/// stores the vocabulary; without the file, or with another vocabulary's, it is refused with the
+/// file named. Saved again, it no longer needs the file.
+#[test]
+fn an_older_checkpoint_reads_the_vocabulary_file_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    std::fs::write(d.join("old.ckpt"), OLD_CHECKPOINT).unwrap();
+    std::fs::write(d.join("vocab.txt"), OLD_VOCAB).unwrap();
+    let out = hogwild(d, &["export", "--model", "old.ckpt", "-o", "v.txt"]);
+    ok(&out);
+    assert_eq!(
+        std::fs::read_to_string(d.join("v.txt")).unwrap(),
+        OLD_VECTORS
+    );
+    let note = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        note.contains("old.ckpt")
+            && note.contains("vocab.txt")
+            && note.contains("saving the model again"),
+        "{note}"
+    );
+
+    // From another directory the relative path leads nowhere.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let old = d.join("old.ckpt");
+    let args = [
+        "export",
+        "--model",
+        &old.display().to_string(),
+        "-o",
+        "v.txt",
+    ];
+    let err = failed(&hogwild(elsewhere.path(), &args));
+    assert!(
+        err.contains("old.ckpt")
+            && err.contains("older hogwild")
+            && err.contains("vocab.txt (relative to the current directory)")
+            && err.contains("No such file"),
+        "{err}"
+    );
+    assert!(!elsewhere.path().join("v.txt").exists());
+
+    // A vocabulary of another size is not this model's.
+    std::fs::write(d.join("vocab.txt"), "a 4\nb 3\nc 2\nd 1\n").unwrap();
+    let err = failed(&hogwild(
+        d,
+        &["export", "--model", "old.ckpt", "-o", "w.txt"],
+    ));
+    assert!(
+        err.contains("vocab.txt") && err.contains("4 words for the model's 3 vectors"),
+        "{err}"
+    );
+
+    // Trained further and saved, the model holds its vocabulary.
+    std::fs::write(d.join("vocab.txt"), OLD_VOCAB).unwrap();
+    std::fs::write(d.join("text.txt"), "red green blue red\ngreen red\n").unwrap();
+    ok(&hogwild(
+        d,
+        &[
+            "train",
+            "--resume",
+            "old.ckpt",
+            "--feed",
+            "data.prototxt",
+            "text.txt",
+            "--threads",
+            "1",
+            "--save",
+            "new.ckpt",
+        ],
+    ));
+    std::fs::remove_file(d.join("vocab.txt")).unwrap();
+    let new = d.join("new.ckpt").display().to_string();
+    let out = hogwild(
+        elsewhere.path(),
+        &["export", "--model", &new, "-o", "v.txt"],
+    );
+    ok(&out);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let vectors = std::fs::read_to_string(elsewhere.path().join("v.txt")).unwrap();
+    assert_eq!(words(&vectors), ["red", "green", "blue"]);
+}
