@@ -37,6 +37,9 @@ Seeds start at 1: fastText's generators take seed 0 as 1. hogwild runs from a co
 Writes every run to --out (JSON, rewritten after each run) and the tables to the same path with
 .md; prints the tables. Example, a quick look:
   scripts/bench_quality.sh --seeds 2 --sets bbc tweets --threads 1
+An interrupted run goes on with `--resume` its JSON (more than one file merges them), given the
+same binary (its pinned copy, with bench_quality.py directly) and optimizer: only the missing runs
+are made, and the tables cover all of them.
 """
 import argparse
 import html
@@ -274,6 +277,11 @@ def settings(args):
     return grid
 
 
+def key(r):
+    """What identifies a run: set, setting, thread count and seed."""
+    return (r["set"], tuple(sorted(r["setting"].items())), r["threads"], r["seed"])
+
+
 def setting_name(s):
     return f"dim {s['dim']}, lr {s['lr']:g}, bigrams {'on' if s['bigrams'] else 'off'}, " \
            f"{s['epochs']} epochs"
@@ -400,6 +408,10 @@ def main():
     p.add_argument("--lr-hold", type=float, default=None,
                    help="hogwild's lr_hold (default: the model's; 0 is fastText's schedule)")
     p.add_argument("--out", type=Path, default=WORK / "results.json")
+    p.add_argument("--resume", type=Path, nargs="+", default=[], metavar="JSON",
+                   help="results files of interrupted runs of the same binary and optimizer: "
+                        "their runs of this command's sets, settings, thread counts and seeds "
+                        "are kept and not run again")
     args = p.parse_args()
     if args.optimizer != "sgd" and args.opt_lr is None:
         p.error(f"--optimizer {args.optimizer} needs --opt-lr")
@@ -441,6 +453,18 @@ def main():
           f"{estimate(args, stats, grid) / 60:.1f} min", flush=True)
 
     runs = []
+    for path in args.resume:
+        old = json.loads(path.read_text())
+        if (old["hogwild_sha256"], old["optimizer"], old["opt_lr"]) != (sha, args.optimizer,
+                                                                        args.opt_lr):
+            p.error(f"--resume {path}: another binary or optimizer ({old['hogwild_sha256']}, "
+                    f"{old['optimizer']}, lr {old['opt_lr']})")
+        runs += [r for r in old["runs"] if r["set"] in args.sets and r["setting"] in grid
+                 and r["threads"] in args.threads and r["seed"] in seeds_for(args, r["setting"])
+                 and not any(key(r) == key(k) for k in runs)]
+    if args.resume:
+        print(f"{len(runs)} runs kept from {' '.join(map(str, args.resume))}")
+        nruns -= 2 * len(runs)
     record = {"command": command, "hogwild": given, "hogwild_version": version,
               "hogwild_sha256": sha, "optimizer": args.optimizer,
               "opt_lr": args.opt_lr, "sets": stats, "runs": runs}
@@ -452,6 +476,8 @@ def main():
             for threads in args.threads:
                 for seed in seeds_for(args, s):
                     r = {"set": name, "setting": s, "threads": threads, "seed": seed}
+                    if any(key(r) == key(k) for k in runs):
+                        continue
                     order = ("hogwild", "fasttext") if seed % 2 else ("fasttext", "hogwild")
                     for prog in order:
                         r[prog] = (run_hogwild(args, name, stats[name], s, threads, seed)
