@@ -5,12 +5,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use hogwild::checkpoint;
 use hogwild::feed::DataFeedDesc;
+use hogwild::files::StaleTemps;
 use hogwild::model::Model;
 use hogwild::models::{
     text_to_ids, Bow, Ctr, CtrKind, Input, ModelConfig, ModelKind, OptimizerConfig, Vocab,
     Word2Vec, Word2VecConfig,
 };
 use hogwild::optim::{Adagrad, AdamAsync, Sgd};
+
+use crate::paths;
 
 /// A model of any built-in kind with any optimizer (each combination is its own compiled type).
 #[allow(clippy::enum_variant_names)] // model and optimizer, both part of each name
@@ -138,10 +141,10 @@ impl AnyModel {
         Ok((config, model))
     }
 
-    /// Saves the model (atomically, with a checksum).
-    pub fn save(&self, path: &Path) -> Result<()> {
-        with_model!(self, m => checkpoint::save(path, &m.describe(), &m.tables()))?;
-        Ok(())
+    /// Saves the model (atomically, with a checksum); returns the temporaries of interrupted
+    /// earlier saves of `path` that were removed.
+    pub fn save(&self, path: &Path) -> Result<StaleTemps> {
+        Ok(with_model!(self, m => checkpoint::save(path, &m.describe(), &m.tables()))?)
     }
 
     /// Bytes held by the parameter tables and their optimizer state.
@@ -167,6 +170,7 @@ pub fn prepare_inputs(
     match cfg.input {
         Input::Ids => {
             if fresh && !cfg.vocab_file.exists() {
+                paths::refuse_read_once(&files, "word2vec counts its ids before training")?;
                 let vocab = Vocab::count_ids(desc, &files, &cfg.words_slot)?;
                 vocab.write(&cfg.vocab_file)?;
                 println!(
@@ -179,6 +183,7 @@ pub fn prepare_inputs(
         }
         Input::Text => {
             let vocab = if fresh {
+                paths::refuse_read_once(&files, "word2vec counts its words before training")?;
                 let vocab = Vocab::count_text(&files, cfg.min_count)?;
                 vocab.write(&cfg.vocab_file)?;
                 println!(
@@ -208,9 +213,11 @@ fn ids_dir(cfg: &Word2VecConfig) -> PathBuf {
     PathBuf::from(dir)
 }
 
-/// Expands file arguments: plain paths, `@list` files (one path per line, relative to the list),
-/// and `*` / `?` patterns in the last path component. The result is sorted per argument.
+/// Expands file arguments: plain paths, `-` (standard input, at most once), `@list` files (one
+/// path per line, relative to the list), and `*` / `?` patterns in the last path component. The
+/// result is sorted per argument.
 pub fn expand_files(args: &[String]) -> Result<Vec<PathBuf>> {
+    paths::stdin_once(args.iter().map(String::as_str))?;
     let mut out = Vec::new();
     for arg in args {
         if let Some(list) = arg.strip_prefix('@') {
@@ -246,7 +253,7 @@ pub fn expand_files(args: &[String]) -> Result<Vec<PathBuf>> {
             found.sort();
             out.extend(found);
         } else {
-            out.push(PathBuf::from(arg));
+            out.push(paths::input(Path::new(arg)));
         }
     }
     if out.is_empty() {
