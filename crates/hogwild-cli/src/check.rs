@@ -7,13 +7,15 @@ use anyhow::{bail, Context, Result};
 use hogwild::feed::DataFeedDesc;
 use hogwild::tools::check_file;
 
+use crate::paths;
+
 /// Arguments of `hogwild check`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The data feed description (Paddle's data.prototxt).
     #[arg(long)]
     pub desc: PathBuf,
-    /// Data files (plain or gzip; piped through the desc's pipe_command).
+    /// Data files (plain or gzip; piped through the desc's pipe_command; `-`: standard input).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Problems printed per file (all are counted).
@@ -24,9 +26,10 @@ pub struct Args {
 /// Checks every file; fails if any line is bad.
 pub fn run(args: Args) -> Result<()> {
     let desc = DataFeedDesc::from_file(&args.desc)?;
+    paths::stdin_once(args.files.iter().filter_map(|f| f.to_str()))?;
     let (mut lines, mut bad, mut bad_files) = (0u64, 0u64, 0usize);
     for file in &args.files {
-        let report = check_file(&desc, file, args.max_errors)
+        let report = check_file(&desc, &paths::input(file), args.max_errors)
             .with_context(|| format!("checking {}", file.display()))?;
         for problem in &report.problems {
             println!("{problem}");

@@ -3,14 +3,18 @@
 //! `[model]` keys with which the CTR models read the values, field numbers and weights.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use hogwild::feed::DataFeedDesc;
 use hogwild::tools::convert::{
     convert_csv, convert_fasttext, convert_libsvm, convert_vw, fasttext_desc, libsvm_ctr_keys,
     libsvm_desc, vw_ctr_keys, vw_desc, CsvOptions, FastTextOptions, Vocabulary, WordIds,
 };
+
+use crate::paths;
+use crate::say;
 
 /// Input formats.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,14 +37,20 @@ pub struct Args {
     /// Input format.
     #[arg(long)]
     pub from: Format,
-    /// Input file.
+    /// Input file (`-`: standard input).
     pub input: PathBuf,
-    /// Output MultiSlot file.
+    /// Output MultiSlot file (`-`: standard output). Written whole or not at all: on an error
+    /// an existing file stays as it was.
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Where to write the matching data.prototxt (default: data.prototxt next to the output).
+    /// Where to write the matching data.prototxt (default: data.prototxt next to the output, in
+    /// the current directory for `-o -`). An existing one with other content is left alone
+    /// unless --force is given; one with the same content is kept as it is.
     #[arg(long)]
     pub prototxt: Option<PathBuf>,
+    /// Replace an existing data.prototxt whose content differs from the converted data's.
+    #[arg(long)]
+    pub force: bool,
     /// Batch size written into the prototxt.
     #[arg(long, default_value_t = 32)]
     pub batch_size: i32,
@@ -76,31 +86,152 @@ fn open(path: &Path) -> Result<BufReader<File>> {
     Ok(BufReader::with_capacity(1 << 18, file))
 }
 
-/// Converts the input and writes the output and its prototxt.
+/// The desc as written: the batch size set, checked, in text format.
+fn desc_text(mut desc: DataFeedDesc, batch_size: i32) -> Result<String> {
+    desc.batch_size = Some(batch_size);
+    desc.validate()
+        .map_err(|message| anyhow::anyhow!("converted desc: {message}"))?;
+    Ok(desc.to_text())
+}
+
+/// The desc every conversion from `format` writes, known before converting: all but CSV's,
+/// whose slots are the columns found in the input.
+fn fixed_desc(format: Format) -> Option<DataFeedDesc> {
+    match format {
+        Format::Fasttext => Some(fasttext_desc()),
+        Format::Libsvm => Some(libsvm_desc(false)),
+        Format::Libffm => Some(libsvm_desc(true)),
+        Format::Vw => Some(vw_desc()),
+        Format::Csv => None,
+    }
+}
+
+/// What becomes of the desc file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DescFile {
+    New,
+    /// It exists with this content already.
+    Unchanged,
+    /// It exists with other content, replaced as --force asks.
+    Replaced,
+}
+
+/// Decides what to do with the desc file `path` that should hold `text`: a user's data.prototxt
+/// is never rewritten with other content unless `force`.
+fn desc_file(path: &Path, text: &str, force: bool) -> Result<DescFile> {
+    let existing = match std::fs::read(path) {
+        Ok(existing) => existing,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(DescFile::New),
+        Err(e) => bail!("{}: cannot read the existing desc: {e}", path.display()),
+    };
+    if existing == text.as_bytes() {
+        return Ok(DescFile::Unchanged);
+    }
+    if force {
+        return Ok(DescFile::Replaced);
+    }
+    let existing = String::from_utf8_lossy(&existing);
+    let (n, (old, new)) = existing
+        .lines()
+        .map(Some)
+        .chain(std::iter::repeat(None))
+        .zip(text.lines().map(Some).chain(std::iter::repeat(None)))
+        .take_while(|pair| *pair != (None, None))
+        .enumerate()
+        .find(|(_, (old, new))| old != new)
+        .unwrap_or((0, (None, None)));
+    bail!(
+        "{} exists and differs from the desc of the converted data (line {}: {:?} there, {:?} \
+         here); it is left as it is and nothing was written. Give --prototxt PATH to write the \
+         desc elsewhere, or --force to replace it",
+        path.display(),
+        n + 1,
+        old.unwrap_or("(end of file)"),
+        new.unwrap_or("(end of file)"),
+    )
+}
+
+/// Converts the input and writes the output and its prototxt. Every input is checked and every
+/// conflict with an existing file found before anything is written; the outputs are written
+/// whole to temporary files and put in place only once the conversion has succeeded, so a
+/// failure leaves every file as it was.
 pub fn run(args: Args) -> Result<()> {
-    let name = args.input.display().to_string();
-    let out_file = File::create(&args.output)
-        .with_context(|| format!("creating {}", args.output.display()))?;
-    let mut out = BufWriter::with_capacity(1 << 18, out_file);
-    let (lines, mut desc) = match args.from {
+    let input = paths::input(&args.input);
+    let name = if paths::is_stdio(&args.input) {
+        "standard input".to_string()
+    } else {
+        input.display().to_string()
+    };
+    let to_stdout = paths::is_stdio(&args.output);
+    let prototxt = args.prototxt.clone().unwrap_or_else(|| {
+        args.output
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join("data.prototxt")
+    });
+    let fasttext = args.from == Format::Fasttext;
+    // fastText reads a vocabulary named with --vocab, or builds one (written to --vocab when
+    // --build-vocab asks for it).
+    let vocab_in = args
+        .vocab
+        .as_deref()
+        .filter(|_| fasttext && !args.build_vocab);
+    let vocab_out = args
+        .vocab
+        .as_deref()
+        .filter(|_| fasttext && args.build_vocab);
+
+    let inputs: Vec<&Path> = std::iter::once(input.as_path()).chain(vocab_in).collect();
+    paths::check_inputs(inputs.iter().copied())?;
+    let mut outputs = vec![
+        ("the output", args.output.as_path()),
+        ("the desc", &prototxt),
+    ];
+    outputs.extend(vocab_out.map(|v| ("the vocabulary", v)));
+    for (k, (what, path)) in outputs.iter().enumerate() {
+        paths::refuse_overwrite(path, what, inputs.iter().copied())?;
+        for (other, earlier) in &outputs[..k] {
+            if hogwild::files::same_file(path, earlier) {
+                bail!(
+                    "{what} and {other} are both {}: give them different files",
+                    path.display()
+                );
+            }
+        }
+    }
+    if fasttext && vocab_in.is_none() {
+        paths::refuse_read_once(
+            std::slice::from_ref(&input),
+            "building the vocabulary reads it before converting it (give --vocab to use a \
+             saved one)",
+        )?;
+    }
+    let fixed = fixed_desc(args.from)
+        .map(|desc| desc_text(desc, args.batch_size))
+        .transpose()?;
+    if let Some(text) = &fixed {
+        desc_file(&prototxt, text, args.force)?;
+    }
+
+    let mut out = paths::output(&args.output, to_stdout)?;
+    let mut vocab_file = None;
+    // The desc found in the input (CSV's columns); the other formats' is `fixed`.
+    let (lines, desc) = match args.from {
         Format::Fasttext => {
             let word_ids = match args.buckets {
                 Some(buckets) => WordIds::Hashed { buckets },
                 None => WordIds::Vocabulary,
             };
-            let vocab = match (&args.vocab, args.build_vocab) {
-                (Some(path), false) => Vocabulary::load(path)?,
-                (vocab_path, _) => {
+            let vocab = match vocab_in {
+                Some(path) => Vocabulary::load(path)?,
+                None => {
                     let mut vocab = Vocabulary::default();
-                    vocab.scan(open(&args.input)?, &name, word_ids == WordIds::Vocabulary)?;
-                    if let Some(path) = vocab_path {
-                        vocab.save(path)?;
-                        println!(
-                            "vocabulary: {} words, {} labels -> {}",
-                            vocab.word_ids() - 1,
-                            vocab.labels(),
-                            path.display()
-                        );
+                    vocab.scan(open(&input)?, &name, word_ids == WordIds::Vocabulary)?;
+                    if let Some(path) = vocab_out {
+                        let mut file = paths::output(path, to_stdout)?;
+                        vocab.write(&mut file)?;
+                        let counts = (vocab.word_ids() - 1, vocab.labels());
+                        vocab_file = Some((file, counts));
                     }
                     vocab
                 }
@@ -109,22 +240,16 @@ pub fn run(args: Args) -> Result<()> {
                 word_ids,
                 bigram_buckets: args.bigram_buckets,
             };
-            let lines = convert_fasttext(open(&args.input)?, &name, &mut out, &vocab, &opts)?;
-            (lines, fasttext_desc())
+            let lines = convert_fasttext(open(&input)?, &name, &mut out, &vocab, &opts)?;
+            (lines, None)
         }
         Format::Libsvm | Format::Libffm => {
             let ffm = args.from == Format::Libffm;
-            (
-                convert_libsvm(open(&args.input)?, &name, &mut out, ffm)?,
-                libsvm_desc(ffm),
-            )
+            (convert_libsvm(open(&input)?, &name, &mut out, ffm)?, None)
         }
         Format::Vw => {
             let buckets = args.buckets.unwrap_or(DEFAULT_HASH_BUCKETS);
-            (
-                convert_vw(open(&args.input)?, &name, &mut out, buckets)?,
-                vw_desc(),
-            )
+            (convert_vw(open(&input)?, &name, &mut out, buckets)?, None)
         }
         Format::Csv => {
             let delimiter = u8::try_from(args.delimiter)
@@ -135,25 +260,47 @@ pub fn run(args: Args) -> Result<()> {
                 buckets: args.buckets.unwrap_or(DEFAULT_HASH_BUCKETS),
                 delimiter,
             };
-            convert_csv(open(&args.input)?, &name, &mut out, &opts)?
+            let (lines, desc) = convert_csv(open(&input)?, &name, &mut out, &opts)?;
+            (lines, Some(desc))
         }
     };
-    out.flush()
-        .with_context(|| format!("writing {}", args.output.display()))?;
-    desc.batch_size = Some(args.batch_size);
-    desc.validate()
-        .map_err(|message| anyhow::anyhow!("converted desc: {message}"))?;
-    let prototxt = args.prototxt.clone().unwrap_or_else(|| {
-        args.output
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join("data.prototxt")
-    });
-    std::fs::write(&prototxt, desc.to_text())
-        .with_context(|| format!("writing {}", prototxt.display()))?;
-    println!(
-        "{lines} lines -> {} (desc: {})",
-        args.output.display(),
+    let text = match desc {
+        Some(desc) => desc_text(desc, args.batch_size)?,
+        None => fixed.context("the format has no desc")?,
+    };
+    // Checked again: CSV's desc is known only now.
+    let desc_state = desc_file(&prototxt, &text, args.force)?;
+    let desc_out = if desc_state == DescFile::Unchanged {
+        None
+    } else {
+        let mut file = paths::output(&prototxt, to_stdout)?;
+        std::io::Write::write_all(&mut file, text.as_bytes())
+            .with_context(|| format!("writing {}", prototxt.display()))?;
+        Some(file)
+    };
+
+    // Everything is written: put it in place.
+    let out_name = out.name().to_string();
+    out.commit()?;
+    if let Some((file, (words, labels))) = vocab_file {
+        let vocab_name = file.name().to_string();
+        file.commit()?;
+        say!(
+            to_stdout,
+            "vocabulary: {words} words, {labels} labels -> {vocab_name}"
+        );
+    }
+    if let Some(file) = desc_out {
+        file.commit()?;
+    }
+    let desc_note = match desc_state {
+        DescFile::New => "",
+        DescFile::Unchanged => ", unchanged",
+        DescFile::Replaced => ", replaced: its content differed (--force)",
+    };
+    say!(
+        to_stdout,
+        "{lines} lines -> {out_name} (desc: {}{desc_note})",
         prototxt.display()
     );
     // The CTR models read values, field numbers and weights only when told to.
@@ -164,9 +311,12 @@ pub fn run(args: Args) -> Result<()> {
         Format::Fasttext | Format::Csv => None,
     };
     if let Some(keys) = ctr_keys {
-        println!("note: for lr and fm to read every slot written here, add to [model]:");
+        say!(
+            to_stdout,
+            "note: for lr and fm to read every slot written here, add to [model]:"
+        );
         for line in keys.lines() {
-            println!("  {line}");
+            say!(to_stdout, "  {line}");
         }
     }
     Ok(())

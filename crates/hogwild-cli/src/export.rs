@@ -6,6 +6,8 @@ use anyhow::{bail, Result};
 use clap::Args as ClapArgs;
 
 use crate::models::AnyModel;
+use crate::paths;
+use crate::say;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -13,7 +15,7 @@ pub struct Args {
     #[arg(long)]
     pub model: PathBuf,
     /// Where to write the vectors (`count dim` header, then `word v1 ... v_dim` per line; gensim's
-    /// `KeyedVectors.load_word2vec_format` reads it).
+    /// `KeyedVectors.load_word2vec_format` reads it; `-`: standard output).
     #[arg(long, short)]
     pub output: PathBuf,
 }
@@ -26,11 +28,16 @@ pub fn run(args: Args) -> Result<()> {
             args.model.display()
         );
     };
-    let n = m.export_text(&args.output)?;
-    println!(
-        "wrote {n} vectors of {} to {}",
-        m.config().dim,
-        args.output.display()
+    paths::refuse_overwrite(&args.output, "the output", [args.model.as_path()])?;
+    let to_stdout = paths::is_stdio(&args.output);
+    let mut out = paths::output(&args.output, to_stdout)?;
+    let n = m.write_text(&mut out)?;
+    let name = out.name().to_string();
+    out.commit()?;
+    say!(
+        to_stdout,
+        "wrote {n} vectors of {} to {name}",
+        m.config().dim
     );
     Ok(())
 }

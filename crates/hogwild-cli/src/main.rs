@@ -6,6 +6,7 @@ mod demo;
 mod eval;
 mod export;
 mod models;
+mod paths;
 mod predict;
 mod train;
 

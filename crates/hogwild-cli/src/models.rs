@@ -5,12 +5,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use hogwild::checkpoint;
 use hogwild::feed::DataFeedDesc;
+use hogwild::files::StaleTemps;
 use hogwild::model::Model;
 use hogwild::models::{
     text_to_ids, Bow, Ctr, CtrKind, Input, ModelConfig, ModelKind, OptimizerConfig, Vocab,
     VocabSource, Word2Vec, Word2VecConfig,
 };
 use hogwild::optim::{Adagrad, AdamAsync, Sgd};
+
+use crate::paths;
 
 /// A model of any built-in kind with any optimizer (each combination is its own compiled type).
 #[allow(clippy::enum_variant_names)] // model and optimizer, both part of each name
@@ -161,10 +164,10 @@ impl AnyModel {
         }
     }
 
-    /// Saves the model (atomically, with a checksum).
-    pub fn save(&self, path: &Path) -> Result<()> {
-        with_model!(self, m => checkpoint::save_model(path, m))?;
-        Ok(())
+    /// Saves the model (atomically, with a checksum); returns the temporaries of interrupted
+    /// earlier saves of `path` that were removed.
+    pub fn save(&self, path: &Path) -> Result<StaleTemps> {
+        Ok(with_model!(self, m => checkpoint::save_model(path, m))?)
     }
 
     /// Bytes held by the parameter tables and their optimizer state.
@@ -225,6 +228,7 @@ pub fn prepare_inputs(
         (_, Some(_)) => None,
         (Input::Ids, None) if cfg.vocab_file.exists() => Some(Vocab::from_file(&cfg.vocab_file)?),
         (Input::Ids, None) => {
+            paths::refuse_read_once(&prepared.files, "word2vec counts its ids before training")?;
             let vocab = Vocab::count_ids(desc, &prepared.files, &cfg.words_slot)?;
             vocab.write(&cfg.vocab_file)?;
             println!(
@@ -235,6 +239,7 @@ pub fn prepare_inputs(
             Some(vocab)
         }
         (Input::Text, None) => {
+            paths::refuse_read_once(&prepared.files, "word2vec counts its words before training")?;
             let vocab = Vocab::count_text(&prepared.files, cfg.min_count)?;
             vocab.write(&cfg.vocab_file)?;
             println!(
@@ -273,9 +278,11 @@ fn ids_dir(cfg: &Word2VecConfig) -> PathBuf {
     PathBuf::from(dir)
 }
 
-/// Expands file arguments: plain paths, `@list` files (one path per line, relative to the list),
-/// and `*` / `?` patterns in the last path component. The result is sorted per argument.
+/// Expands file arguments: plain paths, `-` (standard input, at most once), `@list` files (one
+/// path per line, relative to the list), and `*` / `?` patterns in the last path component. The
+/// result is sorted per argument.
 pub fn expand_files(args: &[String]) -> Result<Vec<PathBuf>> {
+    paths::stdin_once(args.iter().map(String::as_str))?;
     let mut out = Vec::new();
     for arg in args {
         if let Some(list) = arg.strip_prefix('@') {
@@ -311,7 +318,7 @@ pub fn expand_files(args: &[String]) -> Result<Vec<PathBuf>> {
             found.sort();
             out.extend(found);
         } else {
-            out.push(PathBuf::from(arg));
+            out.push(paths::input(Path::new(arg)));
         }
     }
     if out.is_empty() {

@@ -8,8 +8,9 @@ use hogwild::executor;
 use hogwild::feed::DataFeedDesc;
 
 use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel, Purpose};
+use crate::paths;
 use crate::train::ReportArgs;
-use crate::with_model;
+use crate::{say, with_model};
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -22,7 +23,8 @@ pub struct Args {
     /// Data files: paths, `dir/part-*` patterns, or `@list.txt`.
     #[arg(required = true)]
     pub files: Vec<String>,
-    /// Where to write the predictions.
+    /// Where to write the predictions (`-`: standard output). An existing file is replaced only
+    /// once the predictions are whole.
     #[arg(long, short)]
     pub output: PathBuf,
     /// Worker threads (default: every core). Lines always follow the input order (files in the
@@ -37,16 +39,34 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let (config, model) = AnyModel::load(&args.model)?;
     let desc = DataFeedDesc::from_file(&args.feed)?;
-    let files = expand_files(&args.files)?;
-    let prepared = prepare_inputs(&config, &desc, files, Purpose::Eval(&model))?;
+    let prepared = prepare_inputs(
+        &config,
+        &desc,
+        expand_files(&args.files)?,
+        Purpose::Eval(&model),
+    )?;
+    let files = &prepared.files;
+    // Every input is checked before the output is touched; the output is replaced only once the
+    // predictions are whole.
+    paths::check_inputs(files.iter().map(PathBuf::as_path))?;
+    let inputs = [args.model.as_path(), args.feed.as_path()];
+    paths::refuse_overwrite(
+        &args.output,
+        "the output",
+        inputs.into_iter().chain(files.iter().map(PathBuf::as_path)),
+    )?;
+    let to_stdout = paths::is_stdio(&args.output);
+    let mut out = paths::output(&args.output, to_stdout)?;
     let options = args.report.options();
     let threads = args.threads.unwrap_or_else(default_threads);
     let report = with_model!(&model, m => executor::eval_from_files(
-        m, &desc, &prepared.files, threads, &[], &options, Some(&args.output)))?;
-    println!(
-        "wrote {} predictions to {}",
-        report.instances,
-        args.output.display()
+        m, &desc, files, threads, &[], &options, Some(&mut out)))?;
+    let name = out.name().to_string();
+    out.commit()?;
+    say!(
+        to_stdout,
+        "wrote {} predictions to {name}",
+        report.instances
     );
     Ok(())
 }

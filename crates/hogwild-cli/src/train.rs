@@ -10,6 +10,7 @@ use hogwild::feed::{DataFeedDesc, FeedMode, InMemoryDataset};
 use hogwild::models::ModelConfig;
 
 use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel, Purpose};
+use crate::paths;
 use crate::with_model;
 
 #[derive(ClapArgs, Debug)]
@@ -108,11 +109,30 @@ pub fn run(args: Args) -> Result<()> {
         }
         _ => bail!("give --config (a new model) or --resume (a saved one)"),
     };
+    paths::stdin_once(args.files.iter().chain(&args.test).map(String::as_str))?;
+    let given = expand_files(&args.files)?;
+    if let Some(save) = &args.save {
+        let inputs = [args.config.as_deref(), Some(args.feed.as_path())];
+        paths::refuse_overwrite(
+            save,
+            "--save",
+            inputs
+                .into_iter()
+                .flatten()
+                .chain(given.iter().map(PathBuf::as_path)),
+        )?;
+    }
     let purpose = match &saved {
         Some(model) => Purpose::Resume(model),
         None => Purpose::New,
     };
-    let mut prepared = prepare_inputs(&config, &desc, expand_files(&args.files)?, purpose)?;
+    let mut prepared = prepare_inputs(&config, &desc, given, purpose)?;
+    if args.stream {
+        paths::refuse_read_once(
+            &prepared.files,
+            "--stream reads the files again every epoch",
+        )?;
+    }
     let threads = args.threads.unwrap_or_else(default_threads);
     let mut options = args.report.options();
     options.feed.threads = threads;
@@ -150,10 +170,13 @@ pub fn run(args: Args) -> Result<()> {
         println!("{}", e.line(threads));
         let due = e.epoch == args.epochs || last_save.elapsed().as_secs_f64() >= args.save_every;
         if let Some(path) = args.save.as_ref().filter(|_| due) {
-            model.save(path).map_err(|err| hogwild::Error::Checkpoint {
+            let stale = model.save(path).map_err(|err| hogwild::Error::Checkpoint {
                 path: path.display().to_string(),
                 reason: format!("{err:#}"),
             })?;
+            if !stale.is_empty() {
+                println!("{stale}");
+            }
             println!("saved {} (epoch {})", path.display(), e.epoch);
             last_save = Instant::now();
         }

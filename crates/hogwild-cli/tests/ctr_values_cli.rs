@@ -67,8 +67,10 @@ fn test_auc(stdout: &str) -> f64 {
 #[test]
 fn converted_values_train_to_a_high_auc_and_reload() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
     for format in ["libsvm", "libffm", "vw"] {
+        // A directory per format: each writes its own data.prototxt.
+        let d = &dir.path().join(format);
+        std::fs::create_dir(d).unwrap();
         std::fs::write(d.join("train.txt"), value_dependent(format, 2000, 1)).unwrap();
         std::fs::write(d.join("test.txt"), value_dependent(format, 1000, 2)).unwrap();
         let convert =

@@ -20,8 +20,9 @@
 //! and the slots as the optimizer stores them fresh, `Optimizer::slot_fill`); every other row is
 //! the fill row. Version 2 files (the same without sections) and version 1 files (also without
 //! `layout`, every row written) still load, with no sections.
-//! Writing is atomic: the file is written beside its destination under a temporary name, flushed to
-//! disk, then renamed over the destination, so a crash leaves either the old file or the new one.
+//! Writing is atomic ([`crate::files::Replacement`]): the file is written beside its destination
+//! under a temporary name, flushed to disk, then renamed over the destination, so a crash leaves
+//! either the old file or the new one, and the next save removes the crashed one's temporary.
 //! CRC-32 (the `crc32fast` crate, the checksum of zip and PNG) detects truncation and corruption of the
 //! kind a disk or a copy produces; it is not a defence against deliberate tampering. The declared sizes
 //! are checked against the file's length before anything is allocated.
@@ -30,6 +31,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use crate::files::{Replacement, StaleTemps};
 use crate::model::Model;
 use crate::store::{map_ranges, AtomicF32, Table};
 use crate::{Error, Result};
@@ -243,51 +245,39 @@ fn finish_parts(
     Ok(())
 }
 
-/// Saves `meta`, `sections` and `tables` to `path` atomically (see the module documentation).
-/// Tables must not be trained while they are saved.
-pub fn save(path: &Path, meta: &str, sections: &[Section], tables: &[&Table]) -> Result<()> {
-    replace_file(
-        path,
-        |tmp| write_file(tmp, meta, sections, tables),
-        |e| err(path, format!("cannot rename into place: {e}")),
-    )
+/// Saves `meta`, `sections` and `tables` to `path` atomically (see the module documentation) and
+/// returns the temporaries of earlier saves of `path` that were interrupted (the process killed)
+/// and are now removed. Tables must not be trained while they are saved.
+pub fn save(
+    path: &Path,
+    meta: &str,
+    sections: &[Section],
+    tables: &[&Table],
+) -> Result<StaleTemps> {
+    let replacement = Replacement::new(path);
+    write_file(replacement.path(), path, meta, sections, tables)?;
+    let stale = replacement.stale().clone();
+    replacement
+        .commit()
+        .map_err(|e| err(path, format!("cannot rename into place: {e}")))?;
+    Ok(stale)
 }
 
-/// Saves everything `model` needs to be rebuilt: its description, sections and tables.
-pub fn save_model<M: Model>(path: &Path, model: &M) -> Result<()> {
+/// Saves everything `model` needs to be rebuilt: its description, sections and tables (see
+/// [`save`]).
+pub fn save_model<M: Model>(path: &Path, model: &M) -> Result<StaleTemps> {
     save(path, &model.describe(), &model.sections(), &model.tables())
 }
 
-/// Replaces `path` with what `write` puts into a temporary file beside it ([`temp_path`]),
-/// renamed into place only when `write` succeeds: a reader of `path` sees the old file or the
-/// new one, whole. On any failure the temporary file is removed; a failed rename is reported
-/// through `rename_error`.
-pub(crate) fn replace_file<E>(
+/// Writes the checkpoint into `tmp`; errors name `path`, the file the user asked for.
+fn write_file(
+    tmp: &Path,
     path: &Path,
-    write: impl FnOnce(&Path) -> std::result::Result<(), E>,
-    rename_error: impl FnOnce(std::io::Error) -> E,
-) -> std::result::Result<(), E> {
-    let tmp = temp_path(path);
-    let result = write(&tmp).and_then(|()| std::fs::rename(&tmp, path).map_err(rename_error));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// A temporary name beside `path` that no other writer uses: `<name>.tmp.<pid>.<n>`, so that two
-/// processes, or two threads of one, writing the same file never write into one another's
-/// temporary file.
-fn temp_path(path: &Path) -> PathBuf {
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp.{}.{n}", std::process::id()));
-    path.with_file_name(name)
-}
-
-fn write_file(tmp: &Path, meta: &str, sections: &[Section], tables: &[&Table]) -> Result<()> {
-    let io = |e: std::io::Error| err(tmp, format!("cannot write: {e}"));
+    meta: &str,
+    sections: &[Section],
+    tables: &[&Table],
+) -> Result<()> {
+    let io = |e: std::io::Error| err(path, format!("cannot write: {e}"));
     let file = File::create(tmp).map_err(io)?;
     let mut w = CrcWriter {
         inner: BufWriter::with_capacity(CHUNK, file),
@@ -551,6 +541,8 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
+
     use crate::optim::AdamAsync;
     use crate::store::AtomicF32;
 

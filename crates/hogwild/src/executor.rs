@@ -41,7 +41,7 @@ mod report;
 mod run;
 mod sources;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub use report::{LocalWindow, Progress, Reporter};
@@ -49,6 +49,7 @@ pub use report::{LocalWindow, Progress, Reporter};
 use crate::feed::{
     count_instances, DataFeedDesc, FeedMode, FeedOptions, FeedStats, InMemoryDataset,
 };
+use crate::files::Output;
 use crate::model::{Model, RunPlan, StageTimes};
 use crate::{Error, Result};
 use run::{check_threads, Spec};
@@ -231,9 +232,11 @@ pub fn train_dataset<M: Model>(
 }
 
 /// Evaluates `model` on `files` without changing it. With `predictions`, writes one line per
-/// instance to that file **in input order** whatever the thread count: each file is loaded into
-/// memory in turn, its batches are shared by the threads, and a reorder buffer writes them in
-/// sequence (so memory holds one file at a time). Without, the feed streams the files.
+/// instance to that output **in input order** whatever the thread count: each file is loaded
+/// into memory in turn, its batches are shared by the threads, and a reorder buffer writes them
+/// in sequence (so memory holds one file at a time). The caller commits the output once the run
+/// succeeded ([`Output::commit`]); a file output dropped uncommitted leaves its target as it
+/// was. Without, the feed streams the files.
 pub fn eval_from_files<M: Model>(
     model: &M,
     desc: &DataFeedDesc,
@@ -241,7 +244,7 @@ pub fn eval_from_files<M: Model>(
     threads: usize,
     fetch: &[&str],
     options: &RunOptions,
-    predictions: Option<&Path>,
+    predictions: Option<&mut Output>,
 ) -> Result<RunReport> {
     check_threads(threads)?;
     let mut once = options.clone();
@@ -253,10 +256,10 @@ pub fn eval_from_files<M: Model>(
         on_epoch: None,
     };
     let workers = model.workers(desc, threads)?;
-    let Some(path) = predictions else {
+    let Some(out) = predictions else {
         return streaming(model, workers, desc, files, &spec);
     };
-    let source = InOrder::new(desc, files, &once.feed, threads, path)?;
+    let source = InOrder::new(desc, files, &once.feed, threads, out)?;
     let report = run::run(model, workers, desc, &source, &spec);
     let (loaded, data_bytes) = source.finish()?;
     let mut report = report?;

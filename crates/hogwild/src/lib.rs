@@ -18,6 +18,7 @@ pub mod checkpoint;
 mod error;
 pub mod executor;
 pub mod feed;
+pub mod files;
 pub mod metrics;
 pub mod model;
 pub mod models;

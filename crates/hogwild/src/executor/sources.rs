@@ -2,9 +2,8 @@
 //! by the workers, and files read in order for predictions.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -16,6 +15,7 @@ use crate::feed::{
     start_feed, Batch, DataFeedDesc, FeedHandle, FeedOptions, FeedStats, InMemoryDataset,
     WorkerQueue,
 };
+use crate::files::Output;
 use crate::rng::{shuffle, SplitMix64};
 use crate::{Error, Result};
 
@@ -322,10 +322,9 @@ pub(crate) struct InOrder<'a> {
     /// 1 once every file is loaded: the run's one epoch then has a known count.
     sealed: AtomicUsize,
     stopped: AtomicBool,
-    reorder: Mutex<Reorder>,
+    reorder: Mutex<Reorder<'a>>,
     written: Condvar,
     window: usize,
-    path: &'a Path,
 }
 
 /// The file being served.
@@ -342,30 +341,26 @@ struct Current {
     data_bytes: usize,
 }
 
-struct Reorder {
+struct Reorder<'a> {
     next: usize,
     pending: BTreeMap<usize, String>,
-    out: BufWriter<File>,
+    out: &'a mut Output,
 }
 
 impl<'a> InOrder<'a> {
-    /// Predictions of `files` to `path`, for `threads` threads.
+    /// Predictions of `files` to `out`, for `threads` threads.
     pub(crate) fn new(
         desc: &'a DataFeedDesc,
         files: &'a [PathBuf],
         options: &FeedOptions,
         threads: usize,
-        path: &'a Path,
+        out: &'a mut Output,
     ) -> Result<Self> {
         if files.is_empty() {
             return Err(Error::Empty {
                 what: "data file list",
             });
         }
-        let out = File::create(path).map_err(|e| Error::Io {
-            path: path.display().to_string(),
-            message: format!("cannot create the predictions file: {e}"),
-        })?;
         let mut load = options.clone();
         load.threads = threads;
         Ok(Self {
@@ -379,26 +374,25 @@ impl<'a> InOrder<'a> {
             reorder: Mutex::new(Reorder {
                 next: 0,
                 pending: BTreeMap::new(),
-                out: BufWriter::new(out),
+                out,
             }),
             written: Condvar::new(),
             window: WINDOW_PER_THREAD * threads.max(1),
-            path,
         })
     }
 
-    fn write_error(&self, e: std::io::Error) -> Error {
+    fn write_error(out: &Output, e: std::io::Error) -> Error {
         Error::Io {
-            path: self.path.display().to_string(),
+            path: out.name().to_string(),
             message: format!("cannot write predictions: {e}"),
         }
     }
 
-    /// Writes what is left and reports the loads: lines, bytes and read time, and the largest
-    /// file's bytes in memory.
+    /// Writes what is left (the caller commits the output) and reports the loads: lines, bytes
+    /// and read time, and the largest file's bytes in memory.
     pub(crate) fn finish(self) -> Result<(FeedStats, usize)> {
         let mut r = self.reorder.lock().unwrap_or_else(|p| p.into_inner());
-        r.out.flush().map_err(|e| self.write_error(e))?;
+        r.out.flush().map_err(|e| Self::write_error(r.out, e))?;
         drop(r);
         let c = self.current.into_inner().unwrap_or_else(|p| p.into_inner());
         Ok((c.stats, c.data_bytes))
@@ -492,9 +486,9 @@ impl BatchSource for InOrder<'_> {
             let next = r.next;
             r.pending.remove(&next)
         } {
-            r.out
-                .write_all(text.as_bytes())
-                .map_err(|e| self.write_error(e))?;
+            if let Err(e) = r.out.write_all(text.as_bytes()) {
+                return Err(Self::write_error(r.out, e));
+            }
             r.next += 1;
         }
         drop(r);

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use super::*;
 use crate::checkpoint;
 use crate::feed::{Batch, DataFeedDesc, FeedMode, InMemoryDataset};
+use crate::files::Output;
 use crate::metrics::Auc;
 use crate::models::{Bow, BowConfig, LrSchedule, Pool};
 use crate::optim::{AdamAsync, Sgd};
@@ -325,7 +326,9 @@ fn predictions_are_written_one_line_per_instance() {
     let model = Bow::new(bow_cfg(), Sgd { lr: 0.5f32 }).unwrap();
     startup(&model);
     let out = dir.path().join("pred.tsv");
-    let r = eval_from_files(&model, &desc(), &files, 1, &[], &quiet(), Some(&out)).unwrap();
+    let mut output = Output::create(&out).unwrap();
+    let r = eval_from_files(&model, &desc(), &files, 1, &[], &quiet(), Some(&mut output)).unwrap();
+    output.commit().unwrap();
     assert_eq!(r.instances, 60);
     let text = std::fs::read_to_string(&out).unwrap();
     assert_eq!(text.lines().count(), 60);
@@ -334,20 +337,8 @@ fn predictions_are_written_one_line_per_instance() {
     assert!(class.parse::<usize>().unwrap() < 3);
     let sum: f32 = probs.split(' ').map(|p| p.parse::<f32>().unwrap()).sum();
     approx::assert_relative_eq!(sum, 1.0, epsilon = 1e-4);
-    let e = eval_from_files(
-        &model,
-        &desc(),
-        &files,
-        1,
-        &[],
-        &quiet(),
-        Some(&dir.path().join("missing").join("p.tsv")),
-    )
-    .unwrap_err();
-    assert!(
-        e.to_string().contains("cannot create the predictions file"),
-        "{e}"
-    );
+    let e = Output::create(&dir.path().join("missing").join("p.tsv")).unwrap_err();
+    assert!(e.to_string().contains("cannot create"), "{e}");
 }
 
 #[test]
@@ -577,7 +568,9 @@ fn predictions_follow_the_input_order_with_many_threads() {
         seen: AtomicUsize::new(0),
     };
     let out = dir.path().join("pred.txt");
-    let r = eval_from_files(&probe, &desc(), &files, 3, &[], &quiet(), Some(&out)).unwrap();
+    let mut output = Output::create(&out).unwrap();
+    let r = eval_from_files(&probe, &desc(), &files, 3, &[], &quiet(), Some(&mut output)).unwrap();
+    output.commit().unwrap();
     assert_eq!(r.instances, 750);
     let expected: Vec<String> = read_lines(&files)
         .iter()
@@ -1059,8 +1052,12 @@ fn empty_training_files_and_missing_inputs_are_errors() {
     assert_eq!(e, "training data is empty");
     assert_eq!(hooked.load(Ordering::Relaxed), 0);
 
+    // The output a failed prediction run was writing is never committed: the file it would have
+    // replaced stays as it was.
     let missing = dir.path().join("missing");
     let out = dir.path().join("p.txt");
+    std::fs::write(&out, "earlier predictions\n").unwrap();
+    let mut output = Output::create(&out).unwrap();
     let e = eval_from_files(
         &model,
         &desc(),
@@ -1068,14 +1065,20 @@ fn empty_training_files_and_missing_inputs_are_errors() {
         2,
         &[],
         &quiet(),
-        Some(&out),
+        Some(&mut output),
     )
     .unwrap_err();
+    drop(output);
     assert!(matches!(e, Error::Io { .. }), "{e}");
     assert!(
         e.to_string().starts_with(&missing.display().to_string()),
         "{e}"
     );
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "earlier predictions\n"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
 }
 
 // Streaming from files, and a run that stops on a worker's error: what the workers trained is

@@ -44,13 +44,33 @@ pub(crate) struct Source {
     line_base: Option<u64>,
 }
 
+/// The first bytes of `raw`, as many as gzip's magic has (fewer only at the end).
+fn read_head(raw: &mut impl Read, name: &str) -> Result<Vec<u8>> {
+    let mut head = [0u8; GZIP_MAGIC.len()];
+    let mut got = 0;
+    while got < head.len() {
+        match raw.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(name, &e)),
+        }
+    }
+    Ok(head[..got].to_vec())
+}
+
+/// `raw` buffered, and decompressed if it starts with gzip's magic bytes. The probe reads the
+/// first bytes itself (a pipe may hand them over one read at a time) and puts them back in
+/// front of the rest, so nothing is lost from an input that cannot seek.
 fn buffered_maybe_gzip<R: Read + Send + 'static>(
-    raw: R,
+    mut raw: R,
     name: &str,
 ) -> Result<Box<dyn BufRead + Send>> {
-    let mut reader = BufReader::with_capacity(BUFFER, raw);
-    let head = reader.fill_buf().map_err(|e| Error::io(name, &e))?;
-    if head.starts_with(&GZIP_MAGIC) {
+    let head = read_head(&mut raw, name)?;
+    let is_gzip = head == GZIP_MAGIC;
+    let whole = std::io::Cursor::new(head).chain(raw);
+    let reader = BufReader::with_capacity(BUFFER, whole);
+    if is_gzip {
         Ok(Box::new(BufReader::with_capacity(
             BUFFER,
             MultiGzDecoder::new(reader),
@@ -130,25 +150,21 @@ impl Source {
     }
 
     /// The size of `path` if it can be read in byte ranges: a plain file read directly (no
-    /// `pipe_command`, not gzip). `None` otherwise.
+    /// `pipe_command`, not gzip). `None` otherwise, and for anything that is not a plain file
+    /// (a pipe, standard input, a named pipe), which is not read here: what this probe read
+    /// from it would be lost to the reader that opens it next.
     pub(crate) fn splittable_len(path: &Path, pipe_command: &str) -> Result<Option<u64>> {
         if !is_direct(pipe_command) {
             return Ok(None);
         }
         let name = path.display().to_string();
-        let mut file = File::open(path).map_err(|e| Error::io(&name, &e))?;
-        let len = file.metadata().map_err(|e| Error::io(&name, &e))?.len();
-        let mut head = [0u8; 2];
-        let mut got = 0;
-        while got < head.len() {
-            match file.read(&mut head[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(&name, &e)),
-            }
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(&name, &e))?;
+        if !meta.is_file() {
+            return Ok(None);
         }
-        Ok((head[..got] != GZIP_MAGIC).then_some(len))
+        let len = meta.len();
+        let mut file = File::open(path).map_err(|e| Error::io(&name, &e))?;
+        Ok((read_head(&mut file, &name)? != GZIP_MAGIC).then_some(len))
     }
 
     /// Opens the lines of plain file `path` that start inside `range` (a line starts at offset 0
@@ -394,5 +410,72 @@ mod tests {
         let missing = dir.path().join("missing");
         let error = plan_pieces(std::slice::from_ref(&missing), "", 2, 1).unwrap_err();
         assert!(error.to_string().contains(&missing.display().to_string()));
+    }
+
+    /// A pipe: one byte per read, no seeking.
+    struct Trickle(std::io::Cursor<Vec<u8>>);
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(1);
+            self.0.read(&mut buf[..n])
+        }
+    }
+
+    fn read_all(mut reader: Box<dyn BufRead + Send>) -> Vec<u8> {
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_gzip_probe_keeps_every_byte_of_a_pipe() {
+        for text in [&b"1 5 1 0\n2 7 8 1 1\n"[..], b"x", b""] {
+            let pipe = Trickle(std::io::Cursor::new(text.to_vec()));
+            assert_eq!(read_all(buffered_maybe_gzip(pipe, "pipe").unwrap()), text);
+        }
+        // Gzip's magic arriving one byte at a time is still recognised.
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, b"1 5 1 0\n").unwrap();
+        let pipe = Trickle(std::io::Cursor::new(gz.finish().unwrap()));
+        assert_eq!(
+            read_all(buffered_maybe_gzip(pipe, "pipe").unwrap()),
+            b"1 5 1 0\n"
+        );
+    }
+
+    /// A named pipe is planned as one piece without being read, so the reader that opens it gets
+    /// every byte (the probe once read two bytes from it, which were lost).
+    #[cfg(unix)]
+    #[test]
+    fn named_pipes_are_never_split_or_probed() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: `c_path` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let text = "1 5 1 0\n".repeat(1000);
+        let writer = {
+            let (fifo, text) = (fifo.clone(), text.clone());
+            std::thread::spawn(move || std::fs::write(fifo, text).unwrap())
+        };
+        let files = [fifo.clone()];
+        let pieces = plan_pieces(&files, "", 4, 1).unwrap();
+        assert_eq!(
+            pieces,
+            vec![Piece {
+                file: 0,
+                range: None
+            }]
+        );
+        let mut source = Source::open(&fifo, "").unwrap();
+        let (mut buf, mut lines) = (Vec::new(), 0);
+        while source.read_line(&mut buf).unwrap() {
+            assert_eq!(buf, b"1 5 1 0");
+            lines += 1;
+        }
+        assert_eq!(lines, 1000);
+        writer.join().unwrap();
     }
 }

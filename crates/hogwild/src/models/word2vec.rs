@@ -30,8 +30,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::{padded, ModelConfig, ModelKind, OptimizerDesc};
-use crate::checkpoint::{replace_file, Checkpoint, Section};
+use crate::checkpoint::{Checkpoint, Section};
 use crate::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, SlotType};
+use crate::files::{replace_file, Output};
 use crate::model::{Model, RunPlan, StageTimes};
 use crate::optim::{LinearDecay, Sgd};
 use crate::rng::{unit_f32, XorShift64Star};
@@ -1033,8 +1034,17 @@ impl Word2Vec {
     }
 
     /// Writes the vectors of the ids kept by `min_count`, most frequent first, in word2vec's
-    /// text format: a `count dim` header, then `word v1 ... v_dim` per line. Returns the count.
+    /// text format: a `count dim` header, then `word v1 ... v_dim` per line, to `path` (replaced
+    /// whole, see [`crate::files`]). Returns the count.
     pub fn export_text(&self, path: &Path) -> Result<usize> {
+        let mut out = Output::create(path)?;
+        let n = self.write_text(&mut out)?;
+        out.commit()?;
+        Ok(n)
+    }
+
+    /// Writes what [`Word2Vec::export_text`] writes to `out`; the caller commits it.
+    pub fn write_text(&self, out: &mut Output) -> Result<usize> {
         let min_count = self.cfg.min_count.max(1);
         let mut ids: Vec<usize> = (0..self.vocab.len())
             .filter(|&i| self.vocab.counts[i] >= min_count)
@@ -1044,11 +1054,11 @@ impl Word2Vec {
                 .cmp(&self.vocab.counts[a])
                 .then(a.cmp(&b))
         });
+        let name = out.name().to_string();
         let io = |e: std::io::Error| Error::Io {
-            path: path.display().to_string(),
+            path: name.clone(),
             message: format!("cannot write vectors: {e}"),
         };
-        let mut out = BufWriter::new(std::fs::File::create(path).map_err(io)?);
         writeln!(out, "{} {}", ids.len(), self.cfg.dim).map_err(io)?;
         let mut row = vec![0.0f32; self.cfg.dim];
         let mut line = String::new();
@@ -1063,7 +1073,6 @@ impl Word2Vec {
             line.push('\n');
             out.write_all(line.as_bytes()).map_err(io)?;
         }
-        out.flush().map_err(io)?;
         Ok(ids.len())
     }
 

@@ -23,6 +23,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 
 use crate::feed::{DataFeedDesc, Slot, SlotType};
+use crate::files::Output;
 use crate::rng::fasttext_bigram;
 use crate::{Error, Result};
 
@@ -95,16 +96,21 @@ impl Vocabulary {
         Ok(())
     }
 
-    /// Writes the vocabulary: `label<TAB>name` and `word<TAB>token` lines, ids in line order.
+    /// Writes the vocabulary to `path` (replaced whole, see [`crate::files`]): `label<TAB>name`
+    /// and `word<TAB>token` lines, ids in line order.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let mut text = String::new();
-        for label in &self.label_list {
-            text.push_str(&format!("label\t{label}\n"));
+        let mut out = Output::create(path)?;
+        self.write(&mut out)?;
+        out.commit()
+    }
+
+    /// Writes what [`Vocabulary::save`] writes to `out`; the caller commits it.
+    pub fn write(&self, out: &mut Output) -> Result<()> {
+        let lines = self.label_list.iter().map(|l| ("label", l));
+        for (kind, token) in lines.chain(self.word_list.iter().map(|w| ("word", w))) {
+            writeln!(out, "{kind}\t{token}").map_err(|e| Error::io(out.name(), &e))?;
         }
-        for word in &self.word_list {
-            text.push_str(&format!("word\t{word}\n"));
-        }
-        std::fs::write(path, text).map_err(|e| Error::io(path.display(), &e))
+        Ok(())
     }
 
     /// Reads a vocabulary written by [`Vocabulary::save`].

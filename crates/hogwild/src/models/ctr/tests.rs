@@ -1,6 +1,7 @@
 use super::*;
 use crate::executor::{self, Progress, RunOptions};
 use crate::feed::{SlotBatch, SlotValues};
+use crate::files::Output;
 use crate::optim::{Adagrad, AdamAsync, Sgd};
 use approx::assert_relative_eq;
 use std::path::{Path, PathBuf};
@@ -135,8 +136,9 @@ fn eval_reports_the_exact_auc_over_every_thread() {
     let r = executor::eval_from_files(&m, &desc(), &files, 2, &[], &options, None).unwrap();
     assert_eq!(r.fetched[1].0, "auc");
     assert_relative_eq!(r.get("auc").unwrap(), 0.59375);
-    let out = dir.path().join("pred.txt");
-    let r = executor::eval_from_files(&m, &desc(), &files, 2, &[], &options, Some(&out)).unwrap();
+    let mut out = Output::create(&dir.path().join("pred.txt")).unwrap();
+    let r =
+        executor::eval_from_files(&m, &desc(), &files, 2, &[], &options, Some(&mut out)).unwrap();
     assert_relative_eq!(r.get("auc").unwrap(), 0.59375);
 
     // A worker collects one pair per evaluated instance with a label, none in training.
@@ -247,7 +249,9 @@ fn predictions_are_one_probability_per_line() {
     let m = Ctr::new(CtrKind::Lr, CtrConfig::new(128), Sgd { lr: 0.1f32 }).unwrap();
     m.init();
     let out = dir.path().join("pred.txt");
-    executor::eval_from_files(&m, &desc(), &test, 1, &[], &quiet(), Some(&out)).unwrap();
+    let mut output = Output::create(&out).unwrap();
+    executor::eval_from_files(&m, &desc(), &test, 1, &[], &quiet(), Some(&mut output)).unwrap();
+    output.commit().unwrap();
     let text = std::fs::read_to_string(&out).unwrap();
     assert_eq!(text.lines().count(), 40);
     assert!(
