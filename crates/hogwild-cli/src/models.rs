@@ -11,6 +11,7 @@ use hogwild::models::{
     Word2Vec, Word2VecConfig,
 };
 use hogwild::optim::{Adagrad, AdamAsync, Sgd};
+use hogwild::Table;
 
 /// A model of any built-in kind with any optimizer (each combination is its own compiled type).
 #[allow(clippy::enum_variant_names)] // model and optimizer, both part of each name
@@ -42,6 +43,9 @@ macro_rules! with_model {
         }
     };
 }
+
+/// The checkpoint table holding the epochs a model was trained for.
+const EPOCHS_TABLE: &str = "trained_epochs";
 
 /// Where a checkpoint's tables come from: none (a fresh model) or a loaded checkpoint.
 type Source<'a> = Option<&'a mut checkpoint::Checkpoint>;
@@ -131,16 +135,35 @@ impl AnyModel {
 
     /// A model saved by [`AnyModel::save`]; its configuration comes from the checkpoint.
     pub fn load(path: &Path) -> Result<(ModelConfig, Self)> {
+        Self::load_trained(path).map(|(config, model, _)| (config, model))
+    }
+
+    /// [`AnyModel::load`], with the epochs the model was trained for (0 for a checkpoint saved
+    /// before they were stored).
+    pub fn load_trained(path: &Path) -> Result<(ModelConfig, Self, usize)> {
         let mut ck = checkpoint::load(path)?;
         let config =
             ModelConfig::from_stored(&ck.meta, &format!("{} (stored config)", path.display()))?;
+        let epochs = match ck.tables.iter().any(|t| t.name() == EPOCHS_TABLE) {
+            true => ck.take_table(EPOCHS_TABLE, 1, 1)?.weights(0)[0].load() as usize,
+            false => 0,
+        };
         let model = Self::build(&config, Some(&mut ck))?;
-        Ok((config, model))
+        Ok((config, model, epochs))
     }
 
-    /// Saves the model (atomically, with a checksum).
-    pub fn save(&self, path: &Path) -> Result<()> {
-        with_model!(self, m => checkpoint::save(path, &m.describe(), &m.tables()))?;
+    /// Saves the model (atomically, with a checksum) and the number of epochs it was trained
+    /// for, all runs together (`hogwild train --resume` numbers its epochs after them).
+    pub fn save(&self, path: &Path, epochs: usize) -> Result<()> {
+        // One weight, exact as an f32 up to 2^24 epochs; models read their own tables by name
+        // and pass over this one.
+        let trained = Table::with_layout(EPOCHS_TABLE, 1, 1, 0, &[])?;
+        trained.write_weights(0, &[epochs as f32]);
+        with_model!(self, m => {
+            let mut tables = m.tables();
+            tables.push(&trained);
+            checkpoint::save(path, &m.describe(), &tables)
+        })?;
         Ok(())
     }
 
