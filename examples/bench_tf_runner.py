@@ -115,7 +115,7 @@ def native(binary, config, d, paths, threads, epochs, stream):
     in memory, the instances of every epoch over the `training` time (loading excluded)."""
     r = subprocess.run([str(binary), "train", "--config", str(config), "--feed",
                         str(d / "data.prototxt"), "--threads", str(threads), "--epochs",
-                        str(epochs), "--quiet", *(["--stream"] if stream else []),
+                        str(epochs), "--print-period", "0", *(["--stream"] if stream else []),
                         *map(str, paths)],
                        capture_output=True, text=True, check=True)
     out = r.stdout

@@ -142,8 +142,8 @@ def ours_train(hogwild, d, model, threads, epochs, buckets, tag):
     cfg.write_text(f'[model]\nkind = "{model}"\nbuckets = {buckets}\n{dim}\n[optimizer]\n{opt}\n')
     ck = d / f"ours-{tag}.ckpt"
     return [hogwild, "train", "--config", str(cfg), "--feed", str(d / "data.prototxt"),
-            str(d / "train.ms"), "--threads", str(threads), "--epochs", str(epochs), "--quiet",
-            "--save", str(ck)], ck
+            str(d / "train.ms"), "--threads", str(threads), "--epochs", str(epochs),
+            "--print-period", "0", "--save", str(ck)], ck
 
 
 def ours(hogwild, d, model, threads, epochs, buckets, tag):

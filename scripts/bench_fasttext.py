@@ -110,11 +110,11 @@ def child_hogwild(args):
     extra = ["--stream"] if args.stream else []
     out = subprocess.run([args.hogwild, "train", "--config", str(cfg), "--feed",
                           str(WORK / "data.prototxt"), *files, "--epochs", str(args.epochs),
-                          "--threads", str(args.threads), "--quiet", "--test",
+                          "--threads", str(args.threads), "--print-period", "0", "--test",
                           str(WORK / "test.ms"), *extra],
                          check=True, capture_output=True, text=True).stdout
     t = re.search(r"time: load ([0-9.]+)s, model init ([0-9.]+)s, training ([0-9.]+)s, "
-                  r"total ([0-9.]+)s", out)
+                  r"(?:saving [0-9.]+s, )?total ([0-9.]+)s", out)
     load, init, train, total = (float(x) for x in t.groups())
     acc = float(re.search(r"test: .* accuracy ([0-9.]+)", out).group(1))
     mem = re.search(r"memory: parameters and optimizer state ([0-9.]+) MiB, data ([0-9.]+) MiB", out)

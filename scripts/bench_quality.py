@@ -248,11 +248,11 @@ def run_hogwild(args, name, stats, s, threads, seed):
                    f'pool = "mean"\nseed = {seed}\n{hold}\n[optimizer]\nkind = "{args.optimizer}"\n'
                    f'lr = {args.opt_lr if args.opt_lr is not None else s["lr"]}\n')
     cmd = [args.hogwild, "train", "--config", cfg, "--feed", work / "data.prototxt",
-           work / "train.ms", "--epochs", s["epochs"], "--threads", threads, "--quiet",
+           work / "train.ms", "--epochs", s["epochs"], "--threads", threads, "--print-period", "0",
            "--test", work / "test.ms"]
     out, wall, rss, _ = run_measured(cmd)
     t = re.search(r"^time: load ([0-9.]+)s, model init ([0-9.]+)s, training ([0-9.]+)s, "
-                  r"total ([0-9.]+)s", out, re.M)
+                  r"(?:saving [0-9.]+s, )?total ([0-9.]+)s", out, re.M)
     acc = re.search(r"^test: (\d+) instances .*\baccuracy ([0-9.]+)", out, re.M)
     if not (t and acc):
         sys.exit(f"cannot find the time: and test: lines in the output of "

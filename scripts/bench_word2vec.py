@@ -70,7 +70,7 @@ def gensim_run(text, threads, vectors, epochs, mode="corpus_file"):
 
 def ours_run(hogwild, text, threads, config, feed, ckpt, epochs):
     out, _, rss, cpu = run_measured([hogwild, "train", "--config", config, "--feed", feed, str(text),
-                                "--threads", str(threads), "--epochs", str(epochs), "--quiet",
+                                "--threads", str(threads), "--epochs", str(epochs), "--print-period", "0",
                                 "--save", ckpt])
     # Per epoch, effective words: the run metric `effective_words` where the epoch line carries
     # it, else the mean kept words per sentence (`words`, after subsampling) times the sentences.

@@ -182,7 +182,7 @@ pub fn run(args: Args) -> Result<()> {
         .filter(|_| fasttext && args.build_vocab);
 
     let inputs: Vec<&Path> = std::iter::once(input.as_path()).chain(vocab_in).collect();
-    paths::check_inputs(inputs.iter().copied())?;
+    paths::check_inputs("input", inputs.iter().copied())?;
     let mut outputs = vec![
         ("the output", args.output.as_path()),
         ("the desc", &prototxt),

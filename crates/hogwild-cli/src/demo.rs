@@ -177,7 +177,7 @@ pub fn run(args: Args) -> Result<()> {
         ..RunOptions::default()
     };
     let saved = dir.join("model.ckpt");
-    model.save(&saved)?;
+    model.save(&saved, args.epochs)?;
     let (_, reloaded) = AnyModel::load(&saved)?;
     for (name, files) in [("train", &train), ("test", &test)] {
         let r = with_model!(&reloaded, m =>

@@ -7,9 +7,11 @@ use clap::Args as ClapArgs;
 use hogwild::executor;
 use hogwild::feed::DataFeedDesc;
 
-use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel, Purpose};
+use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
+use crate::paths;
+use crate::preflight::{self, parse_threads};
 use crate::train::ReportArgs;
-use crate::with_model;
+use crate::{interrupt, with_model};
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -23,19 +25,22 @@ pub struct Args {
     #[arg(required = true)]
     pub files: Vec<String>,
     /// Worker threads (default: every core).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
     #[command(flatten)]
     pub report: ReportArgs,
 }
 
 pub fn run(args: Args) -> Result<()> {
+    let threads = preflight::threads(args.threads);
+    // The inputs before the model, which may take long to load.
+    let files = expand_files(&args.files)?;
+    paths::check_inputs("data file", files.iter().map(PathBuf::as_path))?;
     let (config, model) = AnyModel::load(&args.model)?;
     let desc = DataFeedDesc::from_file(&args.feed)?;
-    let files = expand_files(&args.files)?;
+    let mut options = args.report.options();
+    options.stop = interrupt::install()?;
     let prepared = prepare_inputs(&config, &desc, files, Purpose::Eval(&model))?;
-    let threads = args.threads.unwrap_or_else(default_threads);
-    let options = args.report.options();
     let report = with_model!(&model, m =>
         executor::eval_from_files(m, &desc, &prepared.files, threads, &[], &options, None))?;
     print!("{} instances", report.instances);

@@ -5,9 +5,11 @@ mod convert;
 mod demo;
 mod eval;
 mod export;
+mod interrupt;
 mod models;
 mod paths;
 mod predict;
+mod preflight;
 mod train;
 
 use anyhow::Result;
@@ -59,7 +61,7 @@ fn quiet_broken_pipe() {
 fn main() -> Result<()> {
     #[cfg(unix)]
     quiet_broken_pipe();
-    match Cli::parse().command {
+    let result = match Cli::parse().command {
         Command::Check(args) => check::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Export(args) => export::run(args),
@@ -69,5 +71,13 @@ fn main() -> Result<()> {
         Command::Demo(args) => demo::run(args),
         #[cfg(feature = "tf")]
         Command::TfTrain(args) => hogwild_tf::tf_train(&args).map(|_| ()).map_err(Into::into),
+    };
+    // A command stopped by SIGINT or SIGTERM exits with the signal's status (130, 143), not 1.
+    if let Some(status) = interrupt::exit_status() {
+        if let Err(e) = &result {
+            eprintln!("Error: {e:?}");
+        }
+        std::process::exit(status);
     }
+    result
 }

@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
-use hogwild::checkpoint;
+use anyhow::{anyhow, bail, Context, Result};
+use hogwild::checkpoint::{self, Section};
 use hogwild::feed::DataFeedDesc;
 use hogwild::files::StaleTemps;
 use hogwild::model::Model;
@@ -45,6 +45,9 @@ macro_rules! with_model {
         }
     };
 }
+
+/// The checkpoint section holding the epochs a model was trained for (a little-endian u64).
+const EPOCHS_SECTION: &str = "trained_epochs";
 
 /// Where a checkpoint's tables come from: none (a fresh model) or a loaded checkpoint.
 type Source<'a> = Option<&'a mut checkpoint::Checkpoint>;
@@ -137,9 +140,28 @@ impl AnyModel {
 
     /// A model saved by [`AnyModel::save`]; its configuration comes from the checkpoint.
     pub fn load(path: &Path) -> Result<(ModelConfig, Self)> {
+        Self::load_trained(path).map(|(config, model, _)| (config, model))
+    }
+
+    /// [`AnyModel::load`], with the epochs the model was trained for (0 for a checkpoint saved
+    /// before they were stored).
+    pub fn load_trained(path: &Path) -> Result<(ModelConfig, Self, usize)> {
         let mut ck = checkpoint::load(path)?;
         let config =
             ModelConfig::from_stored(&ck.meta, &format!("{} (stored config)", path.display()))?;
+        let epochs = match ck.take_section(EPOCHS_SECTION) {
+            Some(bytes) => {
+                let bytes: [u8; 8] = bytes.try_into().map_err(|b: Vec<u8>| {
+                    anyhow!(
+                        "{}: section {EPOCHS_SECTION} holds {} bytes, not 8",
+                        path.display(),
+                        b.len()
+                    )
+                })?;
+                u64::from_le_bytes(bytes) as usize
+            }
+            None => 0,
+        };
         let model = Self::build(&config, Some(&mut ck), None)?;
         if let Self::Word2vecSgd(m) = &model {
             if let VocabSource::File { checkpoint, file } = m.vocab_source() {
@@ -153,7 +175,7 @@ impl AnyModel {
                 );
             }
         }
-        Ok((config, model))
+        Ok((config, model, epochs))
     }
 
     /// A word2vec model's vocabulary.
@@ -164,10 +186,19 @@ impl AnyModel {
         }
     }
 
-    /// Saves the model (atomically, with a checksum); returns the temporaries of interrupted
-    /// earlier saves of `path` that were removed.
-    pub fn save(&self, path: &Path) -> Result<StaleTemps> {
-        Ok(with_model!(self, m => checkpoint::save_model(path, m))?)
+    /// Saves the model (atomically, with a checksum) and the number of epochs it was trained
+    /// for, all runs together (`hogwild train --resume` numbers its epochs after them); returns
+    /// the temporaries of interrupted earlier saves of `path` that were removed.
+    pub fn save(&self, path: &Path, epochs: usize) -> Result<StaleTemps> {
+        let trained = Section {
+            name: EPOCHS_SECTION.into(),
+            bytes: (epochs as u64).to_le_bytes().to_vec(),
+        };
+        Ok(with_model!(self, m => {
+            let mut sections = m.sections();
+            sections.push(trained);
+            checkpoint::save(path, &m.describe(), &sections, &m.tables())
+        })?)
     }
 
     /// Bytes held by the parameter tables and their optimizer state.
@@ -441,12 +472,13 @@ mod tests {
         );
         drop(eval);
         assert!(!converted.exists());
-        let adam = ModelConfig::from_toml(
+        // Refused as the file is read, before a vocabulary pass.
+        let e = ModelConfig::from_toml(
             &toml.replace("kind = \"sgd\"", "kind = \"adam_async\""),
             "w2v.toml",
         )
-        .unwrap();
-        let e = AnyModel::new(&adam, None).err().unwrap().to_string();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("word2vec") && e.contains("sgd"), "{e}");
     }
 }

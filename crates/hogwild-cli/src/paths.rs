@@ -64,17 +64,18 @@ pub fn output(arg: &Path, data_on_stdout: bool) -> Result<Output> {
     Ok(out)
 }
 
-/// Checks that every input exists and is not a directory, without reading any (a pipe read here
-/// would lose what was read): run before any output is created, so that a missing input is
-/// reported while the outputs are still as they were.
-pub fn check_inputs<'a>(inputs: impl IntoIterator<Item = &'a Path>) -> Result<()> {
+/// Checks that every input (`what`, e.g. "data file") exists and is not a directory, without
+/// reading any (a pipe read here would lose what was read): run before any output is created and
+/// before a long load of the others, so that a missing input is reported while the outputs are
+/// still as they were.
+pub fn check_inputs<'a>(what: &str, inputs: impl IntoIterator<Item = &'a Path>) -> Result<()> {
     for path in inputs {
         match std::fs::metadata(path) {
             Ok(meta) if meta.is_dir() => {
-                bail!("{}: is a directory, not an input file", path.display())
+                bail!("{what} {}: is a directory, not a file", shown(path))
             }
             Ok(_) => {}
-            Err(e) => bail!("{}: cannot read: {e}", path.display()),
+            Err(e) => bail!("{what} {}: cannot read: {e}", shown(path)),
         }
     }
     Ok(())
@@ -150,11 +151,19 @@ mod tests {
         assert!(e.contains("would destroy the input"), "{e}");
         assert!(refuse_overwrite(&other, "the output", [data.as_path()]).is_ok());
         assert!(refuse_overwrite(Path::new("-"), "the output", [data.as_path()]).is_ok());
-        let e = check_inputs([other.as_path()]).unwrap_err().to_string();
+        let e = check_inputs("data file", [other.as_path()])
+            .unwrap_err()
+            .to_string();
         assert!(
-            e.starts_with(&format!("{}: cannot read", other.display())),
+            e.starts_with(&format!("data file {}: cannot read", other.display())),
             "{e}"
         );
-        assert!(check_inputs([dir.path()]).is_err());
+        let e = check_inputs("--test file", [dir.path()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--test file") && e.contains("is a directory"),
+            "{e}"
+        );
     }
 }

@@ -7,10 +7,11 @@ use clap::Args as ClapArgs;
 use hogwild::executor;
 use hogwild::feed::DataFeedDesc;
 
-use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel, Purpose};
+use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::paths;
+use crate::preflight::{self, parse_threads};
 use crate::train::ReportArgs;
-use crate::{say, with_model};
+use crate::{interrupt, say, with_model};
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -30,37 +31,34 @@ pub struct Args {
     /// Worker threads (default: every core). Lines always follow the input order (files in the
     /// order given, lines in file order): each file is loaded in turn and its batches are written
     /// in sequence whichever thread finishes first.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
     #[command(flatten)]
     pub report: ReportArgs,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let (config, model) = AnyModel::load(&args.model)?;
-    let desc = DataFeedDesc::from_file(&args.feed)?;
-    let prepared = prepare_inputs(
-        &config,
-        &desc,
-        expand_files(&args.files)?,
-        Purpose::Eval(&model),
-    )?;
-    let files = &prepared.files;
-    // Every input is checked before the output is touched; the output is replaced only once the
-    // predictions are whole.
-    paths::check_inputs(files.iter().map(PathBuf::as_path))?;
+    preflight::output(&args.output, "-o")?;
+    let threads = preflight::threads(args.threads);
+    // The inputs before the model, which may take long to load, and before the output is touched.
+    let files = expand_files(&args.files)?;
+    paths::check_inputs("data file", files.iter().map(PathBuf::as_path))?;
     let inputs = [args.model.as_path(), args.feed.as_path()];
     paths::refuse_overwrite(
         &args.output,
         "the output",
         inputs.into_iter().chain(files.iter().map(PathBuf::as_path)),
     )?;
+    let (config, model) = AnyModel::load(&args.model)?;
+    let desc = DataFeedDesc::from_file(&args.feed)?;
+    let mut options = args.report.options();
+    options.stop = interrupt::install()?;
+    let prepared = prepare_inputs(&config, &desc, files, Purpose::Eval(&model))?;
+    // The output is replaced only once the predictions are whole.
     let to_stdout = paths::is_stdio(&args.output);
     let mut out = paths::output(&args.output, to_stdout)?;
-    let options = args.report.options();
-    let threads = args.threads.unwrap_or_else(default_threads);
     let report = with_model!(&model, m => executor::eval_from_files(
-        m, &desc, files, threads, &[], &options, Some(&mut out)))?;
+        m, &desc, &prepared.files, threads, &[], &options, Some(&mut out)))?;
     let name = out.name().to_string();
     out.commit()?;
     say!(

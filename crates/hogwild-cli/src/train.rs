@@ -1,17 +1,19 @@
 //! `hogwild train`: train a model from a configuration file (or resume a checkpoint) on data files.
 
-use std::path::PathBuf;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args as ClapArgs;
-use hogwild::executor::{self, EpochReport, Progress, RunOptions};
+use hogwild::executor::{self, EpochReport, Progress, RunOptions, RunReport};
 use hogwild::feed::{DataFeedDesc, FeedMode, InMemoryDataset};
 use hogwild::models::ModelConfig;
 
-use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel, Purpose};
+use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::paths;
-use crate::with_model;
+use crate::preflight::{self, parse_epochs, parse_threads};
+use crate::{interrupt, with_model};
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -28,17 +30,17 @@ pub struct Args {
     #[arg(required = true)]
     pub files: Vec<String>,
     /// Worker threads (default: every core).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
-    /// Passes over the files.
-    #[arg(long, default_value_t = 1)]
+    /// Passes over the files (a resumed model's are numbered after those it was trained for).
+    #[arg(long, default_value_t = 1, value_parser = parse_epochs)]
     pub epochs: usize,
     /// Evaluate on these files after training (paths, patterns or `@list.txt`).
     #[arg(long, num_args = 1..)]
     pub test: Vec<String>,
     /// Save the model here (atomically, synced to disk): after the last epoch, and after an
-    /// earlier one when --save-every seconds have passed since the last save (with --stream, at
-    /// the end only).
+    /// earlier one when --save-every seconds have passed since the last save; and when Ctrl-C
+    /// (SIGINT) or SIGTERM stops the run, with what it trained until then.
     #[arg(long)]
     pub save: Option<PathBuf>,
     /// With --save: the least seconds between two saves after epochs (0: after every epoch).
@@ -73,7 +75,8 @@ pub struct ReportArgs {
     /// Print per-stage times (read, forward, backward, update).
     #[arg(long)]
     pub debug: bool,
-    /// Print no progress.
+    /// Print only errors, warnings and results (saved models, test and eval metrics, predictions
+    /// written): no progress, epoch or time lines.
     #[arg(long)]
     pub quiet: bool,
 }
@@ -97,20 +100,42 @@ pub fn run(args: Args) -> Result<()> {
     if args.config.is_some() && args.resume.is_some() {
         bail!("give either --config or --resume, not both");
     }
+    // Everything that can be found wrong without reading data is checked first: found after
+    // training, a mistake would cost the training.
+    if let Some(path) = &args.save {
+        preflight::output(path, "--save")?;
+    }
+    let threads = preflight::threads(args.threads);
     let started = Instant::now();
     let desc = DataFeedDesc::from_file(&args.feed)?;
     // The configuration decides how the input files are prepared (word2vec text becomes id files
     // after a vocabulary pass), so it is read first; a saved model carries its own.
-    let (config, saved) = match (&args.config, &args.resume) {
-        (Some(path), None) => (ModelConfig::from_file(path)?, None),
+    let (config, saved, done) = match (&args.config, &args.resume) {
+        (Some(path), None) => (ModelConfig::from_file(path)?, None, 0),
         (None, Some(path)) => {
-            let (config, model) = AnyModel::load(path)?;
-            (config, Some(model))
+            let (config, model, done) = AnyModel::load_trained(path)?;
+            (config, Some(model), done)
         }
         _ => bail!("give --config (a new model) or --resume (a saved one)"),
     };
+    config.check_desc(&desc, true).map_err(|e| {
+        let model = args.config.as_ref().or(args.resume.as_ref());
+        anyhow!(
+            "--feed {} does not fit the model of {}: {e}",
+            args.feed.display(),
+            model.map_or("".into(), |p| p.display().to_string())
+        )
+    })?;
     paths::stdin_once(args.files.iter().chain(&args.test).map(String::as_str))?;
     let given = expand_files(&args.files)?;
+    paths::check_inputs("data file", given.iter().map(PathBuf::as_path))?;
+    let test = if args.test.is_empty() {
+        Vec::new()
+    } else {
+        let test = expand_files(&args.test).map_err(|e| anyhow!("--test {e:#}"))?;
+        paths::check_inputs("--test file", test.iter().map(PathBuf::as_path))?;
+        test
+    };
     if let Some(save) = &args.save {
         let inputs = [args.config.as_deref(), Some(args.feed.as_path())];
         paths::refuse_overwrite(
@@ -119,9 +144,10 @@ pub fn run(args: Args) -> Result<()> {
             inputs
                 .into_iter()
                 .flatten()
-                .chain(given.iter().map(PathBuf::as_path)),
+                .chain(given.iter().chain(&test).map(PathBuf::as_path)),
         )?;
     }
+    let stop = interrupt::install()?;
     let purpose = match &saved {
         Some(model) => Purpose::Resume(model),
         None => Purpose::New,
@@ -133,8 +159,8 @@ pub fn run(args: Args) -> Result<()> {
             "--stream reads the files again every epoch",
         )?;
     }
-    let threads = args.threads.unwrap_or_else(default_threads);
     let mut options = args.report.options();
+    options.stop = stop;
     options.feed.threads = threads;
     options.feed.epochs = args.epochs;
     options.feed.mode = if args.stream {
@@ -165,25 +191,48 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     let ready = started.elapsed();
-    let mut last_save = Instant::now();
-    let hook = |e: &EpochReport| -> hogwild::Result<()> {
-        println!("{}", e.line(threads));
-        let due = e.epoch == args.epochs || last_save.elapsed().as_secs_f64() >= args.save_every;
+    let verbose = !args.report.quiet;
+    let saves = Mutex::new(Saves {
+        last: Instant::now(),
+        epoch: None,
+        took: Duration::ZERO,
+    });
+    let save = |path: &Path, epoch: usize| -> Result<()> {
+        let t0 = Instant::now();
+        let stale = model.save(path, done + epoch)?;
+        if !stale.is_empty() {
+            println!("{stale}");
+        }
+        let mut s = saves.lock().unwrap_or_else(|p| p.into_inner());
+        s.took += t0.elapsed();
+        s.last = Instant::now();
+        s.epoch = Some(epoch);
+        Ok(())
+    };
+    let call = |e: &EpochReport| -> hogwild::Result<()> {
+        if verbose {
+            // A resumed model's epochs are numbered after those it was trained for.
+            let numbered = EpochReport {
+                epoch: done + e.epoch,
+                ..e.clone()
+            };
+            println!("{}", numbered.line(threads));
+        }
+        let since = saves
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last
+            .elapsed();
+        let due = e.epoch == args.epochs || since.as_secs_f64() >= args.save_every;
         if let Some(path) = args.save.as_ref().filter(|_| due) {
-            let stale = model.save(path).map_err(|err| hogwild::Error::Checkpoint {
+            save(path, e.epoch).map_err(|err| hogwild::Error::Checkpoint {
                 path: path.display().to_string(),
                 reason: format!("{err:#}"),
             })?;
-            if !stale.is_empty() {
-                println!("{stale}");
-            }
-            println!("saved {} (epoch {})", path.display(), e.epoch);
-            last_save = Instant::now();
+            println!("saved {} (epoch {})", path.display(), done + e.epoch);
         }
         Ok(())
     };
-    let hook = std::sync::Mutex::new(hook);
-    let call = |e: &EpochReport| (hook.lock().unwrap_or_else(|p| p.into_inner()))(e);
     let report = match &data {
         Some(data) => with_model!(&model, m =>
             executor::train_dataset(m, &desc, data, threads, &[], &options, Some(&call))),
@@ -192,29 +241,42 @@ pub fn run(args: Args) -> Result<()> {
             executor::run_from_files(m, &desc, &prepared.files, threads, &[], &options, Some(&call))),
     }
     .context("training")?;
+    if report.stopped {
+        let saved_epoch = saves.lock().unwrap_or_else(|p| p.into_inner()).epoch;
+        return stopped(&args, &report, done, saved_epoch, |path, epoch| {
+            save(path, epoch)
+        });
+    }
     let trained = started.elapsed();
-    println!(
-        "time: load {:.3}s, model init {:.3}s, training {:.3}s, total {:.3}s",
-        loaded.as_secs_f64(),
-        (ready - loaded).as_secs_f64(),
-        (trained - ready).as_secs_f64(),
-        trained.as_secs_f64()
-    );
-    println!("feed: {}", report.feed);
-    println!(
-        "memory: parameters and optimizer state {:.1} MiB, data {:.1} MiB ({})",
-        model.memory_bytes() as f64 / (1 << 20) as f64,
-        report.data_bytes as f64 / (1 << 20) as f64,
-        if args.stream {
-            "feed queues, peak of one queue x threads"
-        } else {
-            "in-memory dataset and instance orders"
+    let saving = saves.lock().unwrap_or_else(|p| p.into_inner()).took;
+    if verbose {
+        // Saves happen between epochs, inside the run: their time is shown apart from training's.
+        print!(
+            "time: load {:.3}s, model init {:.3}s, training {:.3}s",
+            loaded.as_secs_f64(),
+            (ready - loaded).as_secs_f64(),
+            (trained - ready).saturating_sub(saving).as_secs_f64(),
+        );
+        if args.save.is_some() {
+            print!(", saving {:.3}s", saving.as_secs_f64());
         }
-    );
-    if !args.test.is_empty() {
-        let test = expand_files(&args.test)?;
+        println!(", total {:.3}s", trained.as_secs_f64());
+        println!("feed: {}", report.feed);
+        println!(
+            "memory: parameters and optimizer state {:.1} MiB, data {:.1} MiB ({})",
+            model.memory_bytes() as f64 / (1 << 20) as f64,
+            report.data_bytes as f64 / (1 << 20) as f64,
+            if args.stream {
+                "feed queues, peak of one queue x threads"
+            } else {
+                "in-memory dataset and instance orders"
+            }
+        );
+    }
+    if !test.is_empty() {
         let test = prepare_inputs(&config, &desc, test, Purpose::Eval(&model))?;
-        let eval = args.report.options();
+        let mut eval = args.report.options();
+        eval.stop = options.stop.clone();
         let report = with_model!(&model, m =>
             executor::eval_from_files(m, &desc, &test.files, threads, &[], &eval, None))
         .context("evaluating on the test files")?;
@@ -225,6 +287,59 @@ pub fn run(args: Args) -> Result<()> {
         println!();
     }
     Ok(())
+}
+
+/// The saves of a training run: when the last was made and of which epoch (of this run), and
+/// the time they took.
+struct Saves {
+    last: Instant,
+    epoch: Option<usize>,
+    took: Duration,
+}
+
+/// The end of a run stopped by a signal: saves what it trained when `--save` is given (unless
+/// the last save holds it already) and says what was kept; the command then fails, so that the
+/// process exits with the signal's status.
+fn stopped(
+    args: &Args,
+    report: &RunReport,
+    done: usize,
+    saved_epoch: Option<usize>,
+    save: impl Fn(&Path, usize) -> Result<()>,
+) -> Result<()> {
+    let epochs = report.epochs.len();
+    let partial = report.instances - report.epochs.iter().map(|e| e.instances).sum::<u64>();
+    // Numbered as the epoch lines are: a resumed model's after those it was trained for.
+    let all = done + epochs;
+    let mut trained = format!("{all} epoch{}", if all == 1 { "" } else { "s" });
+    if partial > 0 {
+        trained.push_str(&format!(
+            " and {partial} instance{} of epoch {}",
+            if partial == 1 { "" } else { "s" },
+            all + 1
+        ));
+    }
+    match &args.save {
+        None => println!("not saved (no --save): {trained} trained"),
+        Some(path) if report.instances == 0 => {
+            println!("nothing trained: {} not written", path.display())
+        }
+        Some(path) if partial == 0 && saved_epoch == Some(epochs) => {
+            println!("{} holds {trained} trained already", path.display())
+        }
+        Some(path) => {
+            save(path, epochs).with_context(|| format!("saving {}", path.display()))?;
+            println!(
+                "saved {}: {trained} trained (continue with --resume {})",
+                path.display(),
+                path.display()
+            );
+        }
+    }
+    bail!(
+        "training stopped by {}",
+        interrupt::received().unwrap_or("a stop request")
+    )
 }
 
 /// A number of seconds: finite and not negative.

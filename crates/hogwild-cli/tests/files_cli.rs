@@ -153,7 +153,8 @@ fn piped_input_is_read_whole_at_any_thread_count() {
             "2",
             "--save",
             "m.ckpt",
-            "--quiet",
+            "--print-period",
+            "0",
         ]
     };
     for (how, out) in [

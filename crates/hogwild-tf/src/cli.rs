@@ -99,6 +99,7 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
             mode: FeedMode::Stream,
             ..FeedOptions::default()
         },
+        ..RunOptions::default()
     };
     // The same epoch lines as `hogwild train`, from the same worker loop.
     let hook = |e: &EpochReport| {

@@ -90,6 +90,10 @@ pub enum Error {
     Step { message: String },
     #[error("worker thread {thread} failed: {message}")]
     WorkerFailed { thread: usize, message: String },
+    /// A run was stopped on request ([`crate::executor::Stop`]) before its end, where a part of
+    /// the run is no result (an evaluation, predictions).
+    #[error("{what} stopped on request before the end of its data")]
+    Stopped { what: &'static str },
     /// A metric cannot be computed from what the run saw.
     #[error("metric {name}: {reason}")]
     Metric { name: &'static str, reason: String },

@@ -11,7 +11,9 @@
 //! hook runs as each epoch ends, in order. Every `print_period` batches the executor prints the
 //! step, the elapsed time, instances/s and the metrics averaged since the previous line (an
 //! `indicatif` spinner on a terminal, plain lines otherwise). A worker that fails or panics stops
-//! the source and the other workers, and the run returns its error. However a worker's thread
+//! the source and the other workers, and the run returns its error. A [`Stop`] request (Ctrl-C)
+//! stops them too, after their current batch: a training run then returns what it trained
+//! ([`RunReport::stopped`]), an evaluation [`Error::Stopped`]. However a worker's thread
 //! ends, the executor flushes it ([`Model::flush`]) so that what it trained is in the shared
 //! tables when the run returns.
 //!
@@ -42,6 +44,8 @@ mod run;
 mod sources;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use report::{LocalWindow, Progress, Reporter};
@@ -52,6 +56,7 @@ use crate::feed::{
 use crate::files::Output;
 use crate::model::{Model, RunPlan, StageTimes};
 use crate::{Error, Result};
+pub use run::MAX_THREADS;
 use run::{check_threads, Spec};
 use sources::{InOrder, Memory, Stream};
 
@@ -67,6 +72,8 @@ pub struct RunOptions {
     /// The data feed's options; its thread count is set to the run's. `feed.epochs` passes are made
     /// in one run; `feed.mode` says whether training streams the files or loads them once.
     pub feed: FeedOptions,
+    /// Asks the run to stop early (see [`Stop`]); by default nothing does.
+    pub stop: Stop,
 }
 
 impl Default for RunOptions {
@@ -76,7 +83,47 @@ impl Default for RunOptions {
             progress: Progress::Auto,
             debug: false,
             feed: FeedOptions::default(),
+            stop: Stop::default(),
         }
+    }
+}
+
+/// A request to stop a run before its end, which any thread (a signal handler's included) may
+/// make: a clone shares the request. The run's workers finish the batch they hold, hand what
+/// they trained to the shared tables ([`Model::flush`]) and end; an epoch they complete on the
+/// way is still reported (and its hook called). A training run then returns its report with
+/// [`RunReport::stopped`] set: the model holds every batch trained, and the report counts them
+/// (the epochs completed in [`RunReport::epochs`], the instances of all in
+/// [`RunReport::instances`]). An evaluation or prediction run returns [`Error::Stopped`]: metrics
+/// of a part of the data are no result. A request made before a run starts stops it before its
+/// first batch; a request stays made for every later run that shares it.
+///
+/// ```
+/// use hogwild::executor::Stop;
+///
+/// let stop = Stop::default();
+/// let handler = stop.clone(); // e.g. moved into a Ctrl-C handler
+/// handler.request();
+/// assert!(stop.requested());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    /// A request that `flag` becoming true makes, for code that sets a flag of its own (the
+    /// `signal-hook` crate's `flag::register`).
+    pub fn from_flag(flag: Arc<AtomicBool>) -> Self {
+        Self(flag)
+    }
+
+    /// Asks every run that shares this request to stop.
+    pub fn request(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a stop was requested.
+    pub fn requested(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
     }
 }
 
@@ -104,13 +151,20 @@ impl EpochReport {
 
     /// The line `hogwild train` and `hogwild tf-train` print for an epoch:
     /// `epoch E: N instances in S s (R/s, T threads)  name value ...`.
+    /// An epoch shorter than a millisecond (the precision of the time shown) has no measured
+    /// rate: `-/s`.
     pub fn line(&self, threads: usize) -> String {
         let secs = self.took.as_secs_f64();
+        let rate = if secs < 1e-3 {
+            "-".to_string()
+        } else {
+            format!("{:.0}", self.instances as f64 / secs)
+        };
         let mut line = format!(
-            "epoch {}: {} instances in {secs:.3}s ({:.0}/s, {threads} threads)",
+            "epoch {}: {} instances in {secs:.3}s ({rate}/s, {threads} thread{})",
             self.epoch,
             self.instances,
-            self.instances as f64 / secs.max(1e-9)
+            if threads == 1 { "" } else { "s" }
         );
         for (name, value) in &self.fetched {
             line.push_str(&format!("  {name} {value:.5}"));
@@ -146,6 +200,9 @@ pub struct RunReport {
     /// orders, or the most the feed's queues held (streaming; the peak of one queue times the
     /// number of workers).
     pub data_bytes: usize,
+    /// The run was stopped on request ([`RunOptions::stop`]) before the end of its epochs: the
+    /// report holds what was trained until then.
+    pub stopped: bool,
 }
 
 impl RunReport {
@@ -257,10 +314,13 @@ pub fn eval_from_files<M: Model>(
     };
     let workers = model.workers(desc, threads)?;
     let Some(out) = predictions else {
-        return streaming(model, workers, desc, files, &spec);
+        return streaming(model, workers, desc, files, &spec)
+            .and_then(|r| complete(r, "evaluation"));
     };
     let source = InOrder::new(desc, files, &once.feed, threads, out)?;
-    let report = run::run(model, workers, desc, &source, &spec);
+    // A stopped run is an error before the source finishes: the predictions are not whole.
+    let report =
+        run::run(model, workers, desc, &source, &spec).and_then(|r| complete(r, "prediction"));
     let (loaded, data_bytes) = source.finish()?;
     let mut report = report?;
     report.feed = FeedStats {
@@ -270,6 +330,14 @@ pub fn eval_from_files<M: Model>(
         ..report.feed
     };
     report.data_bytes = data_bytes;
+    Ok(report)
+}
+
+/// The report of `what` (an evaluation run), when the run went through all its data.
+fn complete(report: RunReport, what: &'static str) -> Result<RunReport> {
+    if report.stopped {
+        return Err(Error::Stopped { what });
+    }
     Ok(report)
 }
 
@@ -330,7 +398,7 @@ fn streaming<M: Model>(
     let feed = source.finish();
     let mut report = report?;
     let feed = feed?;
-    if spec.train && report.instances == 0 {
+    if spec.train && report.instances == 0 && !report.stopped {
         // As an empty in-memory dataset is refused: a run that trained nothing is no success.
         return Err(Error::Empty {
             what: "training data",

@@ -11,7 +11,10 @@
 //! epoch hook runs then (it may save a checkpoint), from whichever thread completed the epoch.
 //!
 //! The first failure or panic of a worker stops the source and the other workers after their
-//! current batch; the run returns that error. However a thread ends, its worker is flushed.
+//! current batch; the run returns that error. A stop request ([`super::Stop`], watched by the
+//! thread that started the workers) stops them the same way, but the run ends as if its data
+//! ended there: each thread counts what it trained, a completed epoch is reported, and the run
+//! returns its report marked `stopped`. However a thread ends, its worker is flushed.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +24,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use super::report::{LocalWindow, Reporter};
-use super::{EpochHook, EpochReport, RunOptions, RunReport};
+use super::{EpochHook, EpochReport, RunOptions, RunReport, Stop};
 use crate::feed::{Batch, DataFeedDesc, FeedStats};
 use crate::metrics::Auc;
 use crate::model::{Model, StageTimes};
@@ -112,6 +115,8 @@ pub(crate) fn run<M: Model, S: BatchSource>(
         flush_every: reporter.flush_every(threads),
         reporter,
         stop: AtomicBool::new(false),
+        interrupted: AtomicBool::new(false),
+        request: &options.stop,
         failure: Mutex::new(None),
         epochs: Mutex::new(Epochs {
             totals: (0..spec.epochs())
@@ -132,15 +137,44 @@ pub(crate) fn run<M: Model, S: BatchSource>(
     let mut workers: Vec<CachePadded<M::Worker>> =
         workers.into_iter().map(CachePadded::new).collect();
     let states: Vec<ThreadState> = std::thread::scope(|s| {
-        let handles: Vec<_> = workers
-            .iter_mut()
-            .zip(cursors)
-            .enumerate()
-            .map(|(thread, (worker, cursor))| {
-                let shared = &shared;
-                s.spawn(move || shared.worker_thread(thread, &mut **worker, cursor))
-            })
-            .collect();
+        let watcher = std::thread::current();
+        let mut handles = Vec::with_capacity(threads);
+        for (thread, (worker, cursor)) in workers.iter_mut().zip(cursors).enumerate() {
+            let shared = &shared;
+            let watcher = watcher.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("hogwild-worker-{thread}"))
+                .spawn_scoped(s, move || {
+                    let state = shared.worker_thread(thread, &mut **worker, cursor);
+                    watcher.unpark();
+                    state
+                });
+            match spawned {
+                Ok(handle) => handles.push(handle),
+                // The system refused a thread (too many, or no memory for its stack): the run
+                // fails as for a worker's failure, and the threads started stop.
+                Err(e) => {
+                    shared.fail(Error::WorkerFailed {
+                        thread,
+                        message: format!("cannot start the thread: {e}"),
+                    });
+                    break;
+                }
+            }
+        }
+        // This thread watches for a stop request while the workers run: it stops the source as
+        // well, which wakes workers waiting for a batch (and, once they ended on the request,
+        // the source's readers). Each worker wakes it as it ends.
+        let watch = || {
+            if options.stop.requested() && !shared.interrupted.load(Ordering::Relaxed) {
+                shared.interrupt();
+            }
+        };
+        while handles.iter().any(|h| !h.is_finished()) {
+            watch();
+            std::thread::park_timeout(STOP_POLL);
+        }
+        watch();
         handles
             .into_iter()
             .map(|h| h.join().unwrap_or_default())
@@ -170,6 +204,10 @@ pub(crate) fn run<M: Model, S: BatchSource>(
         .reports
         .into_inner()
         .unwrap_or_else(|p| p.into_inner());
+    // Workers that saw the request may have ended before this thread did; a request that came
+    // as the last batches ended stopped nothing.
+    let stopped = (shared.interrupted.into_inner() || options.stop.requested())
+        && reports.len() < spec.epochs();
     Ok(summarize(SummaryInput {
         model,
         names: &names,
@@ -181,8 +219,13 @@ pub(crate) fn run<M: Model, S: BatchSource>(
         elapsed: start.elapsed(),
         debug: options.debug,
         threads,
+        stopped,
     }))
 }
+
+/// How often the thread that started a run's workers looks for a stop request: the longest a
+/// worker waiting for a batch waits after one.
+const STOP_POLL: Duration = Duration::from_millis(20);
 
 /// What the worker threads of a run share.
 struct Shared<'a, M: Model, S> {
@@ -194,7 +237,12 @@ struct Shared<'a, M: Model, S> {
     debug: bool,
     reporter: Reporter,
     flush_every: u64,
+    /// Set by a failure: the run's batches are not counted any more.
     stop: AtomicBool,
+    /// Set by a stop request: the threads end after their batch, counting what they trained.
+    interrupted: AtomicBool,
+    /// The run's stop request, which each worker looks at before taking a batch.
+    request: &'a Stop,
     failure: Mutex<Option<Error>>,
     epochs: Mutex<Epochs>,
     /// Held while a thread calls the epoch hook, so that epochs are reported in order.
@@ -258,6 +306,18 @@ struct Since {
 impl<M: Model, S: BatchSource> Shared<'_, M, S> {
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Whether the run was asked to stop (the source may not be stopped yet: the thread that
+    /// started the workers does that).
+    fn interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::Relaxed) || self.request.requested()
+    }
+
+    /// Ends the run on request: no thread takes another batch.
+    fn interrupt(&self) {
+        self.interrupted.store(true, Ordering::Relaxed);
+        self.source.stop();
     }
 
     /// Stops the run with `error` (the first failure wins).
@@ -325,7 +385,7 @@ impl<M: Model, S: BatchSource> Shared<'_, M, S> {
         let mut batch = Batch::empty(self.desc);
         let lines = self.source.wants_lines();
         let mut sealed = self.source.sealed_epochs();
-        while !self.stopped() {
+        while !self.stopped() && !self.interrupted() {
             let t0 = Instant::now();
             // The source's own errors (a file that cannot be read) are the run's, not this
             // worker's: they are returned as they are.
@@ -483,6 +543,7 @@ struct SummaryInput<'a, M> {
     elapsed: Duration,
     debug: bool,
     threads: usize,
+    stopped: bool,
 }
 
 /// Sums the threads' totals into a report: the fetched means over the run, `auc` (the last
@@ -527,6 +588,7 @@ fn summarize<M: Model>(input: SummaryInput<'_, M>) -> RunReport {
         },
         epochs: input.epochs,
         data_bytes: 0,
+        stopped: input.stopped,
     };
     if input.debug {
         super::report::print_stages(&report, input.threads);
@@ -534,14 +596,21 @@ fn summarize<M: Model>(input: SummaryInput<'_, M>) -> RunReport {
     report
 }
 
+/// The most worker threads a run starts. Each holds its own scratch buffers (and a stack), so a
+/// mistyped count (100000) would exhaust memory before it did any good; a run on more cores than
+/// this is not a case this executor is made for.
+pub const MAX_THREADS: usize = 1024;
+
 pub(crate) fn check_threads(threads: usize) -> Result<()> {
-    if threads == 0 {
-        return Err(Error::InvalidConfig {
-            field: "threads".into(),
-            reason: "must be at least 1".into(),
-        });
-    }
-    Ok(())
+    let reason = match threads {
+        0 => "must be at least 1".to_string(),
+        n if n > MAX_THREADS => format!("{n} is more than the {MAX_THREADS} a run can start"),
+        _ => return Ok(()),
+    };
+    Err(Error::InvalidConfig {
+        field: "threads".into(),
+        reason,
+    })
 }
 
 /// The metric positions `fetch` asks for (`auc` is always accepted: it is added after the run

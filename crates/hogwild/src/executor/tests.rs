@@ -875,9 +875,10 @@ fn the_batches_do_not_depend_on_which_thread_trains_them() {
 }
 
 /// A model whose workers hold back what they train until flushed (as a CTR model's copies of its
-/// hot rows), and can fail on its n-th batch.
+/// hot rows), and can fail on its n-th batch, or ask the run to stop after it.
 struct Holder {
     fail_at: Option<usize>,
+    stop_at: Option<(usize, Stop)>,
     trained: AtomicUsize,
     flushed: AtomicUsize,
 }
@@ -886,8 +887,18 @@ impl Holder {
     fn new(fail_at: Option<usize>) -> Self {
         Holder {
             fail_at,
+            stop_at: None,
             trained: AtomicUsize::new(0),
             flushed: AtomicUsize::new(0),
+        }
+    }
+
+    /// A holder that requests `stop` when it has trained its `n`-th batch (0-based), as Ctrl-C
+    /// would in the middle of a run.
+    fn stopping(n: usize, stop: &Stop) -> Self {
+        Holder {
+            stop_at: Some((n, stop.clone())),
+            ..Holder::new(None)
         }
     }
 
@@ -923,6 +934,9 @@ impl Model for Holder {
             return Err(Error::Empty {
                 what: "holder batch",
             });
+        }
+        if let Some((_, stop)) = self.stop_at.as_ref().filter(|(at, _)| *at == n) {
+            stop.request();
         }
         out[0] = batch.len as f64;
         Ok(())
@@ -1126,4 +1140,175 @@ fn workers_are_flushed_when_streaming_and_when_a_batch_fails() {
     let (trained, flushed) = failing.counts();
     assert!(trained >= 21, "{trained} batches");
     assert_eq!(flushed, trained);
+}
+
+// 100 instances in batches of 8 (13 batches an epoch), 1 thread, 4 epochs; the stop is requested
+// while batch 20 (of epoch 2) trains. The thread ends after that batch: epoch 1 is reported and
+// hooked, epoch 2 is not, and the run returns what it trained, flushed, in memory or streaming.
+#[test]
+fn a_stop_request_ends_a_training_run_after_the_current_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = numbered_file(dir.path(), 100);
+    let data = numbered_data(dir.path(), 100);
+    for stream in [false, true] {
+        let mut options = in_memory(4, Some(1));
+        if stream {
+            options.feed.mode = FeedMode::Stream;
+        }
+        let model = Holder::stopping(20, &options.stop);
+        let hooked = Mutex::new(Vec::new());
+        let hook = |e: &EpochReport| {
+            hooked.lock().unwrap().push(e.epoch);
+            Ok(())
+        };
+        let report = if stream {
+            run_from_files(
+                &model,
+                &desc(),
+                std::slice::from_ref(&path),
+                1,
+                &[],
+                &options,
+                Some(&hook),
+            )
+        } else {
+            train_dataset(&model, &desc(), &data, 1, &[], &options, Some(&hook))
+        }
+        .unwrap();
+        assert!(report.stopped, "stream {stream}");
+        assert_eq!(hooked.into_inner().unwrap(), [1], "stream {stream}");
+        assert_eq!(report.epochs.len(), 1);
+        assert_eq!(report.epochs[0].instances, 100);
+        assert_eq!(
+            report.batches, 21,
+            "stream {stream}: the batch that asked was the last"
+        );
+        assert_eq!(report.instances, 100 + 8 * 8);
+        let (trained, flushed) = model.counts();
+        assert_eq!((trained, flushed), (21, 21), "stream {stream}");
+    }
+}
+
+// With 2 threads each ends after the batch it holds: nothing past one more batch is trained.
+// A request that comes before a run stops it before its first batch, and that is no error
+// (a streaming run that trained nothing otherwise fails).
+#[test]
+fn a_stop_request_stops_every_thread_and_a_run_not_yet_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = numbered_file(dir.path(), 100);
+    let data = numbered_data(dir.path(), 100);
+    let options = in_memory(4, Some(1));
+    let model = Holder::stopping(20, &options.stop);
+    let report = train_dataset(&model, &desc(), &data, 2, &[], &options, None).unwrap();
+    assert!(report.stopped);
+    let (trained, flushed) = model.counts();
+    assert!((21..=22).contains(&trained), "{trained} batches");
+    assert_eq!(flushed, trained);
+    assert_eq!(report.batches as usize, trained);
+
+    // The request stays made: the next run sharing it stops at once.
+    let again = Holder::new(None);
+    for stream in [false, true] {
+        let mut options = options.clone();
+        if stream {
+            options.feed.mode = FeedMode::Stream;
+        }
+        let report = if stream {
+            run_from_files(
+                &again,
+                &desc(),
+                std::slice::from_ref(&path),
+                2,
+                &[],
+                &options,
+                None,
+            )
+        } else {
+            train_dataset(&again, &desc(), &data, 2, &[], &options, None)
+        }
+        .unwrap();
+        assert!(
+            report.stopped && report.epochs.is_empty(),
+            "stream {stream}"
+        );
+        assert_eq!(report.instances, 0);
+    }
+    assert_eq!(again.counts(), (0, 0));
+}
+
+// Metrics or predictions of a part of the data are no result: a stopped evaluation fails.
+#[test]
+fn a_stopped_evaluation_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = numbered_file(dir.path(), 100);
+    let options = quiet();
+    options.stop.request();
+    let model = Holder::new(None);
+    let e = eval_from_files(
+        &model,
+        &desc(),
+        std::slice::from_ref(&path),
+        2,
+        &[],
+        &options,
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(e, Error::Stopped { what: "evaluation" });
+    let out = dir.path().join("p.txt");
+    let mut output = Output::create(&out).unwrap();
+    let e = eval_from_files(
+        &model,
+        &desc(),
+        &[path],
+        2,
+        &[],
+        &options,
+        Some(&mut output),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "prediction stopped on request before the end of its data"
+    );
+    drop(output);
+    assert!(!out.exists(), "an uncommitted output leaves no file");
+}
+
+// A thread count no machine needs (a typo) is refused before anything is allocated, as is 0.
+#[test]
+fn thread_counts_out_of_range_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = numbered_data(dir.path(), 10);
+    let model = Holder::new(None);
+    for threads in [0, MAX_THREADS + 1, 100_000] {
+        let e = train_dataset(&model, &desc(), &data, threads, &[], &quiet(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("threads"), "{threads}: {e}");
+    }
+    assert_eq!(model.counts(), (0, 0));
+}
+
+// The epoch line: one thread is "1 thread"; an epoch shorter than the millisecond the line
+// shows has no rate to show (it read 44444444445/s).
+#[test]
+fn epoch_lines_say_what_was_measured() {
+    let report = |took: std::time::Duration| EpochReport {
+        epoch: 3,
+        fetched: vec![("loss".into(), 0.5)],
+        instances: 200,
+        elapsed: took,
+        took,
+    };
+    let short = report(std::time::Duration::from_micros(4)).line(1);
+    assert_eq!(
+        short,
+        "epoch 3: 200 instances in 0.000s (-/s, 1 thread)  loss 0.50000"
+    );
+    let long = report(std::time::Duration::from_millis(100)).line(2);
+    assert_eq!(
+        long,
+        "epoch 3: 200 instances in 0.100s (2000/s, 2 threads)  loss 0.50000"
+    );
 }

@@ -115,6 +115,70 @@ fn default_lr_hold() -> f64 {
     0.25
 }
 
+impl BowConfig {
+    /// Checks the settings (see [`ModelConfig::validate`](super::ModelConfig::validate)).
+    pub(crate) fn check(&self) -> Result<()> {
+        let bad = |field: &str, reason: &str| {
+            Err(Error::InvalidConfig {
+                field: field.into(),
+                reason: reason.into(),
+            })
+        };
+        if self.vocab == 0 {
+            return bad("vocab", "must be at least 1");
+        }
+        if self.classes < 2 {
+            return bad("classes", "must be at least 2");
+        }
+        if self.dim == 0 {
+            return bad("dim", "must be at least 1");
+        }
+        if self.words_slot == self.label_slot {
+            return bad("label_slot", "must differ from words_slot");
+        }
+        if !(0.0..1.0).contains(&self.lr_hold) {
+            return bad(
+                "lr_hold",
+                "must be at least 0 and below 1 (a share of the run)",
+            );
+        }
+        Ok(())
+    }
+
+    /// The positions of the words and (when the desc has it) label slots among `desc`'s used
+    /// slots.
+    fn slots(&self, desc: &DataFeedDesc) -> Result<(usize, Option<usize>)> {
+        let words_at = slot_position(desc, &self.words_slot, "words")?.ok_or_else(|| {
+            Error::InvalidConfig {
+                field: "words_slot".into(),
+                reason: format!("the DataFeedDesc has no used slot \"{}\"", self.words_slot),
+            }
+        })?;
+        Ok((words_at, slot_position(desc, &self.label_slot, "label")?))
+    }
+
+    /// The label's position, which training needs (evaluation and prediction do without).
+    fn training_label(&self, label_at: Option<usize>) -> Result<usize> {
+        label_at.ok_or_else(|| Error::InvalidConfig {
+            field: "label_slot".into(),
+            reason: format!(
+                "training needs the used slot \"{}\" in the DataFeedDesc",
+                self.label_slot
+            ),
+        })
+    }
+
+    /// Whether the model can read batches laid out by `desc` (see
+    /// [`ModelConfig::check_desc`](super::ModelConfig::check_desc)).
+    pub(crate) fn check_desc(&self, desc: &DataFeedDesc, training: bool) -> Result<()> {
+        let (_, label_at) = self.slots(desc)?;
+        if training {
+            self.training_label(label_at)?;
+        }
+        Ok(())
+    }
+}
+
 /// The bag-of-words model: the embedding table (`vocab` word rows, `bigram_buckets` bigram rows,
 /// then the end-of-text row when `end_of_text` is set; `dim` wide) and the
 /// output table (`classes` rows of `dim + 1`: weights then bias), shared by every worker.
@@ -150,7 +214,7 @@ pub(crate) enum InstanceError {
 impl<O: Optimizer<f32>> Bow<O> {
     /// A model with fresh tables (zero weights; call [`Bow::init`], the startup step, before training).
     pub fn new(cfg: BowConfig, opt: O) -> Result<Self> {
-        Self::check(&cfg)?;
+        cfg.check()?;
         let emb = Table::new("embedding", Self::embedding_rows(&cfg), cfg.dim, &opt)?;
         let fc = Table::new("output", cfg.classes, cfg.dim + 1, &opt)?;
         Ok(Self::assemble(cfg, opt, emb, fc))
@@ -162,7 +226,7 @@ impl<O: Optimizer<f32>> Bow<O> {
         opt: O,
         ck: &mut crate::checkpoint::Checkpoint,
     ) -> Result<Self> {
-        Self::check(&cfg)?;
+        cfg.check()?;
         let emb = ck.take_table("embedding", Self::embedding_rows(&cfg), cfg.dim)?;
         let fc = ck.take_table("output", cfg.classes, cfg.dim + 1)?;
         emb.check_optimizer::<O>()?;
@@ -182,34 +246,6 @@ impl<O: Optimizer<f32>> Bow<O> {
 
     fn embedding_rows(cfg: &BowConfig) -> usize {
         cfg.vocab + cfg.bigram_buckets + usize::from(cfg.end_of_text)
-    }
-
-    fn check(cfg: &BowConfig) -> Result<()> {
-        let bad = |field: &str, reason: &str| {
-            Err(Error::InvalidConfig {
-                field: field.into(),
-                reason: reason.into(),
-            })
-        };
-        if cfg.vocab == 0 {
-            return bad("vocab", "must be at least 1");
-        }
-        if cfg.classes < 2 {
-            return bad("classes", "must be at least 2");
-        }
-        if cfg.dim == 0 {
-            return bad("dim", "must be at least 1");
-        }
-        if cfg.words_slot == cfg.label_slot {
-            return bad("label_slot", "must differ from words_slot");
-        }
-        if !(0.0..1.0).contains(&cfg.lr_hold) {
-            return bad(
-                "lr_hold",
-                "must be at least 0 and below 1 (a share of the run)",
-            );
-        }
-        Ok(())
     }
 
     /// The settings.
@@ -502,18 +538,10 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
     }
 
     fn worker(&self, desc: &DataFeedDesc) -> Result<BowWorker> {
-        let words_at = slot_position(desc, &self.cfg.words_slot, "words")?.ok_or_else(|| {
-            Error::InvalidConfig {
-                field: "words_slot".into(),
-                reason: format!(
-                    "the DataFeedDesc has no used slot \"{}\"",
-                    self.cfg.words_slot
-                ),
-            }
-        })?;
+        let (words_at, label_at) = self.cfg.slots(desc)?;
         let mut w = self.new_worker();
         w.words_at = words_at;
-        w.label_at = slot_position(desc, &self.cfg.label_slot, "label")?;
+        w.label_at = label_at;
         Ok(w)
     }
 
@@ -524,15 +552,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
         out: &mut [f64],
         mut stages: Option<&mut StageTimes>,
     ) -> Result<()> {
-        let Some(label_at) = w.label_at else {
-            return Err(Error::InvalidConfig {
-                field: "label_slot".into(),
-                reason: format!(
-                    "training needs the used slot \"{}\" in the DataFeedDesc",
-                    self.cfg.label_slot
-                ),
-            });
-        };
+        let label_at = self.cfg.training_label(w.label_at)?;
         let steps = self.begin(self.take_batch(batch.len))?;
         let (mut loss, mut right, mut rows) = (0.0f64, 0usize, 0usize);
         for i in 0..batch.len {

@@ -166,7 +166,8 @@ impl CtrConfig {
         }
     }
 
-    fn check(&self, kind: CtrKind) -> Result<()> {
+    /// Checks the settings (see [`ModelConfig::validate`](super::ModelConfig::validate)).
+    pub(crate) fn check(&self, kind: CtrKind) -> Result<()> {
         let bad = |field: &str, reason: String| {
             Err(Error::InvalidConfig {
                 field: field.into(),
@@ -241,6 +242,187 @@ impl CtrConfig {
         dims.dedup();
         dims
     }
+
+    /// Where batches laid out by `desc` hold what the configuration names: checks that the
+    /// fields, values, field numbers and weights are used slots of the right type.
+    fn slots(&self, kind: CtrKind, desc: &DataFeedDesc) -> Result<Slots> {
+        let dims = self.table_dims(kind);
+        let used = desc.used_slots();
+        let invalid = |field: String, reason: String| Error::InvalidConfig { field, reason };
+        // The used slot `name` of type `kind`, for the configuration key `key`.
+        let slot = |key: String, name: &str, kind: SlotType| -> Result<usize> {
+            let at = used.iter().position(|s| s.name == name).ok_or_else(|| {
+                invalid(
+                    key.clone(),
+                    format!("the DataFeedDesc has no used slot \"{name}\""),
+                )
+            })?;
+            if used[at].slot_type() != kind {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "\"{name}\" must be a {} slot in the DataFeedDesc, not {}",
+                        kind.name(),
+                        used[at].slot_type().name()
+                    ),
+                ));
+            }
+            Ok(at)
+        };
+        let label_at = used
+            .iter()
+            .position(|s| s.name == self.label_slot)
+            .map(|at| (at, used[at].slot_type()));
+        let weight_at = match &self.weight_slot {
+            // Like the label, the weights are needed in training only (checked there).
+            Some(name) if used.iter().any(|s| &s.name == name) => {
+                Some(slot("weight_slot".into(), name, SlotType::F32)?)
+            }
+            _ => None,
+        };
+        let names: Vec<String> = if self.fields.is_empty() {
+            let numbers: Vec<&String> = self.field_numbers.values().collect();
+            used.iter()
+                .filter(|s| s.name != self.label_slot && s.slot_type() == SlotType::U64)
+                .filter(|s| !numbers.contains(&&s.name))
+                .map(|s| s.name.clone())
+                .collect()
+        } else {
+            self.fields.clone()
+        };
+        if names.is_empty() {
+            return Err(invalid(
+                "fields".into(),
+                "the DataFeedDesc has no used uint64 slot besides the label".into(),
+            ));
+        }
+        for (key, map) in [
+            ("values", &self.values),
+            ("field_numbers", &self.field_numbers),
+        ] {
+            if let Some(field) = map.keys().find(|n| !names.contains(n)) {
+                return Err(invalid(
+                    format!("{key}.{field}"),
+                    format!("\"{field}\" is not one of the fields {names:?}"),
+                ));
+            }
+        }
+        if let Some((field, number_slot)) = self
+            .field_numbers
+            .iter()
+            .find(|(_, slot)| names.contains(slot))
+        {
+            return Err(invalid(
+                format!("field_numbers.{field}"),
+                format!("\"{number_slot}\" holds field numbers and cannot also be a field"),
+            ));
+        }
+        let numbered = !self.field_numbers.is_empty();
+        for name in self.field_dims.keys() {
+            let named = names.contains(name) && !self.field_numbers.contains_key(name);
+            if named || (numbered && field_number(name).is_some()) {
+                continue;
+            }
+            let reason = if self.field_numbers.contains_key(name) {
+                format!(
+                    "the ids of \"{name}\" belong to numbered fields: size those \
+                     (field_dims = {{ 1 = 4 }} for field number 1)"
+                )
+            } else if numbered {
+                format!("\"{name}\" is neither one of the fields {names:?} nor a field number")
+            } else {
+                format!("\"{name}\" is not one of the fields {names:?}")
+            };
+            return Err(invalid(format!("field_dims.{name}"), reason));
+        }
+        let default = self.default_dim(kind);
+        let table_of = |dim: usize| dims.iter().position(|&d| d == dim).unwrap_or(0);
+        let fields = names
+            .iter()
+            .map(|name| {
+                let at = slot(format!("fields.{name}"), name, SlotType::U64)?;
+                let dim = self.field_dims.get(name).copied().unwrap_or(default);
+                let values = match self.values.get(name) {
+                    Some(v) => Some(slot(format!("values.{name}"), v, SlotType::F32)?),
+                    None => None,
+                };
+                let numbers = match self.field_numbers.get(name) {
+                    Some(n) => Some(slot(format!("field_numbers.{name}"), n, SlotType::U64)?),
+                    None => None,
+                };
+                Ok(Field {
+                    at,
+                    table: table_of(dim),
+                    salt: salt(name),
+                    values,
+                    numbers,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let numbered_tables = self
+            .field_dims
+            .iter()
+            .filter_map(|(key, &dim)| Some((field_number(key)?, table_of(dim))))
+            .collect();
+        let layout = Layout {
+            plain: fields
+                .iter()
+                .all(|f| f.values.is_none() && f.numbers.is_none()),
+            valued: fields.iter().any(|f| f.values.is_some()),
+            numbered: if numbered {
+                NumberedFields::new(numbered_tables, table_of(default))
+            } else {
+                NumberedFields::default()
+            },
+            fields,
+            slot_names: used.iter().map(|s| s.name.clone()).collect(),
+        };
+        Ok(Slots {
+            layout,
+            label_at,
+            weight_at,
+        })
+    }
+
+    /// The label's position, which training needs, after checking that the weights are there
+    /// when the configuration names them (evaluation and prediction do without both).
+    fn training_label(
+        &self,
+        label_at: Option<(usize, SlotType)>,
+        weight_at: Option<usize>,
+    ) -> Result<(usize, SlotType)> {
+        let Some(label_at) = label_at else {
+            return Err(Error::InvalidConfig {
+                field: "label_slot".into(),
+                reason: format!(
+                    "training needs the used slot \"{}\" in the DataFeedDesc",
+                    self.label_slot
+                ),
+            });
+        };
+        if let (Some(name), None) = (&self.weight_slot, weight_at) {
+            return Err(Error::InvalidConfig {
+                field: "weight_slot".into(),
+                reason: format!("training needs the used slot \"{name}\" in the DataFeedDesc"),
+            });
+        }
+        Ok(label_at)
+    }
+
+    /// Whether a `kind` model can read batches laid out by `desc` (see
+    /// [`ModelConfig::check_desc`](super::ModelConfig::check_desc)).
+    pub(crate) fn check_desc(
+        &self,
+        kind: CtrKind,
+        desc: &DataFeedDesc,
+        training: bool,
+    ) -> Result<()> {
+        let slots = self.slots(kind, desc)?;
+        if training {
+            self.training_label(slots.label_at, slots.weight_at)?;
+        }
+        Ok(())
+    }
 }
 
 /// A logistic regression or factorization machine model.
@@ -283,6 +465,13 @@ struct Layout {
     valued: bool,
     numbered: NumberedFields,
     slot_names: Vec<String>,
+}
+
+/// Where a configuration's slots are in the batches of one desc: what a worker reads.
+struct Slots {
+    layout: Layout,
+    label_at: Option<(usize, SlotType)>,
+    weight_at: Option<usize>,
 }
 
 impl Layout {
@@ -525,138 +714,11 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// A worker for batches laid out by `desc`: checks that the fields, values, field numbers
     /// and weights the configuration names are used slots of the right type.
     pub fn new_worker(&self, desc: &DataFeedDesc) -> Result<CtrWorker> {
-        let used = desc.used_slots();
-        let invalid = |field: String, reason: String| Error::InvalidConfig { field, reason };
-        // The used slot `name` of type `kind`, for the configuration key `key`.
-        let slot = |key: String, name: &str, kind: SlotType| -> Result<usize> {
-            let at = used.iter().position(|s| s.name == name).ok_or_else(|| {
-                invalid(
-                    key.clone(),
-                    format!("the DataFeedDesc has no used slot \"{name}\""),
-                )
-            })?;
-            if used[at].slot_type() != kind {
-                return Err(invalid(
-                    key,
-                    format!(
-                        "\"{name}\" must be a {} slot in the DataFeedDesc, not {}",
-                        kind.name(),
-                        used[at].slot_type().name()
-                    ),
-                ));
-            }
-            Ok(at)
-        };
-        let label_at = used
-            .iter()
-            .position(|s| s.name == self.cfg.label_slot)
-            .map(|at| (at, used[at].slot_type()));
-        let weight_at = match &self.cfg.weight_slot {
-            // Like the label, the weights are needed in training only (checked there).
-            Some(name) if used.iter().any(|s| &s.name == name) => {
-                Some(slot("weight_slot".into(), name, SlotType::F32)?)
-            }
-            _ => None,
-        };
-        let names: Vec<String> = if self.cfg.fields.is_empty() {
-            let numbers: Vec<&String> = self.cfg.field_numbers.values().collect();
-            used.iter()
-                .filter(|s| s.name != self.cfg.label_slot && s.slot_type() == SlotType::U64)
-                .filter(|s| !numbers.contains(&&s.name))
-                .map(|s| s.name.clone())
-                .collect()
-        } else {
-            self.cfg.fields.clone()
-        };
-        if names.is_empty() {
-            return Err(invalid(
-                "fields".into(),
-                "the DataFeedDesc has no used uint64 slot besides the label".into(),
-            ));
-        }
-        for (key, map) in [
-            ("values", &self.cfg.values),
-            ("field_numbers", &self.cfg.field_numbers),
-        ] {
-            if let Some(field) = map.keys().find(|n| !names.contains(n)) {
-                return Err(invalid(
-                    format!("{key}.{field}"),
-                    format!("\"{field}\" is not one of the fields {names:?}"),
-                ));
-            }
-        }
-        if let Some((field, number_slot)) = self
-            .cfg
-            .field_numbers
-            .iter()
-            .find(|(_, slot)| names.contains(slot))
-        {
-            return Err(invalid(
-                format!("field_numbers.{field}"),
-                format!("\"{number_slot}\" holds field numbers and cannot also be a field"),
-            ));
-        }
-        let numbered = !self.cfg.field_numbers.is_empty();
-        for name in self.cfg.field_dims.keys() {
-            let named = names.contains(name) && !self.cfg.field_numbers.contains_key(name);
-            if named || (numbered && field_number(name).is_some()) {
-                continue;
-            }
-            let reason = if self.cfg.field_numbers.contains_key(name) {
-                format!(
-                    "the ids of \"{name}\" belong to numbered fields: size those \
-                     (field_dims = {{ 1 = 4 }} for field number 1)"
-                )
-            } else if numbered {
-                format!("\"{name}\" is neither one of the fields {names:?} nor a field number")
-            } else {
-                format!("\"{name}\" is not one of the fields {names:?}")
-            };
-            return Err(invalid(format!("field_dims.{name}"), reason));
-        }
-        let default = self.cfg.default_dim(self.kind);
-        let table_of = |dim: usize| self.dims.iter().position(|&d| d == dim).unwrap_or(0);
-        let fields = names
-            .iter()
-            .map(|name| {
-                let at = slot(format!("fields.{name}"), name, SlotType::U64)?;
-                let dim = self.cfg.field_dims.get(name).copied().unwrap_or(default);
-                let values = match self.cfg.values.get(name) {
-                    Some(v) => Some(slot(format!("values.{name}"), v, SlotType::F32)?),
-                    None => None,
-                };
-                let numbers = match self.cfg.field_numbers.get(name) {
-                    Some(n) => Some(slot(format!("field_numbers.{name}"), n, SlotType::U64)?),
-                    None => None,
-                };
-                Ok(Field {
-                    at,
-                    table: table_of(dim),
-                    salt: salt(name),
-                    values,
-                    numbers,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let numbered_tables = self
-            .cfg
-            .field_dims
-            .iter()
-            .filter_map(|(key, &dim)| Some((field_number(key)?, table_of(dim))))
-            .collect();
-        let layout = Layout {
-            plain: fields
-                .iter()
-                .all(|f| f.values.is_none() && f.numbers.is_none()),
-            valued: fields.iter().any(|f| f.values.is_some()),
-            numbered: if numbered {
-                NumberedFields::new(numbered_tables, table_of(default))
-            } else {
-                NumberedFields::default()
-            },
-            fields,
-            slot_names: used.iter().map(|s| s.name.clone()).collect(),
-        };
+        let Slots {
+            layout,
+            label_at,
+            weight_at,
+        } = self.cfg.slots(self.kind, desc)?;
         let max_dim = self.dims.last().copied().unwrap_or(0);
         Ok(CtrWorker {
             layout,
@@ -1163,21 +1225,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         out: &mut [f64],
         stages: Option<&mut StageTimes>,
     ) -> Result<()> {
-        let Some(label_at) = w.label_at else {
-            return Err(Error::InvalidConfig {
-                field: "label_slot".into(),
-                reason: format!(
-                    "training needs the used slot \"{}\" in the DataFeedDesc",
-                    self.cfg.label_slot
-                ),
-            });
-        };
-        if let (Some(name), None) = (&self.cfg.weight_slot, w.weight_at) {
-            return Err(Error::InvalidConfig {
-                field: "weight_slot".into(),
-                reason: format!("training needs the used slot \"{name}\" in the DataFeedDesc"),
-            });
-        }
+        let label_at = self.cfg.training_label(w.label_at, w.weight_at)?;
         let t0 = stages.as_ref().map(|_| Instant::now());
         let steps = self.begin()?;
         let mut rows = vec![0usize; self.tables.len()];

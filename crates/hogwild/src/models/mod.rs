@@ -34,7 +34,8 @@ pub use word2vec::{
 
 use serde::{Deserialize, Serialize};
 
-use crate::optim::{Adagrad, AdamAsync, Sgd};
+use crate::feed::DataFeedDesc;
+use crate::optim::{Adagrad, AdamAsync, AdamCoeffs, Sgd};
 use crate::{Error, Result};
 
 /// A whole model configuration file: the model and its optimizer.
@@ -101,6 +102,50 @@ fn default_epsilon() -> f32 {
 }
 
 impl OptimizerConfig {
+    /// The learning rate.
+    pub fn lr(&self) -> f32 {
+        match *self {
+            Self::Sgd { lr } | Self::Adagrad { lr, .. } | Self::AdamAsync { lr, .. } => lr,
+        }
+    }
+
+    /// Checks the hyper-parameters before anything trains: `lr` finite and positive, Adagrad's
+    /// `initial_accumulator` finite and positive, AdamAsync's `beta1` and `beta2` in `[0, 1)`
+    /// and `epsilon` finite and positive (a step divides by `sqrt(v) + epsilon`, and `v` is 0
+    /// where a gradient was always 0). Errors name the key (`optimizer.lr`).
+    pub fn validate(&self) -> Result<()> {
+        positive("optimizer.lr", self.lr())?;
+        match *self {
+            Self::Sgd { .. } => Ok(()),
+            Self::Adagrad {
+                initial_accumulator,
+                ..
+            } => positive("optimizer.initial_accumulator", initial_accumulator),
+            Self::AdamAsync {
+                lr,
+                beta1,
+                beta2,
+                epsilon,
+                ..
+            } => {
+                // The kernels' own checks of the betas, made now instead of at the first step.
+                AdamCoeffs::new_rmsprop(lr, beta1, beta2, epsilon).map_err(|e| match e {
+                    Error::InvalidHyperParameter {
+                        name,
+                        value,
+                        reason,
+                    } => Error::InvalidConfig {
+                        field: format!("optimizer.{name}"),
+                        // Shown as the f32 the file gave (-1e-8, not -0.0000000099999999).
+                        reason: format!("{} {reason}", value as f32),
+                    },
+                    other => other,
+                })?;
+                positive("optimizer.epsilon", epsilon)
+            }
+        }
+    }
+
     /// SGD's parameters, when this is SGD.
     pub fn sgd(&self) -> Option<Sgd<f32>> {
         match *self {
@@ -142,6 +187,17 @@ impl OptimizerConfig {
             _ => None,
         }
     }
+}
+
+/// Refuses a value of `field` that is not finite and above zero.
+fn positive(field: &str, value: f32) -> Result<()> {
+    if value.is_finite() && value > 0.0 {
+        return Ok(());
+    }
+    Err(Error::InvalidConfig {
+        field: field.into(),
+        reason: format!("{value} must be finite and above 0"),
+    })
 }
 
 /// An optimizer that can write itself back as configuration (for checkpoints).
@@ -189,12 +245,67 @@ pub(crate) fn padded(len: usize) -> Vec<f32> {
 }
 
 impl ModelConfig {
-    /// Parses a configuration from TOML text; `origin` names the file in errors.
+    /// Parses a configuration from TOML text and checks its values ([`ModelConfig::validate`]);
+    /// `origin` names the file in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Self> {
+        let config = Self::parse(text, origin)?;
+        config.validate_in(origin)?;
+        Ok(config)
+    }
+
+    fn parse(text: &str, origin: &str) -> Result<Self> {
         toml::from_str(text).map_err(|e| Error::InvalidConfig {
             field: origin.to_string(),
             reason: e.to_string().trim_end().to_string(),
         })
+    }
+
+    /// Checks every value the model and its optimizer would refuse, so that a mistake is found
+    /// before data is read rather than by a worker at the first batch: the optimizer's
+    /// hyper-parameters ([`OptimizerConfig::validate`]), the model's sizes and settings, and the
+    /// optimizer a model needs (word2vec: SGD). The models' constructors check the same.
+    pub fn validate(&self) -> Result<()> {
+        self.optimizer.validate()?;
+        match &self.model {
+            ModelKind::Bow(c) => c.check(),
+            ModelKind::Word2vec(c) => {
+                if self.optimizer.sgd().is_none() {
+                    return Err(Error::InvalidConfig {
+                        field: "optimizer.kind".into(),
+                        reason: "word2vec trains with plain SGD and a linearly decaying \
+                                 learning rate: set [optimizer] kind = \"sgd\""
+                            .into(),
+                    });
+                }
+                c.check(self.optimizer.lr())
+            }
+            ModelKind::Lr(c) => c.check(CtrKind::Lr),
+            ModelKind::Fm(c) => c.check(CtrKind::Fm),
+        }
+    }
+
+    /// [`ModelConfig::validate`], with the key named as in `origin` (`model.toml: optimizer.lr`).
+    fn validate_in(&self, origin: &str) -> Result<()> {
+        self.validate().map_err(|e| match e {
+            Error::InvalidConfig { field, reason } => Error::InvalidConfig {
+                field: format!("{origin}: {field}"),
+                reason,
+            },
+            other => other,
+        })
+    }
+
+    /// Whether the model can read batches laid out by `desc`: every slot the configuration
+    /// names is a used slot of the right type, and for `training` the label (and the
+    /// importance weights, when named) are there too. The executor finds the same when a run
+    /// starts its workers; this finds it before any data is read, without a model.
+    pub fn check_desc(&self, desc: &DataFeedDesc, training: bool) -> Result<()> {
+        match &self.model {
+            ModelKind::Bow(c) => c.check_desc(desc, training),
+            ModelKind::Word2vec(c) => c.check_desc(desc),
+            ModelKind::Lr(c) => c.check_desc(CtrKind::Lr, desc, training),
+            ModelKind::Fm(c) => c.check_desc(CtrKind::Fm, desc, training),
+        }
     }
 
     /// Parses the configuration stored in a checkpoint; `origin` names it in errors. Checkpoints
@@ -202,7 +313,7 @@ impl ModelConfig {
     /// without `end_of_text` has no end-of-text row, one without `bias` has its biases, and a
     /// word2vec model's `epochs` (now the run's) is dropped.
     pub fn from_stored(text: &str, origin: &str) -> Result<Self> {
-        let mut config = Self::from_toml(text, origin)?;
+        let mut config = Self::parse(text, origin)?;
         let stored: toml::Table = toml::from_str(text).unwrap_or_default();
         let has = |key: &str| {
             stored
@@ -218,6 +329,7 @@ impl ModelConfig {
             ModelKind::Word2vec(c) => c.epochs = None,
             _ => {}
         }
+        config.validate_in(origin)?;
         Ok(config)
     }
 
@@ -227,18 +339,7 @@ impl ModelConfig {
             path: path.display().to_string(),
             message: format!("cannot read the model config: {e}"),
         })?;
-        let config = Self::from_toml(&text, &path.display().to_string())?;
-        // Refused here, before a vocabulary pass or a load, not only when the model is built.
-        if let Some(reason) = match &config.model {
-            ModelKind::Word2vec(c) => c.obsolete_epochs(),
-            _ => None,
-        } {
-            return Err(Error::InvalidConfig {
-                field: format!("{}: epochs", path.display()),
-                reason,
-            });
-        }
-        Ok(config)
+        Self::from_toml(&text, &path.display().to_string())
     }
 
     /// The configuration as TOML text (stored in checkpoints).
@@ -319,6 +420,167 @@ lr = 0.01
         std::fs::write(&path, w2v).unwrap();
         let e = ModelConfig::from_file(&path).unwrap_err().to_string();
         assert!(e.contains("epochs = 5") && e.contains("--epochs"), "{e}");
+    }
+
+    // Every value a model or optimizer would refuse at its first step (or never, training on to
+    // NaN) is refused when the file is read, naming the file, the key and the value.
+    #[test]
+    fn bad_values_are_refused_when_the_config_is_read() {
+        let bow = |model: &str, optimizer: &str| {
+            format!(
+                "[model]\nkind = \"bow\"\nvocab = 10\nclasses = 2\n{model}\n\
+                 [optimizer]\n{optimizer}\n"
+            )
+        };
+        // `model` holds the rows (`buckets`) when it sets them.
+        let ctr = |kind: &str, model: &str| {
+            let buckets = if model.contains("buckets") {
+                ""
+            } else {
+                "buckets = 64"
+            };
+            format!(
+                "[model]\nkind = \"{kind}\"\n{buckets}\n{model}\n\
+                 [optimizer]\nkind = \"sgd\"\nlr = 0.1\n"
+            )
+        };
+        let w2v = |model: &str, optimizer: &str| {
+            format!(
+                "[model]\nkind = \"word2vec\"\nvocab_file = \"v.txt\"\n{model}\n\
+                 [optimizer]\n{optimizer}\n"
+            )
+        };
+        let adam = |extra: &str| format!("kind = \"adam_async\"\nlr = 0.01\n{extra}");
+        let cases = [
+            (bow("", "kind = \"sgd\"\nlr = -1"), "optimizer.lr", "-1"),
+            (bow("", "kind = \"sgd\"\nlr = 0"), "optimizer.lr", "0"),
+            (bow("", "kind = \"sgd\"\nlr = nan"), "optimizer.lr", "NaN"),
+            (
+                bow("", "kind = \"adagrad\"\nlr = inf"),
+                "optimizer.lr",
+                "inf",
+            ),
+            (
+                bow("", "kind = \"adagrad\"\nlr = 0.1\ninitial_accumulator = 0"),
+                "optimizer.initial_accumulator",
+                "0",
+            ),
+            (bow("", &adam("beta1 = 1.5")), "optimizer.beta1", "1.5"),
+            (bow("", &adam("beta1 = -0.1")), "optimizer.beta1", "-0.1"),
+            (bow("", &adam("beta2 = 1.0")), "optimizer.beta2", "1"),
+            (
+                bow("", &adam("epsilon = -1e-8")),
+                "optimizer.epsilon",
+                "-0.00000001 ",
+            ),
+            (bow("", &adam("epsilon = 0")), "optimizer.epsilon", "0"),
+            (bow("dim = 0", &adam("")), "dim", "at least 1"),
+            (bow("lr_hold = 1.5", &adam("")), "lr_hold", "below 1"),
+            (
+                bow("label_slot = \"words\"", &adam("")),
+                "label_slot",
+                "words_slot",
+            ),
+            (ctr("lr", "buckets = 0"), "buckets", "at least 1"),
+            (ctr("lr", "l2 = -1"), "l2", "-1"),
+            (ctr("fm", "dim = 0"), "dim", "at least 1"),
+            (ctr("fm", "init_scale = nan"), "init_scale", "NaN"),
+            (ctr("lr", "dim = 4"), "dim", "no factors"),
+            (
+                w2v("min_lr = 1", "kind = \"sgd\"\nlr = 0.025"),
+                "min_lr",
+                "1",
+            ),
+            (
+                w2v("window = 0", "kind = \"sgd\"\nlr = 0.025"),
+                "window",
+                "at least 1",
+            ),
+            (w2v("", &adam("")), "optimizer.kind", "sgd"),
+        ];
+        for (text, key, value) in cases {
+            let e = ModelConfig::from_toml(&text, "m.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("m.toml: {key}: ")) && e.contains(value),
+                "{key} = {value}: {e}"
+            );
+        }
+        // The same checks guard a configuration built in code.
+        let mut c = ModelConfig::from_toml(EXAMPLE, "model.toml").unwrap();
+        c.optimizer = OptimizerConfig::Sgd { lr: -0.5 };
+        let e = c.validate().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "model config: optimizer.lr: -0.5 must be finite and above 0"
+        );
+    }
+
+    #[test]
+    fn the_slots_a_config_names_are_checked_against_a_desc_without_a_model() {
+        let desc = |slots: &[(&str, &str)]| {
+            let slots: String = slots
+                .iter()
+                .map(|(name, ty)| {
+                    format!("slots {{ name: \"{name}\" type: \"{ty}\" is_used: true }} ")
+                })
+                .collect();
+            DataFeedDesc::from_text(&format!("multi_slot_desc {{ {slots} }}")).unwrap()
+        };
+        let ctr = ModelConfig::from_toml(
+            "[model]\nkind = \"lr\"\nbuckets = 64\nweight_slot = \"w\"\n\n\
+             [optimizer]\nkind = \"sgd\"\nlr = 0.1\n",
+            "lr.toml",
+        )
+        .unwrap();
+        let no_weight = desc(&[("a", "uint64"), ("label", "uint64")]);
+        // Prediction reads neither the label nor the weights; training needs both.
+        ctr.check_desc(&no_weight, false).unwrap();
+        let e = ctr.check_desc(&no_weight, true).unwrap_err().to_string();
+        assert!(e.contains("weight_slot") && e.contains("\"w\""), "{e}");
+        let e = ctr
+            .check_desc(&desc(&[("a", "uint64"), ("w", "float")]), true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("label_slot"), "{e}");
+        ctr.check_desc(
+            &desc(&[("a", "uint64"), ("label", "uint64"), ("w", "float")]),
+            true,
+        )
+        .unwrap();
+        let e = ctr
+            .check_desc(
+                &desc(&[("a", "uint64"), ("label", "uint64"), ("w", "uint64")]),
+                true,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("weight_slot") && e.contains("float"), "{e}");
+
+        let bow = ModelConfig::from_toml(EXAMPLE, "model.toml").unwrap();
+        let words = desc(&[("words", "uint64")]);
+        bow.check_desc(&words, false).unwrap();
+        let e = bow.check_desc(&words, true).unwrap_err().to_string();
+        assert!(e.contains("label"), "{e}");
+        let e = bow
+            .check_desc(&desc(&[("text", "uint64")]), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("words_slot") && e.contains("\"words\""), "{e}");
+
+        let w2v = ModelConfig::from_toml(
+            "[model]\nkind = \"word2vec\"\nvocab_file = \"v.txt\"\n\n\
+             [optimizer]\nkind = \"sgd\"\nlr = 0.025\n",
+            "w2v.toml",
+        )
+        .unwrap();
+        w2v.check_desc(&words, true).unwrap();
+        let e = w2v
+            .check_desc(&desc(&[("words", "float")]), true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("uint64"), "{e}");
     }
 
     #[test]

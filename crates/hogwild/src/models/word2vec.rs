@@ -148,7 +148,9 @@ impl Word2VecConfig {
         })
     }
 
-    fn check(&self, lr: f32) -> Result<()> {
+    /// Checks the settings with the optimizer's learning rate (see
+    /// [`ModelConfig::validate`](super::ModelConfig::validate)).
+    pub(crate) fn check(&self, lr: f32) -> Result<()> {
         let bad = |field: &str, reason: String| {
             Err(Error::InvalidConfig {
                 field: field.into(),
@@ -186,6 +188,12 @@ impl Word2VecConfig {
             );
         }
         Ok(())
+    }
+
+    /// Whether the model can read batches laid out by `desc`: its one slot, the words (see
+    /// [`ModelConfig::check_desc`](super::ModelConfig::check_desc)).
+    pub(crate) fn check_desc(&self, desc: &DataFeedDesc) -> Result<()> {
+        words_position(desc, &self.words_slot).map(drop)
     }
 }
 
