@@ -94,6 +94,9 @@ pub struct EpochReport {
     pub elapsed: Duration,
     /// Time from the previous epoch's end (the run's start, for the first) to this one's.
     pub took: Duration,
+    /// The metrics the model collects that this epoch could not give, each with the reason
+    /// (`auc` over instances of one class).
+    pub unavailable: Vec<(String, String)>,
 }
 
 impl EpochReport {
@@ -146,6 +149,9 @@ pub struct RunReport {
     /// orders, or the most the feed's queues held (streaming; the peak of one queue times the
     /// number of workers).
     pub data_bytes: usize,
+    /// The fetched metrics the run could not give, each with the reason (`auc` of the last
+    /// epoch over instances of one class).
+    pub unavailable: Vec<(String, String)>,
 }
 
 impl RunReport {
@@ -257,7 +263,16 @@ pub fn eval_from_files<M: Model>(
     };
     let workers = model.workers(desc, threads)?;
     let Some(out) = predictions else {
-        return streaming(model, workers, desc, files, &spec);
+        // Metrics are measured against labels: without them, or without an instance, there is
+        // nothing to report (not a loss of 0 or NaN).
+        model.check_metrics_desc(desc)?;
+        let report = streaming(model, workers, desc, files, &spec)?;
+        if report.instances == 0 {
+            return Err(Error::Empty {
+                what: "evaluation data",
+            });
+        }
+        return Ok(report);
     };
     let source = InOrder::new(desc, files, &once.feed, threads, out)?;
     let report = run::run(model, workers, desc, &source, &spec);
@@ -266,6 +281,8 @@ pub fn eval_from_files<M: Model>(
     report.feed = FeedStats {
         lines: loaded.lines,
         bytes: loaded.bytes,
+        bad_lines: loaded.bad_lines,
+        bad_examples: loaded.bad_examples,
         read_time: loaded.read_time,
         ..report.feed
     };

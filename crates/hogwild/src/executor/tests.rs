@@ -166,19 +166,40 @@ fn save_load_resumes_exactly() {
 }
 
 #[test]
-fn bad_data_stops_the_run_with_the_worker_error() {
+fn a_line_the_model_refuses_stops_the_run_naming_its_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    let mut files = write_corpus(dir.path(), "ok", 6, 400, 31);
-    let bad = dir.path().join("bad");
-    std::fs::write(&bad, "2 3 99 1 0\n").unwrap();
-    files.insert(1, bad);
+    let files = write_corpus(dir.path(), "ok", 3, 400, 31);
+    // Line 123 of the second file has a word past the vocabulary: it parses, the model refuses
+    // it when it trains it, shuffled among the others.
+    let text = std::fs::read_to_string(&files[1]).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[122] = "2 3 99 1 0";
+    std::fs::write(&files[1], lines.join("\n") + "\n").unwrap();
+    let want = format!(
+        "{}:123: slot \"words\": word id 99 at offset 1 is out of range (vocab = 40)",
+        files[1].display()
+    );
+    let modes = [
+        FeedMode::Stream,
+        FeedMode::InMemory { shuffle: Some(5) },
+        FeedMode::InMemory { shuffle: None },
+    ];
+    for mode in modes {
+        let model = Bow::new(bow_cfg(), adam()).unwrap();
+        startup(&model);
+        let mut options = quiet();
+        options.feed.mode = mode;
+        let e = run_from_files(&model, &desc(), &files, 2, &[], &options, None).unwrap_err();
+        assert_eq!(e.to_string(), want, "{mode:?}");
+    }
+    // Evaluation and predictions name it the same way.
     let model = Bow::new(bow_cfg(), adam()).unwrap();
     startup(&model);
-    let e = run_from_files(&model, &desc(), &files, 2, &[], &quiet(), None)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("worker thread"), "{e}");
-    assert!(e.contains("word id 99 at offset 1"), "{e}");
+    let e = eval_from_files(&model, &desc(), &files, 2, &[], &quiet(), None).unwrap_err();
+    assert_eq!(e.to_string(), want);
+    let mut out = Output::create(&dir.path().join("predictions")).unwrap();
+    let e = eval_from_files(&model, &desc(), &files, 2, &[], &quiet(), Some(&mut out)).unwrap_err();
+    assert_eq!(e.to_string(), want);
 }
 
 /// A model with no parameters that reports batch sizes, and can panic on its n-th batch.
