@@ -4,7 +4,7 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::checkpoint;
-use crate::feed::{Batch, DataFeedDesc, FeedMode, InMemoryDataset};
+use crate::feed::{Batch, DataFeedDesc, ErrorPolicy, FeedMode, InMemoryDataset};
 use crate::files::Output;
 use crate::metrics::Auc;
 use crate::models::{Bow, BowConfig, LrSchedule, Pool};
@@ -603,6 +603,72 @@ fn predictions_follow_the_input_order_with_many_threads() {
         .map(str::to_string)
         .collect();
     assert_eq!(got, expected);
+}
+
+#[test]
+fn skipped_lines_keep_predictions_aligned_with_the_input() {
+    let dir = tempfile::tempdir().unwrap();
+    // Bad lines first, in runs, last, and a file of bad lines only.
+    let layouts: [(usize, &[usize]); 4] = [
+        (30, &[1, 7, 8, 30]),
+        (3, &[1, 2, 3]),
+        (20, &[19, 20]),
+        (5, &[]),
+    ];
+    let mut files = Vec::new();
+    let mut want = Vec::new();
+    for (f, (lines, bad)) in layouts.iter().enumerate() {
+        let mut text = String::new();
+        for n in 1..=*lines {
+            if bad.contains(&n) {
+                text += "1 x 1 0\n";
+                want.push(String::new());
+            } else {
+                let id = f * 100 + n;
+                text += &format!("1 {id} 1 0\n");
+                want.push(id.to_string());
+            }
+        }
+        let path = dir.path().join(format!("f{f}"));
+        std::fs::write(&path, text).unwrap();
+        files.push(path);
+    }
+    let probe = Probe {
+        panic_at: None,
+        seen: AtomicUsize::new(0),
+    };
+    let mut options = quiet();
+    options.feed.batch_size = Some(4);
+    options.feed.errors = ErrorPolicy::Skip {
+        max_bad_lines: Some(9),
+        max_bad_fraction: None,
+    };
+    let out = dir.path().join("pred.txt");
+    let mut output = Output::create(&out).unwrap();
+    let r = eval_from_files(&probe, &desc(), &files, 3, &[], &options, Some(&mut output)).unwrap();
+    output.commit().unwrap();
+    assert_eq!((r.instances, r.feed.bad_lines, r.feed.lines), (49, 9, 58));
+    let got: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(got, want);
+    // The budget holds over the files together: 8 bad lines are within it in every file but
+    // not in all of them.
+    options.feed.errors = ErrorPolicy::Skip {
+        max_bad_lines: Some(8),
+        max_bad_fraction: None,
+    };
+    let mut output = Output::create(&out).unwrap();
+    let e = eval_from_files(&probe, &desc(), &files, 3, &[], &options, Some(&mut output));
+    let e = e.unwrap_err();
+    assert!(
+        e.to_string().starts_with(
+            "too many bad lines: 9 of 53 lines read were bad, over the budget of 8 lines; first: "
+        ),
+        "{e}"
+    );
 }
 
 #[test]
