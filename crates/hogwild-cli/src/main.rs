@@ -1,5 +1,6 @@
 //! The `hogwild` command.
 
+mod bad_lines;
 mod check;
 mod convert;
 mod demo;
@@ -10,7 +11,8 @@ mod paths;
 mod predict;
 mod train;
 
-use anyhow::Result;
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -56,10 +58,10 @@ fn quiet_broken_pipe() {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     #[cfg(unix)]
     quiet_broken_pipe();
-    match Cli::parse().command {
+    let result = match Cli::parse().command {
         Command::Check(args) => check::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Export(args) => export::run(args),
@@ -69,5 +71,15 @@ fn main() -> Result<()> {
         Command::Demo(args) => demo::run(args),
         #[cfg(feature = "tf")]
         Command::TfTrain(args) => hogwild_tf::tf_train(&args).map(|_| ()).map_err(Into::into),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // Printed here, not returned from `main`: anyhow prints a returned error with a stack
+            // trace whenever RUST_BACKTRACE is set, and a user's mistake is no crash to debug.
+            // The chain reads as one line: `error: training: data.ms:12: slot "label": ...`.
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -7,6 +7,7 @@ use clap::Args as ClapArgs;
 use hogwild::executor;
 use hogwild::feed::DataFeedDesc;
 
+use crate::bad_lines::BadLineArgs;
 use crate::models::{default_threads, expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::paths;
 use crate::train::ReportArgs;
@@ -32,6 +33,10 @@ pub struct Args {
     /// in sequence whichever thread finishes first.
     #[arg(long)]
     pub threads: Option<usize>,
+    /// With a budget, a skipped line gets an empty output line: output line n is always the
+    /// prediction of input line n.
+    #[command(flatten)]
+    pub bad_lines: BadLineArgs,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -57,15 +62,21 @@ pub fn run(args: Args) -> Result<()> {
     )?;
     let to_stdout = paths::is_stdio(&args.output);
     let mut out = paths::output(&args.output, to_stdout)?;
-    let options = args.report.options();
+    let mut options = args.report.options();
+    options.feed.errors = args.bad_lines.policy();
     let threads = args.threads.unwrap_or_else(default_threads);
     let report = with_model!(&model, m => executor::eval_from_files(
         m, &desc, files, threads, &[], &options, Some(&mut out)))?;
     let name = out.name().to_string();
     out.commit()?;
+    args.bad_lines.warn_skipped("input files", &report.feed);
+    let skipped = match report.feed.bad_lines {
+        0 => String::new(),
+        n => format!(" and {n} empty lines for skipped input lines"),
+    };
     say!(
         to_stdout,
-        "wrote {} predictions to {name}",
+        "wrote {} predictions{skipped} to {name}",
         report.instances
     );
     Ok(())
