@@ -202,6 +202,42 @@ fn a_line_the_model_refuses_stops_the_run_naming_its_file_and_line() {
     assert_eq!(e.to_string(), want);
 }
 
+#[test]
+fn a_refused_line_in_a_later_byte_range_of_a_large_file_is_named_by_its_line() {
+    // Over 2 MiB: two readers read it as two byte ranges, streaming and loading alike; the
+    // second range's lines are counted from the file's start only for the message.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("large");
+    let bad = 180_001;
+    let text: String = (1..=200_000)
+        .map(|n| match n == bad {
+            true => "3 1 2 77 1 0\n".to_string(),
+            false => format!(
+                "3 {} {} {} 1 {}\n",
+                n % 40,
+                (n / 3) % 40,
+                (n / 7) % 40,
+                n % 3
+            ),
+        })
+        .collect();
+    assert!(text.len() > 2 << 20);
+    std::fs::write(&path, text).unwrap();
+    let want = format!(
+        "{}:{bad}: slot \"words\": word id 77 at offset 2 is out of range (vocab = 40)",
+        path.display()
+    );
+    for mode in [FeedMode::Stream, FeedMode::InMemory { shuffle: Some(3) }] {
+        let model = Bow::new(bow_cfg(), adam()).unwrap();
+        startup(&model);
+        let mut options = quiet();
+        options.feed.mode = mode;
+        let files = [path.clone()];
+        let e = run_from_files(&model, &desc(), &files, 2, &[], &options, None).unwrap_err();
+        assert_eq!(e.to_string(), want, "{mode:?}");
+    }
+}
+
 /// A model with no parameters that reports batch sizes, and can panic on its n-th batch.
 struct Probe {
     panic_at: Option<usize>,
