@@ -54,6 +54,9 @@ miri:
 		echo "miri: NOT RUN: no nightly toolchain with miri on this machine (rustup toolchain install nightly -c miri,rust-src)"; \
 	fi
 
-# Bounded fuzzing of the MultiSlot line parser and the data.prototxt reader (30 s a target).
+# Coverage-guided fuzzing of the MultiSlot line parser and the data.prototxt reader with cargo-fuzz
+# (nightly; 30 s a target). `make test` runs the same targets without it: the Rust tests replay the
+# corpus in fuzz/corpus and seeded mutations of it (crates/hogwild/tests/fuzz_corpus.rs), which
+# needs no extra toolchain and takes seconds.
 fuzz:
 	bash scripts/fuzz.sh 30

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Bounded fuzzing of the data feed: the MultiSlot line parser and the data.prototxt reader.
+# Bounded coverage-guided fuzzing of the data feed: the MultiSlot line parser and the data.prototxt
+# reader (the targets' checks: crates/hogwild/tests/support/fuzz_targets.rs, which every
+# `cargo test` also runs on the corpus and mutations of it).
 # Usage: scripts/fuzz.sh [seconds per target, default 30]
 # Needs a nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`); exits non-zero on the
 # first crash, leaving the reproducer under fuzz/artifacts/.

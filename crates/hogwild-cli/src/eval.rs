@@ -1,12 +1,14 @@
-//! `hogwild eval`: the metrics of a saved model on data files.
+//! `hogwild eval`: the metrics of a saved model on data files, printed as `hogwild train --test`
+//! prints them.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args as ClapArgs;
-use hogwild::executor;
+use hogwild::executor::{self, RunReport};
 use hogwild::feed::DataFeedDesc;
 
+use crate::bad_lines::BadLineArgs;
 use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::paths;
 use crate::preflight::{self, parse_threads};
@@ -28,6 +30,8 @@ pub struct Args {
     #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
     #[command(flatten)]
+    pub bad_lines: BadLineArgs,
+    #[command(flatten)]
     pub report: ReportArgs,
 }
 
@@ -41,12 +45,24 @@ pub fn run(args: Args) -> Result<()> {
     let mut options = args.report.options();
     options.stop = interrupt::install()?;
     let prepared = prepare_inputs(&config, &desc, files, Purpose::Eval(&model))?;
+    options.feed.errors = args.bad_lines.policy();
     let report = with_model!(&model, m =>
         executor::eval_from_files(m, &desc, &prepared.files, threads, &[], &options, None))?;
-    print!("{} instances", report.instances);
-    for (name, value) in &report.fetched {
-        print!("  {name} {value:.5}");
-    }
-    println!();
+    args.bad_lines
+        .warn_skipped("evaluation files", &report.feed);
+    println!("{}", test_line(&report));
     Ok(())
+}
+
+/// `test: N instances  loss L  accuracy A ...`, and why a metric the model reports is missing
+/// (`auc n/a: needs both classes, ...`).
+pub fn test_line(report: &RunReport) -> String {
+    let mut line = format!("test: {} instances", report.instances);
+    for (name, value) in &report.fetched {
+        line.push_str(&format!("  {name} {value:.5}"));
+    }
+    for (name, reason) in &report.unavailable {
+        line.push_str(&format!("  {name} n/a: {reason}"));
+    }
+    line
 }

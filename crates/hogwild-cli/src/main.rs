@@ -1,5 +1,6 @@
 //! The `hogwild` command.
 
+mod bad_lines;
 mod check;
 mod convert;
 mod demo;
@@ -12,7 +13,8 @@ mod predict;
 mod preflight;
 mod train;
 
-use anyhow::Result;
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -58,7 +60,7 @@ fn quiet_broken_pipe() {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     #[cfg(unix)]
     quiet_broken_pipe();
     let result = match Cli::parse().command {
@@ -72,12 +74,18 @@ fn main() -> Result<()> {
         #[cfg(feature = "tf")]
         Command::TfTrain(args) => hogwild_tf::tf_train(&args).map(|_| ()).map_err(Into::into),
     };
+    if let Err(error) = &result {
+        // Printed here, not returned from `main`: anyhow prints a returned error with a stack
+        // trace whenever RUST_BACKTRACE is set, and a user's mistake is no crash to debug.
+        // The chain reads as one line: `error: training: data.ms:12: slot "label": ...`.
+        eprintln!("error: {error:#}");
+    }
     // A command stopped by SIGINT or SIGTERM exits with the signal's status (130, 143), not 1.
     if let Some(status) = interrupt::exit_status() {
-        if let Err(e) = &result {
-            eprintln!("Error: {e:?}");
-        }
         std::process::exit(status);
     }
-    result
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::FAILURE,
+    }
 }

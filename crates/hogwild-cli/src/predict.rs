@@ -7,6 +7,7 @@ use clap::Args as ClapArgs;
 use hogwild::executor;
 use hogwild::feed::DataFeedDesc;
 
+use crate::bad_lines::BadLineArgs;
 use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::paths;
 use crate::preflight::{self, parse_threads};
@@ -33,6 +34,10 @@ pub struct Args {
     /// in sequence whichever thread finishes first.
     #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
+    /// With a budget, a skipped line gets an empty output line: output line n is always the
+    /// prediction of input line n.
+    #[command(flatten)]
+    pub bad_lines: BadLineArgs,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -57,13 +62,19 @@ pub fn run(args: Args) -> Result<()> {
     // The output is replaced only once the predictions are whole.
     let to_stdout = paths::is_stdio(&args.output);
     let mut out = paths::output(&args.output, to_stdout)?;
+    options.feed.errors = args.bad_lines.policy();
     let report = with_model!(&model, m => executor::eval_from_files(
         m, &desc, &prepared.files, threads, &[], &options, Some(&mut out)))?;
     let name = out.name().to_string();
     out.commit()?;
+    args.bad_lines.warn_skipped("input files", &report.feed);
+    let skipped = match report.feed.bad_lines {
+        0 => String::new(),
+        n => format!(" and {n} empty lines for skipped input lines"),
+    };
     say!(
         to_stdout,
-        "wrote {} predictions to {name}",
+        "wrote {} predictions{skipped} to {name}",
         report.instances
     );
     Ok(())

@@ -10,6 +10,7 @@ use hogwild::executor::{self, EpochReport, Progress, RunOptions, RunReport};
 use hogwild::feed::{DataFeedDesc, FeedMode, InMemoryDataset};
 use hogwild::models::ModelConfig;
 
+use crate::bad_lines::BadLineArgs;
 use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::paths;
 use crate::preflight::{self, parse_epochs, parse_threads};
@@ -62,6 +63,8 @@ pub struct Args {
     /// fewer holds less memory).
     #[arg(long, default_value_t = 4)]
     pub queue_batches: usize,
+    #[command(flatten)]
+    pub bad_lines: BadLineArgs,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -171,6 +174,7 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     options.feed.queue_batches = args.queue_batches.max(1);
+    options.feed.errors = args.bad_lines.policy();
     // Load the data before a new model exists: loading briefly holds the parsed files twice, and
     // the peak memory should not add that to the tables.
     let data = if args.stream {
@@ -181,6 +185,10 @@ pub fn run(args: Args) -> Result<()> {
                 .context("loading the training files")?,
         )
     };
+    if let Some(data) = &data {
+        args.bad_lines
+            .warn_skipped("training files", data.load_stats());
+    }
     let loaded = started.elapsed();
     let model = match saved {
         Some(model) => model,
@@ -241,6 +249,9 @@ pub fn run(args: Args) -> Result<()> {
             executor::run_from_files(m, &desc, &prepared.files, threads, &[], &options, Some(&call))),
     }
     .context("training")?;
+    if args.stream {
+        args.bad_lines.warn_skipped("training files", &report.feed);
+    }
     if report.stopped {
         let saved_epoch = saves.lock().unwrap_or_else(|p| p.into_inner()).epoch;
         return stopped(&args, &report, done, saved_epoch, |path, epoch| {
@@ -277,14 +288,12 @@ pub fn run(args: Args) -> Result<()> {
         let test = prepare_inputs(&config, &desc, test, Purpose::Eval(&model))?;
         let mut eval = args.report.options();
         eval.stop = options.stop.clone();
+        eval.feed.errors = args.bad_lines.policy();
         let report = with_model!(&model, m =>
             executor::eval_from_files(m, &desc, &test.files, threads, &[], &eval, None))
         .context("evaluating on the test files")?;
-        print!("test: {} instances", report.instances);
-        for (name, value) in &report.fetched {
-            print!("  {name} {value:.5}");
-        }
-        println!();
+        args.bad_lines.warn_skipped("test files", &report.feed);
+        println!("{}", crate::eval::test_line(&report));
     }
     Ok(())
 }

@@ -159,9 +159,7 @@ fn a_missing_values_slot_and_a_bad_value_are_named() {
     std::fs::write(d.join("train.ms"), "1 1 2 3 4 1 0.5 \n").unwrap();
     let e = train(&format!("{base}values = {{ ids = \"values\" }}\n{opt}"));
     assert!(
-        e.contains(
-            "slot \"values\", instance 0 of the batch: 1 values for the 2 ids of slot \"ids\""
-        ),
+        e.contains("train.ms:1: slot \"values\": 1 values for the 2 ids of slot \"ids\""),
         "{e}"
     );
     // The converter names a value no model can use, with its file and line.

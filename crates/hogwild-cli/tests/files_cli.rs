@@ -223,7 +223,7 @@ fn piped_input_is_read_whole_at_any_thread_count() {
     };
     let out = with_stdin(d, &eval("-"), data.as_bytes());
     assert!(
-        ok(&out).starts_with("2000 instances"),
+        ok(&out).starts_with("test: 2000 instances"),
         "{}",
         text(&out.stdout)
     );

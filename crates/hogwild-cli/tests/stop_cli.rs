@@ -192,7 +192,7 @@ fn stop_and_resume(sig: i32, status: i32, name: &str, extra: &[&str]) {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(
-        text.starts_with("20000 instances") && text.contains("loss"),
+        text.starts_with("test: 20000 instances") && text.contains("loss"),
         "{text}"
     );
 

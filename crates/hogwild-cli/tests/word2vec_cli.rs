@@ -128,7 +128,7 @@ fn a_saved_model_is_used_from_another_directory() {
 
     let x = a.path().join("x.txt");
     let in_a = eval(a.path(), &model, &[&x]);
-    assert!(in_a.starts_with("40 instances"), "{in_a}");
+    assert!(in_a.starts_with("test: 40 instances"), "{in_a}");
     assert_eq!(eval(b.path(), &model, &[&x]), in_a);
     let feed = a.path().join("data.prototxt");
     let out = hogwild(

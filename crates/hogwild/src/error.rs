@@ -81,6 +81,15 @@ pub enum Error {
         instance: usize,
         reason: String,
     },
+    /// A line of a data file that parses but does not fit the model (a label out of range, a word
+    /// id past the vocabulary): an [`Error::BadInstance`] whose instance's origin is known.
+    #[error("{file}:{line}: slot \"{slot}\": {reason}")]
+    BadRecord {
+        file: String,
+        line: u64,
+        slot: String,
+        reason: String,
+    },
     /// A fetch name the model does not produce.
     #[error("unknown fetch \"{name}\": the model reports {available}")]
     UnknownFetch { name: String, available: String },

@@ -141,6 +141,9 @@ pub struct EpochReport {
     pub elapsed: Duration,
     /// Time from the previous epoch's end (the run's start, for the first) to this one's.
     pub took: Duration,
+    /// The metrics the model collects that this epoch could not give, each with the reason
+    /// (`auc` over instances of one class).
+    pub unavailable: Vec<(String, String)>,
 }
 
 impl EpochReport {
@@ -203,6 +206,9 @@ pub struct RunReport {
     /// The run was stopped on request ([`RunOptions::stop`]) before the end of its epochs: the
     /// report holds what was trained until then.
     pub stopped: bool,
+    /// The fetched metrics the run could not give, each with the reason (`auc` of the last
+    /// epoch over instances of one class).
+    pub unavailable: Vec<(String, String)>,
 }
 
 impl RunReport {
@@ -314,8 +320,17 @@ pub fn eval_from_files<M: Model>(
     };
     let workers = model.workers(desc, threads)?;
     let Some(out) = predictions else {
-        return streaming(model, workers, desc, files, &spec)
-            .and_then(|r| complete(r, "evaluation"));
+        // Metrics are measured against labels: without them, or without an instance, there is
+        // nothing to report (not a loss of 0 or NaN).
+        model.check_metrics_desc(desc)?;
+        let report = streaming(model, workers, desc, files, &spec)
+            .and_then(|r| complete(r, "evaluation"))?;
+        if report.instances == 0 {
+            return Err(Error::Empty {
+                what: "evaluation data",
+            });
+        }
+        return Ok(report);
     };
     let source = InOrder::new(desc, files, &once.feed, threads, out)?;
     // A stopped run is an error before the source finishes: the predictions are not whole.
@@ -326,6 +341,8 @@ pub fn eval_from_files<M: Model>(
     report.feed = FeedStats {
         lines: loaded.lines,
         bytes: loaded.bytes,
+        bad_lines: loaded.bad_lines,
+        bad_examples: loaded.bad_examples,
         read_time: loaded.read_time,
         ..report.feed
     };

@@ -121,6 +121,21 @@ pub trait Model: Send + Sync {
         predictions: Option<&mut String>,
     ) -> Result<()>;
 
+    /// Checks instance `i` of `batch` as training and evaluation check it (a label in range, word
+    /// ids within the vocabulary, values matching their ids), computing nothing, so that a
+    /// checker can list every line the model would refuse before a run (`hogwild check
+    /// --config`). Fails with [`crate::Error::BadInstance`]. The label is checked when `worker`
+    /// was made for a desc that has it. The default accepts every instance.
+    fn check_instance(&self, _worker: &mut Self::Worker, _batch: &Batch, _i: usize) -> Result<()> {
+        Ok(())
+    }
+
+    /// Checks that `desc` holds what the model's metrics need besides its inputs (a label slot):
+    /// evaluation calls it, prediction does not. The default needs nothing.
+    fn check_metrics_desc(&self, _desc: &DataFeedDesc) -> Result<()> {
+        Ok(())
+    }
+
     /// Writes back to the shared tables what `worker` has trained but holds privately (a CTR
     /// model's copies of its hot rows, written back every few batches). The executor calls it
     /// whenever a thread leaves an epoch's batches (before the epoch is counted as trained, so

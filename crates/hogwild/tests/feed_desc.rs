@@ -115,7 +115,16 @@ fn from_file_names_the_file() {
 fn syntax_error() {
     assert_eq!(
         err("batch_size: two"),
-        "data feed desc <text>: not valid protobuf text format: expected an integer, but found 'two'"
+        "data feed desc <text>:1:13: not valid protobuf text format: expected an integer, but found 'two'"
+    );
+    // Line and column of the token at fault, and the end of the text when it ends too early.
+    assert_eq!(
+        err("batch_size: 2\nmulti_slot_desc {\n  slots { name: \"a\" type \"uint64\" }\n}\n"),
+        "data feed desc <text>:3:26: not valid protobuf text format: expected ':' or a message value, but found '\"uint64\"'"
+    );
+    assert_eq!(
+        err("batch_size: 2\nmulti_slot_desc {\n"),
+        "data feed desc <text>:3:1: not valid protobuf text format: expected '}' or a field name, but reached end of input"
     );
 }
 
@@ -123,10 +132,33 @@ fn syntax_error() {
 fn unknown_field() {
     let message = err("batch_sise: 2");
     assert!(
-        message.starts_with("data feed desc <text>: not valid protobuf text format: ")
+        message.starts_with("data feed desc <text>:1:1: not valid protobuf text format: ")
             && message.contains("batch_sise"),
         "{message}"
     );
+}
+
+#[test]
+fn unreadable_bytes_are_named_with_their_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data.prototxt");
+    let read = |bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap();
+        let message = DataFeedDesc::from_file(&path).unwrap_err().to_string();
+        let prefix = format!("data feed desc {}:", path.display());
+        message.strip_prefix(&prefix).unwrap().to_string()
+    };
+    let mut bom = "\u{feff}".as_bytes().to_vec();
+    bom.extend_from_slice(IMDB.as_bytes());
+    assert_eq!(
+        read(&bom),
+        "1:1: byte order mark (U+FEFF) at the start: save the file without one"
+    );
+    assert_eq!(
+        read(b"batch_size: 2\nname: \"Multi\0\""),
+        "2:13: NUL byte (binary or corrupt data)"
+    );
+    assert_eq!(read(b"batch_size: 2\n  \xff"), "2:3: not UTF-8 text");
 }
 
 #[test]

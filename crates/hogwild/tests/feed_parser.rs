@@ -177,6 +177,45 @@ fn trailing_garbage() {
 }
 
 #[test]
+fn a_byte_order_mark_is_named_not_printed() {
+    assert_eq!(
+        problem(&desc(), "\u{feff}1 5 2 1 2 1 0"),
+        "1: byte order mark (U+FEFF) at the start of the line: save the file without one"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("utf16");
+    std::fs::write(&path, b"\xff\xfe1\x00 \x005\x00\n").unwrap();
+    let report = check_file(&desc(), &path, 10).unwrap();
+    assert_eq!(
+        report.problems[0].to_string(),
+        format!(
+            "{}:1: UTF-16 byte order mark: the file is UTF-16, MultiSlot files are ASCII text",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn a_nul_byte_is_named_by_its_column() {
+    assert_eq!(
+        problem(&desc(), "1 5 2 1\u{0}2 1 0"),
+        "1: NUL byte at column 8 (binary or corrupt data)"
+    );
+    assert_eq!(
+        problem(&desc(), "\u{0}\u{0}\u{0}"),
+        "1: NUL byte at column 1 (binary or corrupt data)"
+    );
+}
+
+#[test]
+fn control_characters_in_a_token_are_escaped() {
+    assert_eq!(
+        problem(&desc(), "1 5 2 1 2 1 0 \u{1b}[31mred"),
+        "1: trailing data after the last slot: \"\\u{1b}[31mred\""
+    );
+}
+
+#[test]
 fn long_tokens_are_shortened() {
     let long = "z".repeat(50);
     assert_eq!(

@@ -494,11 +494,32 @@ fn skip_mode_stops_past_the_count_budget() {
     assert_eq!(
         handle.join().unwrap_err().to_string(),
         format!(
-            "too many bad lines: 2 of 3 lines read were bad, over the budget of 1 lines; \
+            "too many bad lines: 2 of 3 lines read were bad, over the budget of 1 line; \
              first: {}:2: slot \"words\": count \"x\" is not a number",
             file.display()
         )
     );
+}
+
+#[test]
+fn skip_mode_counts_a_bad_line_once_over_several_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "bad", "1 5 1 0\nx\n1 6 1 1\ny\n");
+    let opts = FeedOptions {
+        errors: ErrorPolicy::Skip {
+            max_bad_lines: Some(2),
+            max_bad_fraction: Some(0.5),
+        },
+        epochs: 3,
+        ..FeedOptions::default()
+    };
+    // Every epoch reads both bad lines again; they are the same two lines, within the budget.
+    let (seen, _) = drain(&imdb(), std::slice::from_ref(&file), &opts);
+    assert_eq!(seen.values().copied().collect::<Vec<_>>(), [3, 3]);
+    let (mut queues, handle) = start_feed(&imdb(), std::slice::from_ref(&file), &opts).unwrap();
+    while queues[0].recv().is_some() {}
+    let stats = handle.join().unwrap();
+    assert_eq!((stats.bad_lines, stats.lines), (2, 12));
 }
 
 #[test]

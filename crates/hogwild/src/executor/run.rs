@@ -405,7 +405,17 @@ impl<M: Model, S: BatchSource> Shared<'_, M, S> {
                 since.epoch = Some(ticket.epoch);
             }
             let mut text = lines.then(String::new);
-            self.step(worker, t, &batch, text.as_mut())?;
+            if let Err(e) = self.step(worker, t, &batch, text.as_mut()) {
+                // A line the model refuses is the data's fault, named by its file and line: the
+                // run's error as it is, not this worker's failure.
+                match batch.locate_error(e) {
+                    e @ Error::BadRecord { .. } => {
+                        self.fail(e);
+                        break;
+                    }
+                    e => return Err(e),
+                }
+            }
             if let Some(text) = text {
                 self.source.submit(ticket, text)?;
             }
@@ -497,7 +507,7 @@ impl<M: Model, S: BatchSource> Shared<'_, M, S> {
             let e = &mut all.totals[all.reported];
             let everything: Vec<usize> = (0..self.names.len()).collect();
             let mut fetched = metric_values(self.names, &everything, &e.sums, e.instances);
-            push_auc(&mut fetched, &mut std::mem::take(&mut e.auc));
+            let unavailable = push_auc(&mut fetched, &mut std::mem::take(&mut e.auc));
             let instances = e.instances;
             let values = self.model.run_metrics();
             push_values(&mut fetched, &values);
@@ -510,6 +520,7 @@ impl<M: Model, S: BatchSource> Shared<'_, M, S> {
                 instances,
                 elapsed,
                 took: elapsed.saturating_sub(all.last_end),
+                unavailable,
             });
             all.last_end = elapsed;
         }
@@ -568,6 +579,10 @@ fn summarize<M: Model>(input: SummaryInput<'_, M>) -> RunReport {
             fetched.push(("auc".into(), auc));
         }
     }
+    let unavailable = match input.epochs.last() {
+        Some(last) if want_auc => last.unavailable.clone(),
+        _ => Vec::new(),
+    };
     let mut run = input.run;
     add_values(&mut run, &input.model.run_metrics());
     push_values(&mut fetched, &run);
@@ -589,6 +604,7 @@ fn summarize<M: Model>(input: SummaryInput<'_, M>) -> RunReport {
         epochs: input.epochs,
         data_bytes: 0,
         stopped: input.stopped,
+        unavailable,
     };
     if input.debug {
         super::report::print_stages(&report, input.threads);
@@ -677,14 +693,20 @@ fn add_values(sums: &mut Vec<(&'static str, f64)>, values: &[(&'static str, f64)
     }
 }
 
-/// Sets `auc` to the exact value over `pairs` when they hold both classes.
-fn push_auc(fetched: &mut Vec<(String, f64)>, pairs: &mut Auc) {
+/// Sets `auc` to the exact value over `pairs` when they hold both classes; otherwise says why
+/// there is none (no pairs collected, as in training, is no reason to mention).
+fn push_auc(fetched: &mut Vec<(String, f64)>, pairs: &mut Auc) -> Vec<(String, String)> {
     if pairs.is_empty() {
-        return;
+        return Vec::new();
     }
-    let Ok(value) = pairs.value() else { return };
+    let value = match pairs.value() {
+        Ok(value) => value,
+        Err(Error::Metric { name, reason }) => return vec![(name.to_string(), reason)],
+        Err(other) => return vec![("auc".to_string(), other.to_string())],
+    };
     match fetched.iter_mut().find(|(n, _)| n == "auc") {
         Some(entry) => entry.1 = value,
         None => fetched.push(("auc".to_string(), value)),
     }
+    Vec::new()
 }

@@ -13,7 +13,7 @@ use crossbeam_utils::CachePadded;
 use super::run::{BatchSource, Ticket};
 use crate::feed::{
     start_feed, Batch, DataFeedDesc, FeedHandle, FeedOptions, FeedStats, InMemoryDataset,
-    WorkerQueue,
+    WorkerQueue, BAD_EXAMPLES,
 };
 use crate::files::Output;
 use crate::rng::{shuffle, SplitMix64};
@@ -313,6 +313,10 @@ const WINDOW_PER_THREAD: usize = 4;
 /// thread never runs more than a window of batches ahead of the oldest unwritten one, so the
 /// buffer stays small; the thread holding the oldest batch never waits, so no thread waits
 /// forever. Memory holds one file at a time.
+///
+/// A line skipped as bad (under [`crate::feed::ErrorPolicy::Skip`]) gets an empty line in the
+/// output, so that output line `n` is always the prediction of input line `n` (counting the
+/// files' lines one after another); the budget holds over all files together.
 pub(crate) struct InOrder<'a> {
     desc: &'a DataFeedDesc,
     files: &'a [PathBuf],
@@ -339,12 +343,41 @@ struct Current {
     first: usize,
     stats: FeedStats,
     data_bytes: usize,
+    /// Skipped lines not yet given their empty output lines: the last file's lines after its
+    /// last instance, and every line of files without an instance. They go before the next
+    /// file's first instance, or at the end.
+    carry: u64,
 }
 
 struct Reorder<'a> {
     next: usize,
     pending: BTreeMap<usize, String>,
+    /// Per batch number: the empty lines for skipped input lines to write before its instances
+    /// (instance in the batch, lines), for batches that follow skipped lines.
+    gaps: BTreeMap<usize, Vec<(usize, u64)>>,
     out: &'a mut Output,
+}
+
+/// Lines of `data` after its last instance, which were skipped as bad.
+fn trailing_skipped(data: &InMemoryDataset) -> u64 {
+    let last = match data.len() {
+        0 => 0,
+        n => data.origin(n - 1).map_or(0, |(_, line)| line),
+    };
+    data.load_stats().lines.saturating_sub(last)
+}
+
+/// Writes `text` (one line per instance) to `out` with `gaps[j].1` empty lines before instance
+/// `gaps[j].0` (increasing).
+fn write_with_gaps(out: &mut impl Write, text: &str, gaps: &[(usize, u64)]) -> std::io::Result<()> {
+    let mut gaps = gaps.iter().peekable();
+    for (j, line) in text.split_inclusive('\n').enumerate() {
+        if let Some((_, blanks)) = gaps.next_if(|(at, _)| *at == j) {
+            out.write_all("\n".repeat(*blanks as usize).as_bytes())?;
+        }
+        out.write_all(line.as_bytes())?;
+    }
+    Ok(())
 }
 
 impl<'a> InOrder<'a> {
@@ -374,6 +407,7 @@ impl<'a> InOrder<'a> {
             reorder: Mutex::new(Reorder {
                 next: 0,
                 pending: BTreeMap::new(),
+                gaps: BTreeMap::new(),
                 out,
             }),
             written: Condvar::new(),
@@ -388,18 +422,26 @@ impl<'a> InOrder<'a> {
         }
     }
 
-    /// Writes what is left (the caller commits the output) and reports the loads: lines, bytes
-    /// and read time, and the largest file's bytes in memory.
+    /// Writes what is left (the empty lines of the last skipped lines included; the caller
+    /// commits the output) and reports the loads: lines, bytes, bad lines and read time, and the
+    /// largest file's bytes in memory.
     pub(crate) fn finish(self) -> Result<(FeedStats, usize)> {
+        let mut c = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(data) = c.data.take() {
+            c.carry += trailing_skipped(&data);
+        }
         let mut r = self.reorder.lock().unwrap_or_else(|p| p.into_inner());
-        r.out.flush().map_err(|e| Self::write_error(r.out, e))?;
-        drop(r);
-        let c = self.current.into_inner().unwrap_or_else(|p| p.into_inner());
-        Ok((c.stats, c.data_bytes))
+        let blanks = "\n".repeat(c.carry as usize);
+        r.out
+            .write_all(blanks.as_bytes())
+            .and_then(|()| r.out.flush())
+            .map_err(|e| Self::write_error(r.out, e))?;
+        Ok((std::mem::take(&mut c.stats), c.data_bytes))
     }
 
-    /// The next batch number and the file it is in, loading files as they are reached.
-    fn claim(&self) -> Result<Option<(Arc<InMemoryDataset>, usize, usize)>> {
+    /// The next batch number, the file it is in, and the lines skipped before the file's first
+    /// instance that are not written yet (for its first batch); loads files as they are reached.
+    fn claim(&self) -> Result<Option<Claimed>> {
         let mut c = self.current.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if self.stopped.load(Ordering::Relaxed) {
@@ -409,18 +451,50 @@ impl<'a> InOrder<'a> {
                 let data = Arc::clone(data);
                 let k = c.next;
                 c.next += 1;
-                return Ok(Some((data, k, c.first + k)));
+                let carry = if k == 0 {
+                    std::mem::take(&mut c.carry)
+                } else {
+                    0
+                };
+                return Ok(Some(Claimed {
+                    data,
+                    k,
+                    seq: c.first + k,
+                    carry,
+                }));
             }
             let Some(path) = self.files.get(c.file) else {
                 return Ok(None);
             };
             // The other threads wait here while a file loads (with its own reader threads).
-            c.data = None;
-            let data = InMemoryDataset::load(self.desc, std::slice::from_ref(path), &self.load)?;
+            if let Some(done) = c.data.take() {
+                c.carry += trailing_skipped(&done);
+            }
+            // A file that fails stops the source at once: another thread must not load it again
+            // (and count its lines twice) while the run is stopping.
+            let failed = |e| {
+                self.stopped.store(true, Ordering::Relaxed);
+                e
+            };
+            let data = InMemoryDataset::load(self.desc, std::slice::from_ref(path), &self.load)
+                .map_err(failed)?;
             let stats = data.load_stats();
             c.stats.lines += stats.lines;
             c.stats.bytes += stats.bytes;
             c.stats.read_time += stats.read_time;
+            c.stats.bad_lines += stats.bad_lines;
+            let room = BAD_EXAMPLES.saturating_sub(c.stats.bad_examples.len());
+            c.stats
+                .bad_examples
+                .extend(stats.bad_examples.iter().take(room).cloned());
+            // Each file's load holds the budget; together they must too.
+            let at_end = c.file + 1 == self.files.len();
+            let (bad, lines) = (c.stats.bad_lines, c.stats.lines);
+            let first = || c.stats.bad_examples.first().cloned().unwrap_or_default();
+            self.load
+                .errors
+                .over_budget(bad, lines, at_end, first)
+                .map_err(failed)?;
             c.data_bytes = c.data_bytes.max(data.byte_size());
             c.first += c.count;
             c.count = data.len().div_ceil(self.batch_size);
@@ -434,15 +508,58 @@ impl<'a> InOrder<'a> {
     }
 }
 
+/// A batch to predict: the file's dataset, the batch's number in the file and in the run, and
+/// the skipped lines before it that are not written yet (see [`Current::carry`]).
+struct Claimed {
+    data: Arc<InMemoryDataset>,
+    k: usize,
+    seq: usize,
+    carry: u64,
+}
+
+/// The empty lines before each instance of `instances` of `data` for the lines skipped before it
+/// (`carry` more before the file's first): (instance in the batch, lines), where there are any.
+fn skipped_before(
+    data: &InMemoryDataset,
+    instances: std::ops::Range<usize>,
+    carry: u64,
+) -> Vec<(usize, u64)> {
+    let mut gaps = Vec::new();
+    // Without a skipped line of its own, a file's instances are its lines one after another.
+    let none_skipped = data.load_stats().bad_lines == 0;
+    for (j, i) in instances.enumerate() {
+        let extra = if i == 0 { carry } else { 0 };
+        let skipped = if none_skipped {
+            0
+        } else {
+            let line = |i: usize| data.origin(i).map_or(0, |(_, line)| line);
+            let before = if i == 0 { 0 } else { line(i - 1) };
+            line(i).saturating_sub(before + 1)
+        };
+        if extra + skipped > 0 {
+            gaps.push((j, extra + skipped));
+        }
+    }
+    gaps
+}
+
 impl BatchSource for InOrder<'_> {
     type Cursor = ();
 
     fn cursor(&self, _worker: usize) {}
 
     fn next(&self, _: &mut (), batch: &mut Batch) -> Result<Option<Ticket>> {
-        let Some((data, k, seq)) = self.claim()? else {
+        let Some(Claimed {
+            data,
+            k,
+            seq,
+            carry,
+        }) = self.claim()?
+        else {
             return Ok(None);
         };
+        let instances = k * self.batch_size..((k + 1) * self.batch_size).min(data.len());
+        let gaps = skipped_before(&data, instances.clone(), carry);
         // Waits until batch `seq` is within the window of the oldest unwritten batch.
         let mut r = self.reorder.lock().unwrap_or_else(|p| p.into_inner());
         while seq >= r.next + self.window && !self.stopped.load(Ordering::Relaxed) {
@@ -452,9 +569,12 @@ impl BatchSource for InOrder<'_> {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+        if !gaps.is_empty() {
+            r.gaps.insert(seq, gaps);
+        }
         drop(r);
         batch.clear();
-        for i in k * self.batch_size..((k + 1) * self.batch_size).min(data.len()) {
+        for i in instances {
             data.push_to(batch, i);
         }
         Ok(Some(Ticket { epoch: 0, seq }))
@@ -486,7 +606,9 @@ impl BatchSource for InOrder<'_> {
             let next = r.next;
             r.pending.remove(&next)
         } {
-            if let Err(e) = r.out.write_all(text.as_bytes()) {
+            let next = r.next;
+            let gaps = r.gaps.remove(&next).unwrap_or_default();
+            if let Err(e) = write_with_gaps(&mut *r.out, &text, &gaps) {
                 return Err(Self::write_error(r.out, e));
             }
             r.next += 1;

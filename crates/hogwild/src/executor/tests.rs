@@ -4,7 +4,7 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::checkpoint;
-use crate::feed::{Batch, DataFeedDesc, FeedMode, InMemoryDataset};
+use crate::feed::{Batch, DataFeedDesc, ErrorPolicy, FeedMode, InMemoryDataset};
 use crate::files::Output;
 use crate::metrics::Auc;
 use crate::models::{Bow, BowConfig, LrSchedule, Pool};
@@ -166,19 +166,76 @@ fn save_load_resumes_exactly() {
 }
 
 #[test]
-fn bad_data_stops_the_run_with_the_worker_error() {
+fn a_line_the_model_refuses_stops_the_run_naming_its_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    let mut files = write_corpus(dir.path(), "ok", 6, 400, 31);
-    let bad = dir.path().join("bad");
-    std::fs::write(&bad, "2 3 99 1 0\n").unwrap();
-    files.insert(1, bad);
+    let files = write_corpus(dir.path(), "ok", 3, 400, 31);
+    // Line 123 of the second file has a word past the vocabulary: it parses, the model refuses
+    // it when it trains it, shuffled among the others.
+    let text = std::fs::read_to_string(&files[1]).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[122] = "2 3 99 1 0";
+    std::fs::write(&files[1], lines.join("\n") + "\n").unwrap();
+    let want = format!(
+        "{}:123: slot \"words\": word id 99 at offset 1 is out of range (vocab = 40)",
+        files[1].display()
+    );
+    let modes = [
+        FeedMode::Stream,
+        FeedMode::InMemory { shuffle: Some(5) },
+        FeedMode::InMemory { shuffle: None },
+    ];
+    for mode in modes {
+        let model = Bow::new(bow_cfg(), adam()).unwrap();
+        startup(&model);
+        let mut options = quiet();
+        options.feed.mode = mode;
+        let e = run_from_files(&model, &desc(), &files, 2, &[], &options, None).unwrap_err();
+        assert_eq!(e.to_string(), want, "{mode:?}");
+    }
+    // Evaluation and predictions name it the same way.
     let model = Bow::new(bow_cfg(), adam()).unwrap();
     startup(&model);
-    let e = run_from_files(&model, &desc(), &files, 2, &[], &quiet(), None)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("worker thread"), "{e}");
-    assert!(e.contains("word id 99 at offset 1"), "{e}");
+    let e = eval_from_files(&model, &desc(), &files, 2, &[], &quiet(), None).unwrap_err();
+    assert_eq!(e.to_string(), want);
+    let mut out = Output::create(&dir.path().join("predictions")).unwrap();
+    let e = eval_from_files(&model, &desc(), &files, 2, &[], &quiet(), Some(&mut out)).unwrap_err();
+    assert_eq!(e.to_string(), want);
+}
+
+#[test]
+fn a_refused_line_in_a_later_byte_range_of_a_large_file_is_named_by_its_line() {
+    // Over 2 MiB: two readers read it as two byte ranges, streaming and loading alike; the
+    // second range's lines are counted from the file's start only for the message.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("large");
+    let bad = 180_001;
+    let text: String = (1..=200_000)
+        .map(|n| match n == bad {
+            true => "3 1 2 77 1 0\n".to_string(),
+            false => format!(
+                "3 {} {} {} 1 {}\n",
+                n % 40,
+                (n / 3) % 40,
+                (n / 7) % 40,
+                n % 3
+            ),
+        })
+        .collect();
+    assert!(text.len() > 2 << 20);
+    std::fs::write(&path, text).unwrap();
+    let want = format!(
+        "{}:{bad}: slot \"words\": word id 77 at offset 2 is out of range (vocab = 40)",
+        path.display()
+    );
+    for mode in [FeedMode::Stream, FeedMode::InMemory { shuffle: Some(3) }] {
+        let model = Bow::new(bow_cfg(), adam()).unwrap();
+        startup(&model);
+        let mut options = quiet();
+        options.feed.mode = mode;
+        let files = [path.clone()];
+        let e = run_from_files(&model, &desc(), &files, 2, &[], &options, None).unwrap_err();
+        assert_eq!(e.to_string(), want, "{mode:?}");
+    }
 }
 
 /// A model with no parameters that reports batch sizes, and can panic on its n-th batch.
@@ -582,6 +639,72 @@ fn predictions_follow_the_input_order_with_many_threads() {
         .map(str::to_string)
         .collect();
     assert_eq!(got, expected);
+}
+
+#[test]
+fn skipped_lines_keep_predictions_aligned_with_the_input() {
+    let dir = tempfile::tempdir().unwrap();
+    // Bad lines first, in runs, last, and a file of bad lines only.
+    let layouts: [(usize, &[usize]); 4] = [
+        (30, &[1, 7, 8, 30]),
+        (3, &[1, 2, 3]),
+        (20, &[19, 20]),
+        (5, &[]),
+    ];
+    let mut files = Vec::new();
+    let mut want = Vec::new();
+    for (f, (lines, bad)) in layouts.iter().enumerate() {
+        let mut text = String::new();
+        for n in 1..=*lines {
+            if bad.contains(&n) {
+                text += "1 x 1 0\n";
+                want.push(String::new());
+            } else {
+                let id = f * 100 + n;
+                text += &format!("1 {id} 1 0\n");
+                want.push(id.to_string());
+            }
+        }
+        let path = dir.path().join(format!("f{f}"));
+        std::fs::write(&path, text).unwrap();
+        files.push(path);
+    }
+    let probe = Probe {
+        panic_at: None,
+        seen: AtomicUsize::new(0),
+    };
+    let mut options = quiet();
+    options.feed.batch_size = Some(4);
+    options.feed.errors = ErrorPolicy::Skip {
+        max_bad_lines: Some(9),
+        max_bad_fraction: None,
+    };
+    let out = dir.path().join("pred.txt");
+    let mut output = Output::create(&out).unwrap();
+    let r = eval_from_files(&probe, &desc(), &files, 3, &[], &options, Some(&mut output)).unwrap();
+    output.commit().unwrap();
+    assert_eq!((r.instances, r.feed.bad_lines, r.feed.lines), (49, 9, 58));
+    let got: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(got, want);
+    // The budget holds over the files together: 8 bad lines are within it in every file but
+    // not in all of them.
+    options.feed.errors = ErrorPolicy::Skip {
+        max_bad_lines: Some(8),
+        max_bad_fraction: None,
+    };
+    let mut output = Output::create(&out).unwrap();
+    let e = eval_from_files(&probe, &desc(), &files, 3, &[], &options, Some(&mut output));
+    let e = e.unwrap_err();
+    assert!(
+        e.to_string().starts_with(
+            "too many bad lines: 9 of 53 lines read were bad, over the budget of 8 lines; first: "
+        ),
+        "{e}"
+    );
 }
 
 #[test]
@@ -1297,6 +1420,7 @@ fn epoch_lines_say_what_was_measured() {
     let report = |took: std::time::Duration| EpochReport {
         epoch: 3,
         fetched: vec![("loss".into(), 0.5)],
+        unavailable: Vec::new(),
         instances: 200,
         elapsed: took,
         took,

@@ -1,7 +1,9 @@
 //! Batches: per used slot, all instances' values concatenated plus offsets (Paddle's LoD).
 
 use super::desc::{DataFeedDesc, SlotType};
+use super::origin::Origin;
 use crate::channel::ByteSize;
+use crate::Error;
 
 /// The values of one slot for a whole batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,25 +104,58 @@ impl SlotBatch {
 }
 
 /// A batch of instances, one `SlotBatch` per used slot in the desc's order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Batch {
     /// Instances in this batch (at most batch_size; a reader's last batch may be short).
     pub len: usize,
     /// One per used slot, in the desc's order.
     pub slots: Vec<SlotBatch>,
+    /// The file and line of each instance, when the batch was read from files (see
+    /// [`Batch::origin`]).
+    pub(crate) origin: Origin,
+}
+
+/// Batches are equal when they hold the same instances, wherever those were read from.
+impl PartialEq for Batch {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.slots == other.slots
+    }
 }
 
 impl Batch {
     /// An empty batch laid out for the desc's used slots.
     pub fn empty(desc: &DataFeedDesc) -> Self {
-        Batch {
-            len: 0,
-            slots: desc
-                .used_slots()
+        Batch::from_slots(
+            desc.used_slots()
                 .iter()
                 .map(|s| SlotBatch::new(s.slot_type()))
                 .collect(),
+        )
+    }
+
+    /// A batch of the instances in `slots` (each with the same number of instances), read from
+    /// no file.
+    pub fn from_slots(slots: Vec<SlotBatch>) -> Self {
+        Batch {
+            len: slots.first().map_or(0, SlotBatch::instances),
+            slots,
+            origin: Origin::Unknown,
         }
+    }
+
+    /// The name of the file instance `i` was read from and its line (from 1), when the batch was
+    /// read from files (by the feed, or gathered from an [`super::InMemoryDataset`]). For an
+    /// instance of a byte range of a large file, the lines before the range are counted now.
+    pub fn origin(&self, i: usize) -> Option<(String, u64)> {
+        self.origin.locate(i)
+    }
+
+    /// `error` naming the file and line of the instance it is about: a model's
+    /// [`Error::BadInstance`] (an instance by its place in this batch) becomes
+    /// [`Error::BadRecord`] when the instance's origin is known; any other error is returned as
+    /// it is.
+    pub fn locate_error(&self, error: Error) -> Error {
+        self.origin.locate_error(error)
     }
 
     /// Ends the current instance in every slot.
@@ -140,9 +175,8 @@ impl Batch {
 
     /// An empty batch with the same layout as `other`.
     pub fn empty_like(other: &Batch) -> Self {
-        Batch {
-            len: 0,
-            slots: other
+        Batch::from_slots(
+            other
                 .slots
                 .iter()
                 .map(|s| {
@@ -152,7 +186,7 @@ impl Batch {
                     })
                 })
                 .collect(),
-        }
+        )
     }
 
     /// Takes the batch out, leaving an empty one with the same layout.
@@ -167,10 +201,11 @@ impl Batch {
             slot.values.truncate(0);
             slot.offsets.truncate(1);
         }
+        self.origin.clear();
         self.len = 0;
     }
 
-    /// Appends instance `i` of `from` (same layout).
+    /// Appends instance `i` of `from` (same layout), without its origin.
     #[inline]
     pub(crate) fn push_instance(&mut self, from: &Batch, i: usize) {
         for (dst, src) in self.slots.iter_mut().zip(&from.slots) {
@@ -194,6 +229,7 @@ impl ByteSize for Batch {
         self.slots
             .iter()
             .map(|s| s.values.byte_size() + std::mem::size_of_val(s.offsets.as_slice()))
-            .sum()
+            .sum::<usize>()
+            + self.origin.byte_size()
     }
 }

@@ -21,16 +21,46 @@ use std::time::Instant;
 
 use super::batch::{Batch, SlotValues};
 use super::desc::DataFeedDesc;
-use super::reader::{FeedOptions, FeedStats, ReadContext, Shared};
+use super::origin::{DatasetOrigins, RecordRun};
+use super::reader::{FeedOptions, FeedStats, PieceRead, ReadContext, Shared};
 use super::source::{plan_pieces, Piece, MIN_PIECE_BYTES};
 use crate::store::prefetch;
 use crate::{Error, Result};
 
-/// All instances of a set of files, parsed and held in memory.
+/// All instances of a set of files, parsed and held in memory, with the file and line each came
+/// from (runs of consecutive lines, so a few bytes per piece and skipped line).
 pub struct InMemoryDataset {
     desc: DataFeedDesc,
     data: Arc<Records>,
+    origins: Arc<DatasetOrigins>,
     load_stats: FeedStats,
+}
+
+/// What one reader loaded of one piece: its records, where runs of consecutive lines start
+/// (record in the part, line in the piece from 1), and the lines it read.
+#[derive(Default)]
+struct Part {
+    records: Records,
+    runs: Vec<(u64, u64)>,
+    lines: u64,
+}
+
+impl Part {
+    /// Appends the instances of `batch`, parsed from this part's piece, and their runs of lines.
+    fn append(&mut self, batch: &Batch) -> std::result::Result<(), String> {
+        let base = self.records.len() as u64;
+        for (first, line) in batch.origin.piece_runs() {
+            let record = base + first as u64;
+            let continues = self
+                .runs
+                .last()
+                .is_some_and(|&(r, l)| l + (record - r) == line);
+            if !continues {
+                self.runs.push((record, line));
+            }
+        }
+        self.records.append(batch)
+    }
 }
 
 /// Instances as consecutive records of `u32` words: per used slot, in the desc's order, a header
@@ -258,8 +288,7 @@ impl InMemoryDataset {
         let shared = Shared::new(opts, 0, 0);
         let context = ReadContext::new(desc);
         let next = AtomicUsize::new(0);
-        let parts: Mutex<Vec<Option<Records>>> =
-            Mutex::new((0..pieces.len()).map(|_| None).collect());
+        let parts: Mutex<Vec<Option<Part>>> = Mutex::new((0..pieces.len()).map(|_| None).collect());
         std::thread::scope(|scope| {
             for _ in 0..readers {
                 scope.spawn(|| {
@@ -272,22 +301,21 @@ impl InMemoryDataset {
                             break;
                         }
                         let started = Instant::now();
-                        let mut part = Records::default();
+                        let mut part = Part::default();
                         let mut too_large = None;
                         let Piece { file, range } = &pieces[i];
                         batch.clear();
-                        let result = context.read_file(
-                            &shared,
-                            &files[*file],
-                            range.clone(),
-                            &mut batch,
-                            LOAD_BATCH,
-                            &mut |b| {
+                        let piece = PieceRead {
+                            path: &files[*file],
+                            range: range.clone(),
+                            first_pass: true,
+                        };
+                        let result =
+                            context.read_file(&shared, piece, &mut batch, LOAD_BATCH, &mut |b| {
                                 let fits = part.append(b);
                                 b.clear();
                                 fits.map_err(|reason| too_large = Some(reason)).is_ok()
-                            },
-                        );
+                            });
                         if too_large.is_none() {
                             too_large = part.append(&batch).err();
                         }
@@ -300,7 +328,8 @@ impl InMemoryDataset {
                             None => result,
                         };
                         match result {
-                            Ok(_) => {
+                            Ok(lines) => {
+                                part.lines = lines.unwrap_or(0);
                                 parts.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(part)
                             }
                             Err(error) => shared.fail(error),
@@ -313,7 +342,14 @@ impl InMemoryDataset {
             return Err(error);
         }
         let parts = parts.into_inner().unwrap_or_else(|e| e.into_inner());
-        let parts: Vec<Records> = parts.into_iter().flatten().collect();
+        let Some(parts) = parts.into_iter().collect::<Option<Vec<Part>>>() else {
+            return Err(Error::Io {
+                path: "data feed".to_string(),
+                message: "a reader thread stopped without an error".to_string(),
+            });
+        };
+        let origins = Arc::new(origins_of(files, &pieces, &parts));
+        let parts: Vec<Records> = parts.into_iter().map(|p| p.records).collect();
         let segments: usize = parts.iter().map(|p| p.segments.len()).sum();
         if let Some(words) = parts
             .iter()
@@ -351,6 +387,7 @@ impl InMemoryDataset {
         Ok(InMemoryDataset {
             desc: desc.clone(),
             data: Arc::new(data),
+            origins,
             load_stats,
         })
     }
@@ -370,9 +407,14 @@ impl InMemoryDataset {
         &self.load_stats
     }
 
-    /// Bytes held for the instances.
+    /// Bytes held for the instances and their origins.
     pub fn byte_size(&self) -> usize {
-        self.data.byte_size()
+        self.data.byte_size() + self.origins.byte_size()
+    }
+
+    /// The file (its index among the files loaded) and line (from 1) of instance `i`.
+    pub fn origin(&self, i: usize) -> Option<(usize, u64)> {
+        self.origins.locate(i).map(|(file, _, line)| (file, line))
     }
 
     /// An empty batch laid out for the dataset's desc.
@@ -384,6 +426,7 @@ impl InMemoryDataset {
     /// [`InMemoryDataset::empty_batch`].
     pub fn push_to(&self, batch: &mut Batch, i: usize) {
         self.data.push_to(batch, i);
+        batch.origin.push_records(&self.origins, &[i as u32]);
     }
 
     /// Appends the instances `order` (each below [`InMemoryDataset::len`]) to `batch`, a batch
@@ -391,11 +434,37 @@ impl InMemoryDataset {
     /// shuffled batch.
     pub fn gather(&self, batch: &mut Batch, order: &[u32]) {
         self.data.gather(batch, order);
+        batch.origin.push_records(&self.origins, order);
     }
+}
+
+/// The origins of the records of `parts` (one per piece, in order): each run's line counted from
+/// its file's start (the lines of the pieces before it in the same file added).
+fn origins_of(files: &[PathBuf], pieces: &[Piece], parts: &[Part]) -> DatasetOrigins {
+    let mut runs = Vec::with_capacity(parts.iter().map(|p| p.runs.len()).sum());
+    let (mut first, mut base) = (0u64, 0u64);
+    for (k, (piece, part)) in pieces.iter().zip(parts).enumerate() {
+        if k > 0 && pieces[k - 1].file != piece.file {
+            base = 0;
+        }
+        runs.extend(part.runs.iter().map(|&(record, line)| RecordRun {
+            first: first + record,
+            file: piece.file as u32,
+            line: base + line,
+        }));
+        first += part.records.len() as u64;
+        base += part.lines;
+    }
+    DatasetOrigins::new(
+        files.iter().map(|f| f.display().to_string()).collect(),
+        runs,
+    )
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
     use crate::feed::batch::SlotBatch;
     use crate::feed::SlotType;
@@ -425,10 +494,7 @@ mod tests {
             }
             floats.end_instance();
         }
-        Batch {
-            len: n,
-            slots: vec![one, many, floats],
-        }
+        Batch::from_slots(vec![one, many, floats])
     }
 
     #[test]
@@ -541,8 +607,58 @@ multi_slot_desc {
                 InMemoryDataset::load_in_pieces(&desc, &files, &options(readers), min_bytes)
                     .unwrap();
             assert_eq!(all_instances(&split), want, "{readers} readers");
+            for i in 0..61 {
+                assert_eq!(
+                    split.origin(i),
+                    Some((0, i as u64 + 1)),
+                    "{readers} readers"
+                );
+            }
             assert_eq!(split.load_stats().lines, 61);
             assert_eq!(split.load_stats().bytes, whole.load_stats().bytes);
+        }
+    }
+
+    #[test]
+    fn instances_keep_their_lines_across_ranges_and_skipped_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = [5, 17, 40, 41, 60];
+        let text: String = (1..=60)
+            .map(|n| match bad.contains(&n) {
+                true => "x\n".to_string(),
+                false => format!("1 {n} 1 0\n"),
+            })
+            .collect();
+        let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+        std::fs::write(&first, text).unwrap();
+        std::fs::write(&second, "1 1001 1 1\nbad\n1 1003 1 1\n").unwrap();
+        let files = [first.clone(), second.clone()];
+        let desc = DataFeedDesc::from_text(DESC).unwrap();
+        let mut want: Vec<(usize, u64)> = (1..=60u64)
+            .filter(|n| !bad.contains(&(*n as i32)))
+            .map(|n| (0, n))
+            .collect();
+        want.extend([(1, 1), (1, 3)]);
+        for (readers, min_bytes) in [(1, MIN_PIECE_BYTES), (3, 1), (8, 7)] {
+            let opts = FeedOptions {
+                errors: crate::feed::ErrorPolicy::Skip {
+                    max_bad_lines: None,
+                    max_bad_fraction: None,
+                },
+                ..options(readers)
+            };
+            let data = InMemoryDataset::load_in_pieces(&desc, &files, &opts, min_bytes).unwrap();
+            let got: Vec<_> = (0..data.len()).map(|i| data.origin(i).unwrap()).collect();
+            assert_eq!(got, want, "{readers} readers");
+            assert_eq!(data.load_stats().bad_lines, 6);
+            // A gathered batch names its instances by file and line, whatever their order.
+            let mut batch = data.empty_batch();
+            data.gather(&mut batch, &[56, 3, 0]);
+            let name = |f: &Path, line: u64| Some((f.display().to_string(), line));
+            assert_eq!(batch.origin(0), name(&second, 3));
+            assert_eq!(batch.origin(1), name(&first, 4));
+            assert_eq!(batch.origin(2), name(&first, 1));
+            assert_eq!(batch.slots[0].u64s(0), Some(&[1003u64][..]));
         }
     }
 

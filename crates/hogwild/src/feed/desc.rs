@@ -30,6 +30,17 @@ fn pool() -> &'static DescriptorPool {
     })
 }
 
+/// The line and column (both from 1, the column in bytes) of byte `offset` of `text`.
+fn line_column(text: &[u8], offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |newline| newline + 1);
+    (line, 1 + before.len() - start)
+}
+
 /// The value type of a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotType {
@@ -119,8 +130,16 @@ impl DataFeedDesc {
 
     /// Reads and validates a `data.prototxt` file.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), &e))?;
-        Self::from_text_named(&text, &path.display().to_string())
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path.display(), &e))?;
+        let origin = path.display().to_string();
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            let (line, column) = line_column(&bytes, e.valid_up_to());
+            Error::Desc {
+                origin: format!("{origin}:{line}:{column}"),
+                message: "not UTF-8 text".to_string(),
+            }
+        })?;
+        Self::from_text_named(text, &origin)
     }
 
     fn from_text_named(text: &str, origin: &str) -> Result<Self> {
@@ -128,11 +147,37 @@ impl DataFeedDesc {
             origin: origin.to_string(),
             message,
         };
+        // Bytes a text editor does not show would otherwise be reported as an invalid token.
+        let at = |offset: usize| {
+            let (line, column) = line_column(text.as_bytes(), offset);
+            format!("{origin}:{line}:{column}")
+        };
+        if text.starts_with('\u{feff}') {
+            return Err(Error::Desc {
+                origin: at(0),
+                message: "byte order mark (U+FEFF) at the start: save the file without one".into(),
+            });
+        }
+        if let Some(offset) = text.find('\0') {
+            return Err(Error::Desc {
+                origin: at(offset),
+                message: "NUL byte (binary or corrupt data)".into(),
+            });
+        }
         let descriptor = pool()
             .get_message_by_name(FULL_NAME)
             .ok_or_else(|| desc_err(format!("message {FULL_NAME} missing from the pool")))?;
-        let dynamic = DynamicMessage::parse_text_format(descriptor, text)
-            .map_err(|e| desc_err(format!("not valid protobuf text format: {e}")))?;
+        let dynamic = DynamicMessage::parse_text_format(descriptor, text).map_err(|e| {
+            // Every error the parser can meet here points at its text but one: the end of the
+            // input reached too early, which is where it is.
+            let offset = miette::Diagnostic::labels(&e)
+                .and_then(|mut labels| labels.next())
+                .map_or(text.len(), |label| label.offset());
+            Error::Desc {
+                origin: at(offset),
+                message: format!("not valid protobuf text format: {e}"),
+            }
+        })?;
         let desc: DataFeedDesc = dynamic
             .transcode_to()
             .map_err(|e| desc_err(format!("cannot convert: {e}")))?;

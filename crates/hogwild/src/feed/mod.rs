@@ -40,6 +40,7 @@ mod batch;
 mod dataset;
 mod desc;
 mod file_queue;
+mod origin;
 mod parser;
 mod reader;
 mod source;
@@ -54,5 +55,5 @@ pub use reader::{
     WorkerQueue,
 };
 // For `tools::check`, which reads a file line by line as the feed's readers do.
-pub(crate) use reader::ReadContext;
+pub(crate) use reader::{ReadContext, BAD_EXAMPLES};
 pub(crate) use source::Source;

@@ -44,6 +44,11 @@ pub enum LineErrorKind {
     },
     /// Something follows the last slot.
     TrailingGarbage { text: String },
+    /// The line starts with a byte order mark (`utf16`: a UTF-16 one), which would show as
+    /// nothing in the token it spoils.
+    ByteOrderMark { utf16: bool },
+    /// The line holds a NUL byte at `column` (from 1): binary or corrupt data.
+    NulByte { column: usize },
 }
 
 impl LineErrorKind {
@@ -59,6 +64,8 @@ impl LineErrorKind {
             LineErrorKind::OutOfRange { .. } => "value out of range",
             LineErrorKind::DenseWidth { .. } => "dense width mismatch",
             LineErrorKind::TrailingGarbage { .. } => "trailing garbage",
+            LineErrorKind::ByteOrderMark { .. } => "byte order mark",
+            LineErrorKind::NulByte { .. } => "NUL byte",
         }
     }
 }
@@ -109,6 +116,17 @@ impl fmt::Display for LineErrorKind {
             LineErrorKind::TrailingGarbage { text } => {
                 write!(f, "trailing data after the last slot: \"{text}\"")
             }
+            LineErrorKind::ByteOrderMark { utf16: false } => write!(
+                f,
+                "byte order mark (U+FEFF) at the start of the line: save the file without one"
+            ),
+            LineErrorKind::ByteOrderMark { utf16: true } => write!(
+                f,
+                "UTF-16 byte order mark: the file is UTF-16, MultiSlot files are ASCII text"
+            ),
+            LineErrorKind::NulByte { column } => {
+                write!(f, "NUL byte at column {column} (binary or corrupt data)")
+            }
         }
     }
 }
@@ -139,14 +157,46 @@ pub struct LineParser {
 
 const MAX_SHOWN: usize = 32;
 
-/// Shows a token in a message, shortened if long.
+/// Shows a token in a message, shortened if long, with control characters escaped (`\u{1b}`)
+/// so that the message prints as it reads.
 fn shown(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
+    let escaped = |chars: &mut dyn Iterator<Item = char>| -> String {
+        chars
+            .flat_map(|c| match c.is_control() {
+                true => c.escape_debug().collect::<Vec<_>>(),
+                false => vec![c],
+            })
+            .collect()
+    };
     if text.chars().count() > MAX_SHOWN {
-        let short: String = text.chars().take(MAX_SHOWN).collect();
-        format!("{short}...")
+        format!("{}...", escaped(&mut text.chars().take(MAX_SHOWN)))
     } else {
-        text.into_owned()
+        escaped(&mut text.chars())
+    }
+}
+
+/// What the bytes of a bad line say about it, when they say more than the token they spoil: a
+/// byte order mark at its start (a file saved by an editor that adds one), a NUL byte (binary
+/// data). Called only for lines that failed to parse.
+#[cold]
+fn byte_problem(line: &[u8]) -> Option<LineErrorKind> {
+    if line.starts_with(&[0xEF, 0xBB, 0xBF]) {
+        return Some(LineErrorKind::ByteOrderMark { utf16: false });
+    }
+    if line.starts_with(&[0xFF, 0xFE]) || line.starts_with(&[0xFE, 0xFF]) {
+        return Some(LineErrorKind::ByteOrderMark { utf16: true });
+    }
+    let column = line.iter().position(|&b| b == 0)? + 1;
+    Some(LineErrorKind::NulByte { column })
+}
+
+/// `error`, or the line's byte problem in its place.
+#[cold]
+fn explained(line: &[u8], error: LineError) -> LineError {
+    match byte_problem(line) {
+        Some(kind) => LineError { slot: None, kind },
+        None => error,
     }
 }
 
@@ -320,21 +370,23 @@ impl LineParser {
         for (index, spec) in self.slots.iter().enumerate() {
             if let Err(kind) = self.parse_slot(spec, &mut cursor, batch) {
                 batch.rollback();
-                return Err(LineError {
+                let error = LineError {
                     slot: Some(index),
                     kind,
-                });
+                };
+                return Err(explained(line, error));
             }
         }
         cursor.skip_sep();
         if !cursor.at_end() {
             batch.rollback();
-            return Err(LineError {
+            let error = LineError {
                 slot: None,
                 kind: LineErrorKind::TrailingGarbage {
                     text: shown(&line[cursor.pos..]),
                 },
-            });
+            };
+            return Err(explained(line, error));
         }
         batch.end_instance();
         Ok(())

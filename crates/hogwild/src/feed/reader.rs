@@ -31,13 +31,51 @@ pub enum ErrorPolicy {
     /// The first bad line stops the run with `file:line: slot "name": cause`.
     Strict,
     /// Bad lines are skipped and counted; the run stops once the count passes either budget.
+    /// Bad lines are counted in the first pass over the files only: a streaming run of several
+    /// epochs reads the same bad lines again and skips them without counting them twice.
     Skip {
         /// Most bad lines tolerated (`None`: no count limit).
         max_bad_lines: Option<u64>,
-        /// Largest tolerated fraction of bad lines among lines read, checked once 1000 lines
-        /// were read and again at the end (`None`: no fraction limit).
+        /// Largest tolerated fraction of bad lines among the lines of the first pass, checked
+        /// once 1000 lines were read and again at the end (`None`: no fraction limit).
         max_bad_fraction: Option<f64>,
     },
+}
+
+impl ErrorPolicy {
+    /// `Err` when `bad` bad lines among `lines` read are over the budget: the count always, the
+    /// fraction once [`FRACTION_MIN_LINES`] lines were read or `at_end`. `first` gives the first
+    /// bad line's message for the error.
+    pub(crate) fn over_budget(
+        &self,
+        bad: u64,
+        lines: u64,
+        at_end: bool,
+        first: impl FnOnce() -> String,
+    ) -> Result<()> {
+        let ErrorPolicy::Skip {
+            max_bad_lines,
+            max_bad_fraction,
+        } = self
+        else {
+            return Ok(());
+        };
+        let budget = if let Some(max) = max_bad_lines.filter(|&max| bad > max) {
+            format!("{max} line{}", if max == 1 { "" } else { "s" })
+        } else if let Some(fraction) = max_bad_fraction.filter(|&f| {
+            (at_end || lines >= FRACTION_MIN_LINES) && lines > 0 && bad as f64 > f * lines as f64
+        }) {
+            format!("{}% of lines", fraction * 100.0)
+        } else {
+            return Ok(());
+        };
+        Err(Error::BadLineBudget {
+            bad,
+            lines,
+            budget,
+            first: first(),
+        })
+    }
 }
 
 /// How long a worker waits on its own empty queue before it looks in the others'.
@@ -46,7 +84,7 @@ const STEAL_AFTER: Duration = Duration::from_millis(1);
 /// Lines read before the fraction budget is checked during the run.
 const FRACTION_MIN_LINES: u64 = 1000;
 /// Bad lines kept as examples for the final report.
-const BAD_EXAMPLES: usize = 5;
+pub(crate) const BAD_EXAMPLES: usize = 5;
 
 /// How a feed runs.
 #[derive(Debug, Clone)]
@@ -131,7 +169,7 @@ pub struct FeedStats {
     pub lines: u64,
     /// Bytes of lines read (after decompression or `pipe_command`).
     pub bytes: u64,
-    /// Bad lines skipped (skip mode).
+    /// Bad lines skipped (skip mode), each counted once however many passes read it.
     pub bad_lines: u64,
     /// The first few bad lines' messages.
     pub bad_examples: Vec<String>,
@@ -225,6 +263,8 @@ pub(crate) struct Shared {
     policy: ErrorPolicy,
     start: Instant,
     lines: AtomicU64,
+    /// Lines read in the first pass over the files, which the fraction budget is taken of.
+    pass_lines: AtomicU64,
     bytes: AtomicU64,
     instances: AtomicU64,
     batches: AtomicU64,
@@ -251,6 +291,7 @@ impl Shared {
             policy: opts.errors.clone(),
             start: Instant::now(),
             lines: AtomicU64::new(0),
+            pass_lines: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             instances: AtomicU64::new(0),
             batches: AtomicU64::new(0),
@@ -328,15 +369,16 @@ impl Shared {
         }
     }
 
-    /// Handles a bad line under the error policy: `Err` stops the reader.
-    fn bad_line(&self, error: Error) -> Result<()> {
-        let ErrorPolicy::Skip {
-            max_bad_lines,
-            max_bad_fraction,
-        } = &self.policy
-        else {
+    /// Handles a bad line (met in the first pass over the files, or a later one) under the
+    /// error policy: `Err` stops the reader.
+    fn bad_line(&self, error: Error, first_pass: bool) -> Result<()> {
+        if self.policy == ErrorPolicy::Strict {
             return Err(error);
-        };
+        }
+        if !first_pass {
+            // The same line, counted (and held against the budget) in the first pass.
+            return Ok(());
+        }
         let bad = self.bad.fetch_add(1, Ordering::Relaxed) + 1;
         {
             let mut examples = self.bad_examples.lock().unwrap_or_else(|e| e.into_inner());
@@ -344,53 +386,26 @@ impl Shared {
                 examples.push(error.to_string());
             }
         }
-        let lines = self.lines.load(Ordering::Relaxed);
-        self.check_budget(bad, lines, *max_bad_lines, *max_bad_fraction, false)
+        let lines = self.pass_lines.load(Ordering::Relaxed);
+        self.policy
+            .over_budget(bad, lines, false, || self.first_bad_line())
     }
 
-    fn check_budget(
-        &self,
-        bad: u64,
-        lines: u64,
-        max_bad_lines: Option<u64>,
-        max_bad_fraction: Option<f64>,
-        at_end: bool,
-    ) -> Result<()> {
-        let budget = if max_bad_lines.is_some_and(|max| bad > max) {
-            format!("{} lines", max_bad_lines.unwrap_or(0))
-        } else if let Some(fraction) = max_bad_fraction.filter(|&f| {
-            (at_end || lines >= FRACTION_MIN_LINES) && lines > 0 && bad as f64 > f * lines as f64
-        }) {
-            format!("{}% of lines", fraction * 100.0)
-        } else {
-            return Ok(());
-        };
-        let first = self
-            .bad_examples
+    fn first_bad_line(&self) -> String {
+        self.bad_examples
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .first()
             .cloned()
-            .unwrap_or_default();
-        Err(Error::BadLineBudget {
-            bad,
-            lines,
-            budget,
-            first,
-        })
+            .unwrap_or_default()
     }
 
-    /// The fraction budget over the whole run.
+    /// The budget over the whole run.
     fn check_final_budget(&self) -> Result<()> {
-        if let ErrorPolicy::Skip {
-            max_bad_fraction, ..
-        } = &self.policy
-        {
-            let bad = self.bad.load(Ordering::Relaxed);
-            let lines = self.lines.load(Ordering::Relaxed);
-            return self.check_budget(bad, lines, None, *max_bad_fraction, true);
-        }
-        Ok(())
+        let bad = self.bad.load(Ordering::Relaxed);
+        let lines = self.pass_lines.load(Ordering::Relaxed);
+        self.policy
+            .over_budget(bad, lines, true, || self.first_bad_line())
     }
 
     pub(crate) fn stats(&self) -> FeedStats {
@@ -562,6 +577,14 @@ impl Drop for FeedHandle {
     }
 }
 
+/// What a reader reads: a file, or the lines that start in a byte range of a plain one, in the
+/// first pass over the files or a later one.
+pub(crate) struct PieceRead<'a> {
+    pub(crate) path: &'a Path,
+    pub(crate) range: Option<Range<u64>>,
+    pub(crate) first_pass: bool,
+}
+
 /// What every reader needs to parse a file.
 pub(crate) struct ReadContext {
     pub(crate) parser: LineParser,
@@ -587,27 +610,36 @@ impl ReadContext {
         }
     }
 
-    /// Reads `path` (or, given `range`, the lines of the plain file that start in that byte
-    /// range) into `batch`, calling `emit` each time it holds `batch_size` instances (`emit`
-    /// returns `false` to stop). Returns `Ok(false)` if stopped.
+    /// Reads `piece.path` (or, given `piece.range`, the lines of the plain file that start in
+    /// that byte range) into `batch`, each instance with its origin, calling `emit` each time it
+    /// holds `batch_size` instances (`emit` returns `false` to stop). Returns the lines read, or
+    /// `None` if stopped.
     pub(crate) fn read_file(
         &self,
         shared: &Shared,
-        path: &Path,
-        range: Option<Range<u64>>,
+        piece: PieceRead<'_>,
         batch: &mut Batch,
         batch_size: usize,
         emit: &mut dyn FnMut(&mut Batch) -> bool,
-    ) -> Result<bool> {
+    ) -> Result<Option<u64>> {
+        let PieceRead {
+            path,
+            range,
+            first_pass,
+        } = piece;
         let mut source = match range {
             Some(range) => Source::open_range(path, range)?,
             None => Source::open(path, &self.pipe_command)?,
         };
+        let name = Arc::new(source.piece_name());
         let mut line = Vec::with_capacity(1 << 12);
         let mut line_no = 0u64;
         let (mut lines, mut bytes) = (0u64, 0u64);
         let flush = |lines: &mut u64, bytes: &mut u64| {
             shared.lines.fetch_add(*lines, Ordering::Relaxed);
+            if first_pass {
+                shared.pass_lines.fetch_add(*lines, Ordering::Relaxed);
+            }
             shared.bytes.fetch_add(*bytes, Ordering::Relaxed);
             *lines = 0;
             *bytes = 0;
@@ -624,22 +656,23 @@ impl ReadContext {
                     // A command that failed explains the garbage better than the garbage does.
                     source.finish()?;
                 }
-                shared.bad_line(error)?;
+                shared.bad_line(error, first_pass)?;
                 continue;
             }
+            batch.origin.push_line(batch.len - 1, &name, line_no);
             if batch.len >= batch_size {
                 flush(&mut lines, &mut bytes);
                 if !emit(batch) {
-                    return Ok(false);
+                    return Ok(None);
                 }
             }
             if line_no & 4095 == 0 && shared.stopped() {
-                return Ok(false);
+                return Ok(None);
             }
         }
         flush(&mut lines, &mut bytes);
         source.finish()?;
-        Ok(true)
+        Ok(Some(line_no))
     }
 }
 
@@ -770,16 +803,14 @@ fn run_reader(
         }
         let started = Instant::now();
         handing_over.set(Duration::ZERO);
-        let finished = context.read_file(
-            shared,
+        let piece = PieceRead {
             path,
-            range.clone(),
-            &mut batch,
-            batch_size,
-            &mut emit,
-        );
+            range: range.clone(),
+            first_pass: e == 0,
+        };
+        let finished = context.read_file(shared, piece, &mut batch, batch_size, &mut emit);
         shared.add_read_time(started.elapsed().saturating_sub(handing_over.get()));
-        if !finished? {
+        if finished?.is_none() {
             return Ok(());
         }
     }

@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 
 use flate2::read::MultiGzDecoder;
 
+use super::origin::PieceName;
 use crate::{Error, Result};
 
 const BUFFER: usize = 1 << 18;
@@ -204,21 +205,20 @@ impl Source {
         let Some((path, first_line)) = &self.range_file else {
             return Ok(0);
         };
-        let name = path.display().to_string();
-        let file = File::open(path).map_err(|e| Error::io(&name, &e))?;
-        let mut head = BufReader::with_capacity(BUFFER, file.take(*first_line));
-        let mut lines = 0u64;
-        loop {
-            let buf = head.fill_buf().map_err(|e| Error::io(&name, &e))?;
-            if buf.is_empty() {
-                break;
-            }
-            lines += buf.iter().filter(|&&b| b == b'\n').count() as u64;
-            let n = buf.len();
-            head.consume(n);
-        }
+        let lines = lines_before(path, *first_line)?;
         self.line_base = Some(lines);
         Ok(lines)
+    }
+
+    /// What names this source's lines in the origins of the instances read from it: the lines
+    /// before a byte range are counted only if a message needs them.
+    pub(crate) fn piece_name(&self) -> PieceName {
+        match (&self.line_base, &self.range_file) {
+            (None, Some((path, first_line))) => {
+                PieceName::at_offset(&self.name, path.clone(), *first_line)
+            }
+            (base, _) => PieceName::known(&self.name, base.unwrap_or(0)),
+        }
     }
 
     /// The file's name as shown in messages.
@@ -301,6 +301,24 @@ impl Source {
             stderr: stderr_tail,
         })
     }
+}
+
+/// The lines of `path` before byte `offset` (the start of a line).
+pub(crate) fn lines_before(path: &Path, offset: u64) -> Result<u64> {
+    let name = path.display().to_string();
+    let file = File::open(path).map_err(|e| Error::io(&name, &e))?;
+    let mut head = BufReader::with_capacity(BUFFER, file.take(offset));
+    let mut lines = 0u64;
+    loop {
+        let buf = head.fill_buf().map_err(|e| Error::io(&name, &e))?;
+        if buf.is_empty() {
+            break;
+        }
+        lines += buf.iter().filter(|&&b| b == b'\n').count() as u64;
+        let n = buf.len();
+        head.consume(n);
+    }
+    Ok(lines)
 }
 
 /// Plain files at least this large are split into byte ranges that readers parse in parallel.

@@ -617,6 +617,22 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
         Ok(())
     }
 
+    fn check_instance(&self, w: &mut BowWorker, batch: &Batch, i: usize) -> Result<()> {
+        if let Some(label_at) = w.label_at {
+            self.label_of(batch, label_at, i)?;
+        }
+        let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
+        self.gather_rows(w, ids)
+            .map_err(|e| self.instance_error(e, i))
+    }
+
+    fn check_metrics_desc(&self, desc: &DataFeedDesc) -> Result<()> {
+        match slot_position(desc, &self.cfg.label_slot, "label")? {
+            Some(_) => Ok(()),
+            None => Err(super::missing_label(&self.cfg.label_slot)),
+        }
+    }
+
     fn tables(&self) -> Vec<&Table> {
         vec![&self.emb, &self.fc]
     }

@@ -1274,6 +1274,32 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         Ok(())
     }
 
+    /// The checks of [`Model::train_batch`]: the features' values and field numbers against
+    /// their ids, then the label and the weight.
+    fn check_instance(&self, w: &mut CtrWorker, batch: &Batch, i: usize) -> Result<()> {
+        if !w.layout.plain {
+            w.batch_feats.clear();
+            w.batch_xs.clear();
+            self.push_features(&w.layout, &mut w.batch_feats, &mut w.batch_xs, batch, i)?;
+        }
+        if let Some(label_at) = w.label_at {
+            self.label(batch, label_at, i)?;
+            self.weight(w, batch, i)?;
+        }
+        Ok(())
+    }
+
+    fn check_metrics_desc(&self, desc: &DataFeedDesc) -> Result<()> {
+        match desc
+            .used_slots()
+            .iter()
+            .any(|s| s.name == self.cfg.label_slot)
+        {
+            true => Ok(()),
+            false => Err(super::missing_label(&self.cfg.label_slot)),
+        }
+    }
+
     fn flush(&self, w: &mut CtrWorker) {
         w.rows.merge(&self.opt, &self.tables);
     }

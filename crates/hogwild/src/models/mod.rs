@@ -38,6 +38,17 @@ use crate::feed::DataFeedDesc;
 use crate::optim::{Adagrad, AdamAsync, AdamCoeffs, Sgd};
 use crate::{Error, Result};
 
+/// The error of an evaluation whose desc lacks the label slot its metrics are measured against.
+pub(crate) fn missing_label(slot: &str) -> Error {
+    Error::InvalidConfig {
+        field: "label_slot".into(),
+        reason: format!(
+            "evaluation needs the used slot \"{slot}\" in the DataFeedDesc to measure against \
+             (predictions do without it)"
+        ),
+    }
+}
+
 /// A whole model configuration file: the model and its optimizer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

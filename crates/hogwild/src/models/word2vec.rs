@@ -1158,6 +1158,12 @@ impl Model for Word2Vec {
         Ok(self.new_worker(words_position(desc, &self.cfg.words_slot)?))
     }
 
+    /// Word ids within the vocabulary (without subsampling: nothing random is drawn).
+    fn check_instance(&self, w: &mut Word2VecWorker, batch: &Batch, i: usize) -> Result<()> {
+        let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
+        self.filter(w, ids, i, false).map(|_| ())
+    }
+
     fn train_batch(
         &self,
         w: &mut Word2VecWorker,

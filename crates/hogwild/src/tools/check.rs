@@ -1,6 +1,9 @@
 //! Offline validation of MultiSlot files (`hogwild check`): every bad line, with its file, line,
 //! slot and cause, grouped by problem class (Paddle's CheckFile classes: zero, negative or
 //! too-large counts, values out of range or not numbers, truncated lines, trailing garbage).
+//! Given a model's check of an instance ([`crate::Model::check_instance`]), also every line that
+//! parses but that the model would refuse in training (a label out of range, a word id past the
+//! vocabulary), before any training starts.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -28,9 +31,24 @@ impl CheckReport {
     }
 }
 
+/// The problem class of a line that parses but that the model refuses.
+pub const MODEL_CLASS: &str = "does not fit the model";
+
 /// Checks every line of `path` (through the desc's `pipe_command`, gzip recognised) and keeps the
 /// first `max_problems` problems. Errors only if the file cannot be read at all.
 pub fn check_file(desc: &DataFeedDesc, path: &Path, max_problems: usize) -> Result<CheckReport> {
+    check_file_with(desc, path, max_problems, &mut |_, _| Ok(()))
+}
+
+/// [`check_file`], and every line that parses checked by `instance` too (called with the batch
+/// and the line's instance in it: a model's [`crate::Model::check_instance`]). A line it refuses
+/// is a problem of class [`MODEL_CLASS`], named `file:line: slot "name": cause`.
+pub fn check_file_with(
+    desc: &DataFeedDesc,
+    path: &Path,
+    max_problems: usize,
+    instance: &mut dyn FnMut(&Batch, usize) -> Result<()>,
+) -> Result<CheckReport> {
     let context = ReadContext::new(desc);
     let mut source = Source::open(path, desc.pipe_command())?;
     // Dense slots without a shape are checked against the previous good line, so the batch
@@ -44,6 +62,21 @@ pub fn check_file(desc: &DataFeedDesc, path: &Path, max_problems: usize) -> Resu
             Ok(()) => {
                 if batch.len > 1 {
                     batch = single_last(&batch);
+                }
+                if let Err(error) = instance(&batch, batch.len - 1) {
+                    report.bad_lines += 1;
+                    *report.classes.entry(MODEL_CLASS).or_insert(0) += 1;
+                    if report.problems.len() < max_problems {
+                        report.problems.push(match error {
+                            Error::BadInstance { slot, reason, .. } => Error::BadRecord {
+                                file: source.name().to_string(),
+                                line: report.lines,
+                                slot,
+                                reason,
+                            },
+                            other => other,
+                        });
+                    }
                 }
             }
             Err(err) => {

@@ -5,4 +5,4 @@
 mod check;
 pub mod convert;
 
-pub use check::{check_file, CheckReport};
+pub use check::{check_file, check_file_with, CheckReport, MODEL_CLASS};

@@ -25,10 +25,7 @@ fn one(a: u64, b: u64, y: u64) -> Batch {
         values: SlotValues::U64(vec![v]),
         offsets: vec![0, 1],
     };
-    Batch {
-        len: 1,
-        slots: vec![slot(a), slot(b), slot(y)],
-    }
+    Batch::from_slots(vec![slot(a), slot(b), slot(y)])
 }
 
 // One SGD step (lr 0.5) of an FM with dim 2 on features A (w 0.2, v [0.1, -0.2]) and B (w -0.3,
@@ -363,14 +360,9 @@ fn batched_instances_train_like_single_ones() {
     let b: [&[u64]; 5] = [&[7], &[], &[8], &[9, 10], &[7]];
     let y = [1u64, 0, 1, 0, 1];
     let labels: Vec<&[u64]> = y.iter().map(std::slice::from_ref).collect();
-    let whole = Batch {
-        len: 5,
-        slots: vec![slot(&a), slot(&b), slot(&labels)],
-    };
-    let single = |i: usize| Batch {
-        len: 1,
-        slots: vec![slot(&a[i..=i]), slot(&b[i..=i]), slot(&labels[i..=i])],
-    };
+    let whole = Batch::from_slots(vec![slot(&a), slot(&b), slot(&labels)]);
+    let single =
+        |i: usize| Batch::from_slots(vec![slot(&a[i..=i]), slot(&b[i..=i]), slot(&labels[i..=i])]);
     let mut cfg = CtrConfig::new(64);
     cfg.dim = Some(3);
     let models: Vec<_> = (0..2)
@@ -447,10 +439,7 @@ fn repeated_rows_in_an_instance_update_in_turn() {
         m.init();
         let mut w = m.new_worker(&desc()).unwrap();
         let ids = vec![id; times];
-        let batch = Batch {
-            len: 1,
-            slots: vec![slot(&[&ids]), slot(&[&[]]), slot(&[&[1]])],
-        };
+        let batch = Batch::from_slots(vec![slot(&[&ids]), slot(&[&[]]), slot(&[&[1]])]);
         m.train_batch(&mut w, &batch, &mut [0.0], None).unwrap();
         let (t, row) = w.feats[0];
         let mut got = [0.0f32];
@@ -498,10 +487,7 @@ fn private_copies_of_hot_rows_give_the_in_place_bits() {
     let y: Vec<Vec<u64>> = (0..n).map(|i| vec![(i * 5 % 7 > 2) as u64]).collect();
     let refs =
         |v: &[Vec<u64>]| -> SlotBatch { slot(&v.iter().map(Vec::as_slice).collect::<Vec<_>>()) };
-    let batch = Batch {
-        len: n as usize,
-        slots: vec![refs(&a), refs(&b), refs(&y)],
-    };
+    let batch = Batch::from_slots(vec![refs(&a), refs(&b), refs(&y)]);
     fn check<O: Optimizer<f32> + OptimizerDesc + Clone>(opt: O, batch: &Batch) {
         let mut cfg = CtrConfig::new(256);
         cfg.dim = Some(4);
@@ -628,17 +614,14 @@ fn floats(values: &[&[f32]]) -> SlotBatch {
 
 /// One instance of [`valued_desc`]: ids 11 (value `xa`), 22 (value `xb`) and 33, label 1.
 fn valued_one(xa: f32, xb: f32) -> Batch {
-    Batch {
-        len: 1,
-        slots: vec![
-            slot(&[&[11]]),
-            floats(&[&[xa]]),
-            slot(&[&[22]]),
-            floats(&[&[xb]]),
-            slot(&[&[33]]),
-            slot(&[&[1]]),
-        ],
-    }
+    Batch::from_slots(vec![
+        slot(&[&[11]]),
+        floats(&[&[xa]]),
+        slot(&[&[22]]),
+        floats(&[&[xb]]),
+        slot(&[&[33]]),
+        slot(&[&[1]]),
+    ])
 }
 
 // One SGD step (lr 0.5, label 1) with feature values: A (value 0.5), B (value 2.0) and C (a field
@@ -715,17 +698,14 @@ fn values_of_one_train_like_no_values() {
     let b_ones: [&[f32]; 4] = [&[1.0], &[1.0, 1.0], &[1.0], &[]];
     let c: [&[u64]; 4] = [&[4], &[5], &[4], &[6]];
     let labels: [&[u64]; 4] = [&[1], &[0], &[1], &[0]];
-    let batch = Batch {
-        len: 4,
-        slots: vec![
-            slot(&a),
-            floats(&ones),
-            slot(&b),
-            floats(&b_ones),
-            slot(&c),
-            slot(&labels),
-        ],
-    };
+    let batch = Batch::from_slots(vec![
+        slot(&a),
+        floats(&ones),
+        slot(&b),
+        floats(&b_ones),
+        slot(&c),
+        slot(&labels),
+    ]);
     let opt = Adagrad {
         lr: 0.3f32,
         initial_accumulator: 0.1,
@@ -790,16 +770,15 @@ fn values_are_checked_against_the_desc_and_each_instance() {
     let fresh = Ctr::new(CtrKind::Fm, valued_config(16), Sgd { lr: 0.1f32 }).unwrap();
     fresh.init();
     let mut w = m.new_worker(&desc).unwrap();
-    let two = |av: &[f32]| Batch {
-        len: 2,
-        slots: vec![
+    let two = |av: &[f32]| {
+        Batch::from_slots(vec![
             slot(&[&[1], &[2, 3]]),
             floats(&[&[0.5], av]),
             slot(&[&[4], &[5]]),
             floats(&[&[1.0], &[1.0]]),
             slot(&[&[6], &[7]]),
             slot(&[&[1], &[0]]),
-        ],
+        ])
     };
     for (av, message) in [
         (
@@ -838,15 +817,12 @@ fn ffm_config(dim: usize) -> CtrConfig {
 }
 
 fn ffm_batch(fields: &[u64], ids: &[u64], values: &[f32]) -> Batch {
-    Batch {
-        len: 1,
-        slots: vec![
-            floats(&[&[1.0]]),
-            slot(&[fields]),
-            slot(&[ids]),
-            floats(&[values]),
-        ],
-    }
+    Batch::from_slots(vec![
+        floats(&[&[1.0]]),
+        slot(&[fields]),
+        slot(&[ids]),
+        floats(&[values]),
+    ])
 }
 
 #[test]
@@ -888,10 +864,7 @@ fn libffm_field_numbers_are_fields() {
         vec![crate::feed::Slot::sparse("1", crate::feed::SlotType::U64)],
     );
     let mut wn = named.new_worker(&named_desc).unwrap();
-    let one_id = Batch {
-        len: 1,
-        slots: vec![slot(&[&[7]])],
-    };
+    let one_id = Batch::from_slots(vec![slot(&[&[7]])]);
     named.gather(&mut wn, &one_id, 0).unwrap();
     assert_eq!(wn.feats, [(0, row("1"))]);
 
@@ -960,10 +933,7 @@ fn weighted_desc() -> DataFeedDesc {
 
 fn weighted(ids: &[&[u64]], labels: &[&[u64]], weights: &[f32]) -> Batch {
     let weights: Vec<&[f32]> = weights.iter().map(std::slice::from_ref).collect();
-    Batch {
-        len: ids.len(),
-        slots: vec![slot(ids), slot(labels), floats(&weights)],
-    }
+    Batch::from_slots(vec![slot(ids), slot(labels), floats(&weights)])
 }
 
 #[test]
