@@ -85,7 +85,7 @@ def workload(name):
 def train_seconds(binary, args, threads):
     cfg, feed, data, epochs = args
     cmd = [binary, "train", "--config", cfg, "--feed", feed, data, "--epochs", epochs,
-           "--threads", threads, "--quiet"]
+           "--threads", threads, "--print-period", "0"]
     out, _, _, _ = run_measured([str(c) for c in cmd])
     t = re.search(r"^time: .*training ([0-9.]+)s", out, re.M)
     if not t:
