@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::hogwild;
+use common::{hogwild, own_stderr};
 
 const DESC: &str = "name: \"MultiSlotDataFeed\"\nbatch_size: 16\nmulti_slot_desc {\n  \
                     slots { name: \"a\" type: \"uint64\" is_dense: false is_used: true }\n  \
@@ -332,7 +332,8 @@ fn the_report_reads_right_and_quiet_keeps_the_results() {
         lines[1].starts_with("test: 200 instances  loss "),
         "{lines:?}"
     );
-    assert!(text(&out).1.is_empty(), "{:?}", text(&out).1);
+    let stderr = own_stderr(&out);
+    assert!(stderr.is_empty(), "{stderr:?}");
 }
 
 // More threads than cores run (a user may want it), with a warning.
