@@ -215,6 +215,8 @@ pub fn run(args: Args) -> Result<()> {
 
     let mut out = paths::output(&args.output, to_stdout)?;
     let mut vocab_file = None;
+    // fastText: the bag-of-words model's `vocab` and `classes` for the ids written.
+    let mut bow_ids = None;
     // The desc found in the input (CSV's columns); the other formats' is `fixed`.
     let (lines, desc) = match args.from {
         Format::Fasttext => {
@@ -241,6 +243,7 @@ pub fn run(args: Args) -> Result<()> {
                 bigram_buckets: args.bigram_buckets,
             };
             let lines = convert_fasttext(open(&input)?, &name, &mut out, &vocab, &opts)?;
+            bow_ids = Some((opts.id_space(&vocab), vocab.labels()));
             (lines, None)
         }
         Format::Libsvm | Format::Libffm => {
@@ -287,7 +290,8 @@ pub fn run(args: Args) -> Result<()> {
         file.commit()?;
         say!(
             to_stdout,
-            "vocabulary: {words} words, {labels} labels -> {vocab_name}"
+            "vocabulary: {words} words (ids 1 to {words}; 0 is any other word), {labels} labels \
+             -> {vocab_name}"
         );
     }
     if let Some(file) = desc_out {
@@ -310,6 +314,14 @@ pub fn run(args: Args) -> Result<()> {
         Format::Vw => Some(vw_ctr_keys()),
         Format::Fasttext | Format::Csv => None,
     };
+    if let Some((vocab, classes)) = bow_ids {
+        say!(
+            to_stdout,
+            "note: for bow to read the ids written here, set in [model]:"
+        );
+        say!(to_stdout, "  vocab = {vocab}");
+        say!(to_stdout, "  classes = {classes}");
+    }
     if let Some(keys) = ctr_keys {
         say!(
             to_stdout,

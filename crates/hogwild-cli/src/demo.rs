@@ -138,7 +138,7 @@ pub fn run(args: Args) -> Result<()> {
     println!(
         "hogwild demo: {TRAIN_DOCS} training and {TEST_DOCS} test documents, {CLASSES} classes, \
          vocabulary {VOCAB}, in {}",
-        dir.display()
+        place(args.dir.as_deref())
     );
     println!(
         "bag of words, dim 10, AdamAsync lr 0.01, {threads} threads, {} epochs, data loaded once",
@@ -190,9 +190,59 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     println!(
-        "model saved and reloaded from {} ({} KiB of parameters and optimizer state)",
-        saved.display(),
-        model.memory_bytes() / 1024
+        "{}",
+        saved_line(args.dir.is_some(), &saved, model.memory_bytes())
     );
     Ok(())
+}
+
+// Without --dir the files go with the temporary directory at exit: the demo names no path that
+// will not exist once it ends.
+
+/// Where the demo writes its files, for its first line.
+fn place(dir: Option<&Path>) -> String {
+    match dir {
+        Some(d) => d.display().to_string(),
+        None => "a temporary directory (removed at exit; --dir DIR keeps the files)".to_string(),
+    }
+}
+
+/// The last line: the checkpoint's path only when it is kept (`kept`: --dir was given).
+fn saved_line(kept: bool, saved: &Path, memory_bytes: usize) -> String {
+    let kib = memory_bytes / 1024;
+    if kept {
+        format!(
+            "model saved to {} and reloaded ({kib} KiB of parameters and optimizer state)",
+            saved.display()
+        )
+    } else {
+        format!(
+            "model saved and reloaded ({kib} KiB of parameters and optimizer state; removed with \
+             the temporary directory: --dir DIR keeps it)"
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_temporary_directory_is_never_named() {
+        let temp = Path::new("/tmp/.tmpXYZ/model.ckpt");
+        assert!(!place(None).contains('/'), "{}", place(None));
+        let line = saved_line(false, temp, 4096);
+        assert!(!line.contains("/tmp"), "{line}");
+        assert!(line.contains("--dir DIR keeps it"), "{line}");
+    }
+
+    #[test]
+    fn a_kept_directory_and_checkpoint_are_named() {
+        assert_eq!(place(Some(Path::new("demo"))), "demo");
+        let line = saved_line(true, Path::new("demo/model.ckpt"), 4096);
+        assert!(
+            line.starts_with("model saved to demo/model.ckpt and reloaded (4 KiB"),
+            "{line}"
+        );
+    }
 }

@@ -35,6 +35,15 @@ fn convert_fasttext_then_check_train_and_test() {
         std::fs::read_to_string(dir.path().join("train.ms")).unwrap(),
         "2 1 2 1 0 \n2 3 2 1 1 \n"
     );
+    // Three words have ids 1 to 3 and any other word 0: the model needs vocab = 4, which is
+    // what convert must say (it said "3 words" only, one short).
+    assert!(
+        text(&out.stdout).contains(
+            "vocabulary: 3 words (ids 1 to 3; 0 is any other word), 2 labels -> vocab.txt\n"
+        ) && text(&out.stdout).contains("  vocab = 4\n  classes = 2\n"),
+        "{}",
+        text(&out.stdout)
+    );
     let out = hogwild(
         dir.path(),
         &[
@@ -49,6 +58,14 @@ fn convert_fasttext_then_check_train_and_test() {
         ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
+    // The test data, converted with the training vocabulary, asks for the same model; the
+    // training data's desc is left as it is.
+    assert!(
+        text(&out.stdout).contains("(desc: data.prototxt, unchanged)\n")
+            && text(&out.stdout).contains("  vocab = 4\n  classes = 2\n"),
+        "{}",
+        text(&out.stdout)
+    );
     // "awful" is unknown to the training vocabulary: id 0.
     assert_eq!(
         std::fs::read_to_string(dir.path().join("test.ms")).unwrap(),
@@ -60,6 +77,42 @@ fn convert_fasttext_then_check_train_and_test() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).ends_with("all 3 lines in 2 files are good\n"));
+}
+
+/// Hashed words and converter bigrams: the ids span the word buckets, then the bigram buckets.
+#[test]
+fn convert_fasttext_names_the_vocab_of_hashed_words_and_bigrams() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("train.txt"), "__label__a x y z\n").unwrap();
+    let out = hogwild(
+        dir.path(),
+        &[
+            "convert",
+            "--from",
+            "fasttext",
+            "train.txt",
+            "-o",
+            "train.ms",
+            "--buckets",
+            "10",
+            "--bigram-buckets",
+            "5",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("  vocab = 15\n  classes = 1\n"),
+        "{}",
+        text(&out.stdout)
+    );
+    let ids: Vec<u64> = std::fs::read_to_string(dir.path().join("train.ms"))
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .take(5)
+        .map(|id| id.parse().unwrap())
+        .collect();
+    assert!(ids.iter().all(|&id| id < 15), "{ids:?}");
 }
 
 #[test]

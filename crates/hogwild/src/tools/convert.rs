@@ -156,6 +156,23 @@ pub struct FastTextOptions {
     pub bigram_buckets: Option<u64>,
 }
 
+impl FastTextOptions {
+    /// The ids of words: `0..word_space` (the vocabulary's ids, or the hash buckets).
+    fn word_space(&self, vocab: &Vocabulary) -> u64 {
+        match self.word_ids {
+            WordIds::Vocabulary => vocab.word_ids(),
+            WordIds::Hashed { buckets } => buckets.max(1),
+        }
+    }
+
+    /// One more than the largest id that [`convert_fasttext`] writes with `vocab`: the words,
+    /// then the bigram buckets. This is the bag-of-words model's `vocab` for the converted data
+    /// (its end-of-text row is no id of the data and comes on top).
+    pub fn id_space(&self, vocab: &Vocabulary) -> u64 {
+        self.word_space(vocab) + self.bigram_buckets.map_or(0, |b| b.max(1))
+    }
+}
+
 /// Converts fastText-style lines with `vocab` (labels must be known to it).
 pub fn convert_fasttext(
     input: impl BufRead,
@@ -164,10 +181,7 @@ pub fn convert_fasttext(
     vocab: &Vocabulary,
     opts: &FastTextOptions,
 ) -> Result<u64> {
-    let word_space = match opts.word_ids {
-        WordIds::Vocabulary => vocab.word_ids(),
-        WordIds::Hashed { buckets } => buckets.max(1),
-    };
+    let word_space = opts.word_space(vocab);
     let mut words = Vec::new();
     let mut hashes = Vec::new();
     let mut labels = Vec::new();

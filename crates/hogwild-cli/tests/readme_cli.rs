@@ -1,0 +1,253 @@
+//! The README's walk-throughs, run as a reader runs them: the `sh` blocks after a
+//! `<!-- walkthrough: NAME -->` comment, in README order, as one `bash -euo pipefail` script per
+//! walk-through, in a temporary copy of `examples/` with the built `hogwild` first on PATH. A
+//! `<!-- walkthrough-file: PATH -->` comment marks a block that shows a file of the repository;
+//! it must be that file, byte for byte.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root (this crate is `crates/hogwild-cli`).
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// What a comment before a fenced block says the block is.
+#[derive(Debug, PartialEq)]
+enum Mark {
+    /// Commands of the walk-through of this name.
+    Walkthrough(String),
+    /// The content of this file (relative to the repository root).
+    File(String),
+}
+
+/// A marked fenced block of README.md: its mark, its first line's number and its text.
+struct Block {
+    mark: Mark,
+    line: usize,
+    text: String,
+}
+
+/// Every marked block of `readme`. A mark must be followed at once by a fenced block.
+fn marked_blocks(readme: &str) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    let mut lines = readme.lines().enumerate();
+    while let Some((_, line)) = lines.next() {
+        let comment = line.trim();
+        let mark = if let Some(rest) = comment.strip_prefix("<!-- walkthrough:") {
+            Mark::Walkthrough(rest.trim_end_matches("-->").trim().to_string())
+        } else if let Some(rest) = comment.strip_prefix("<!-- walkthrough-file:") {
+            Mark::File(rest.trim_end_matches("-->").trim().to_string())
+        } else {
+            continue;
+        };
+        let (n, fence) = lines
+            .next()
+            .expect("README.md ends after a walk-through mark");
+        assert!(
+            fence.starts_with("```"),
+            "README.md:{}: a fenced block must follow {mark:?}, found {fence:?}",
+            n + 1
+        );
+        let mut text = String::new();
+        let mut closed = false;
+        for (_, line) in lines.by_ref() {
+            if line.starts_with("```") {
+                closed = true;
+                break;
+            }
+            text.push_str(line);
+            text.push('\n');
+        }
+        assert!(closed, "README.md:{}: the block is not closed", n + 1);
+        blocks.push(Block {
+            mark,
+            line: n + 2,
+            text,
+        });
+    }
+    blocks
+}
+
+fn readme_blocks() -> Vec<Block> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md is readable");
+    marked_blocks(&readme)
+}
+
+/// The script of walk-through `name`: its blocks in README order.
+fn script(name: &str) -> String {
+    let blocks: Vec<Block> = readme_blocks()
+        .into_iter()
+        .filter(|b| b.mark == Mark::Walkthrough(name.to_string()))
+        .collect();
+    assert!(!blocks.is_empty(), "README.md has no walk-through {name:?}");
+    for b in &blocks {
+        // The commands are what a reader types, with `hogwild` installed.
+        assert!(
+            !b.text.contains("cargo "),
+            "README.md:{}: walk-through {name:?} runs cargo; write `hogwild ...`",
+            b.line
+        );
+    }
+    blocks.iter().map(|b| b.text.as_str()).collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The files a script writes: the argument after each `-o` and `--save`.
+fn outputs(script: &str) -> Vec<String> {
+    let words: Vec<&str> = script.split_whitespace().collect();
+    words
+        .windows(2)
+        .filter(|w| w[0] == "-o" || w[0] == "--save")
+        .map(|w| w[1].to_string())
+        .collect()
+}
+
+/// Runs walk-through `name` in a fresh copy of `examples/`; checks that it succeeded and wrote
+/// every output it names. Returns the directory it ran in and what it printed.
+fn run_walkthrough(name: &str) -> (tempfile::TempDir, String) {
+    let script = script(name);
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("examples"), &dir.path().join("examples"));
+    let path = dir.path().join("walkthrough.sh");
+    std::fs::write(&path, &script).unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_hogwild")).parent().unwrap();
+    let search = std::env::var_os("PATH").unwrap_or_default();
+    let search = std::env::join_paths(
+        std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&search)),
+    )
+    .unwrap();
+    let out: Output = Command::new("bash")
+        .args(["-euo", "pipefail"])
+        .arg(&path)
+        .current_dir(dir.path())
+        .env("PATH", search)
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .output()
+        .expect("bash runs");
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "walk-through {name:?} failed ({}):\n{script}\n--- output:\n{printed}",
+        out.status
+    );
+    for file in outputs(&script) {
+        let meta = std::fs::metadata(dir.path().join(&file));
+        assert!(
+            meta.is_ok_and(|m| m.len() > 0),
+            "walk-through {name:?} did not write {file}:\n{printed}"
+        );
+    }
+    (dir, printed)
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).unwrap().lines().count()
+}
+
+#[test]
+fn text_classification_walkthrough_runs() {
+    let (dir, printed) = run_walkthrough("text-classification");
+    // The test file is converted with the training vocabulary and the training desc left alone.
+    assert!(
+        printed.contains(
+            "150 lines -> build/text/test.ms (desc: build/text/data.prototxt, unchanged)"
+        ),
+        "{printed}"
+    );
+    // The vocabulary size `convert` asks for is the one the walk-through's model.toml sets.
+    let asked = printed
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("vocab = "))
+        .unwrap_or_else(|| panic!("convert names no vocab:\n{printed}"));
+    let config = std::fs::read_to_string(repo().join("examples/text/model.toml")).unwrap();
+    assert!(
+        config.contains(&format!("\nvocab = {asked} ")),
+        "convert asks for vocab = {asked}; examples/text/model.toml has another"
+    );
+    assert!(printed.contains("test: 150 instances"), "{printed}");
+    let predictions = dir.path().join("build/text/predictions.tsv");
+    assert_eq!(lines(&predictions), 150);
+}
+
+#[test]
+fn word2vec_walkthrough_runs() {
+    let (dir, _) = run_walkthrough("word2vec");
+    let vectors = std::fs::read_to_string(dir.path().join("build/word2vec/vectors.txt")).unwrap();
+    let header = vectors.lines().next().unwrap_or_default();
+    let words: usize = header.split(' ').next().unwrap().parse().unwrap();
+    assert!(header.ends_with(" 50"), "{header}");
+    assert_eq!(vectors.lines().count(), words + 1);
+}
+
+#[test]
+fn ctr_walkthrough_runs() {
+    let (dir, printed) = run_walkthrough("ctr");
+    for (file, n) in [
+        ("build/ctr/fm.pred", 5000),
+        ("build/ctr/libffm/test.pred", 1000),
+    ] {
+        assert_eq!(lines(&dir.path().join(file)), n, "{file}");
+    }
+    // Every training run scored its test set, and both eval runs printed theirs.
+    assert_eq!(
+        printed.matches("test: 5000 instances").count(),
+        2 + 1,
+        "{printed}"
+    );
+    assert_eq!(
+        printed.matches("test: 1000 instances").count(),
+        3 + 1,
+        "{printed}"
+    );
+}
+
+#[test]
+fn readme_shows_the_files_as_they_are() {
+    let files: Vec<Block> = readme_blocks()
+        .into_iter()
+        .filter(|b| matches!(b.mark, Mark::File(_)))
+        .collect();
+    assert!(!files.is_empty(), "README.md marks no file blocks");
+    for b in files {
+        let Mark::File(path) = &b.mark else {
+            unreachable!()
+        };
+        let file = std::fs::read_to_string(repo().join(path)).unwrap();
+        assert_eq!(
+            b.text, file,
+            "README.md:{}: the block differs from {path}",
+            b.line
+        );
+    }
+}
+
+#[test]
+fn marks_are_found_with_their_blocks() {
+    let readme = "a\n<!-- walkthrough: x -->\n```sh\necho 1\n```\n\
+                  <!-- walkthrough-file: f.toml -->\n```toml\nk = 1\n```\n";
+    let blocks = marked_blocks(readme);
+    assert_eq!(blocks.len(), 2);
+    assert_eq!(blocks[0].mark, Mark::Walkthrough("x".into()));
+    assert_eq!((blocks[0].line, blocks[0].text.as_str()), (4, "echo 1\n"));
+    assert_eq!(blocks[1].mark, Mark::File("f.toml".into()));
+    assert_eq!(blocks[1].text, "k = 1\n");
+    assert_eq!(outputs("hogwild x -o a \\\n  --save b/c"), ["a", "b/c"]);
+}
