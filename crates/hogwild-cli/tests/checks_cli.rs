@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{hogwild, own_stderr};
+use common::hogwild;
 
 const DESC: &str = "name: \"MultiSlotDataFeed\"\nbatch_size: 16\nmulti_slot_desc {\n  \
                     slots { name: \"a\" type: \"uint64\" is_dense: false is_used: true }\n  \
@@ -43,11 +43,7 @@ fn text(out: &Output) -> (String, String) {
 /// reading the never-ending data (a FIFO no one writes to) instead of refusing an option first.
 #[cfg(unix)]
 fn refused_fast(dir: &Path, args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hogwild"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
+    let mut child = common::command(dir, args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -332,8 +328,8 @@ fn the_report_reads_right_and_quiet_keeps_the_results() {
         lines[1].starts_with("test: 200 instances  loss "),
         "{lines:?}"
     );
-    let stderr = own_stderr(&out);
-    assert!(stderr.is_empty(), "{stderr:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.is_empty(), "{stderr}");
 }
 
 // More threads than cores run (a user may want it), with a warning.

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 mod common;
-use common::hogwild;
+use common::{command, hogwild};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -28,16 +28,6 @@ fn ok(out: &Output) -> String {
 fn refused(out: &Output) -> String {
     assert!(!out.status.success(), "stdout: {}", text(&out.stdout));
     text(&out.stderr)
-}
-
-fn command(dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_hogwild"));
-    command
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE");
-    command
 }
 
 /// Runs `hogwild args` with `input` on its standard input (a pipe).

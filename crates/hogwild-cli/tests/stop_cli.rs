@@ -60,11 +60,7 @@ fn lines(reader: impl Read + Send + 'static) -> (Receiver<String>, JoinHandle<Ve
 }
 
 fn spawn(dir: &Path, args: &[&str]) -> Running {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hogwild"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
+    let mut child = common::command(dir, args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
