@@ -493,11 +493,13 @@ def main():
                           f"{ft_acc} ({ft['seconds']:.2f} s), "
                           f"hogwild {r['hogwild']['acc']:.4f} ({r['hogwild']['seconds']:.2f} s); "
                           f"about {left / 60:.0f} min left", flush=True)
+    args.out.write_text(json.dumps(record, indent=1))  # also when every run was resumed
     table = tables(args, runs, grid)
     load = os.getloadavg()
     foot = ("\nfastText reads its file in order: with 1 thread a seed only changes its initial "
             "embedding, and its accuracy often repeats from seed to seed (std 0).\n"
-            f"{len(runs) * 2} runs in {(time.perf_counter() - t_start) / 60:.1f} min; "
+            f"{len(runs) * 2} runs ({done} made now) in {(time.perf_counter() - t_start) / 60:.1f} "
+            f"min; "
             f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(table + foot)
     sets = "\n".join(f"| {n} | {st['classes']} | {st['train']} | {st['test']} | {st['vocab']} | "
