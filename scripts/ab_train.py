@@ -2,9 +2,10 @@
 """A/B of two hogwild binaries on the peer benchmarks' workloads, alternated run by run.
 
 Each round runs every workload at every thread count with binary A then B (B then A in odd
-rounds), one process per run, and reads the training time from the `time:` line (the worker loop:
-batches to updates, without process start, load or model init). It prints, per workload and
-thread count, each binary's median training seconds and B's throughput relative to A's as the
+rounds), one process per run, and reads the `time:` line: training (the worker loop, batches to
+updates) and total (load, model init and training: what a user waits for; a table whose pages are
+first touched by training rather than by init moves time from one to the other). It prints, per
+workload and thread count, each binary's median seconds and B's throughput relative to A's as the
 median of the per-round ratios (above 1: B is faster), and writes the table to
 build/ab-train/results.md.
 
@@ -83,14 +84,15 @@ def workload(name):
 
 
 def train_seconds(binary, args, threads):
+    """Training and total seconds of one run."""
     cfg, feed, data, epochs = args
     cmd = [binary, "train", "--config", cfg, "--feed", feed, data, "--epochs", epochs,
            "--threads", threads, "--print-period", "0"]
     out, _, _, _ = run_measured([str(c) for c in cmd])
-    t = re.search(r"^time: .*training ([0-9.]+)s", out, re.M)
+    t = re.search(r"^time: .*training ([0-9.]+)s.*total ([0-9.]+)s", out, re.M)
     if not t:
         sys.exit(f"no time: line in the output of {shlex.join(map(str, cmd))}:\n{out[-2000:]}")
-    return float(t.group(1))
+    return float(t.group(1)), float(t.group(2))
 
 
 def sha(path):
@@ -126,20 +128,24 @@ def main():
             for t in args.threads:
                 for b in ("AB" if r % 2 == 0 else "BA"):
                     times[(w, t, b)].append(train_seconds(binaries[b], loads[w], t))
-                print(f"round {r + 1}: {w} {t} thread(s): A {times[(w, t, 'A')][-1]:.2f}s, "
-                      f"B {times[(w, t, 'B')][-1]:.2f}s", flush=True)
+                a, b = times[(w, t, "A")][-1], times[(w, t, "B")][-1]
+                print(f"round {r + 1}: {w} {t} thread(s): training A {a[0]:.2f}s B {b[0]:.2f}s, "
+                      f"total A {a[1]:.2f}s B {b[1]:.2f}s", flush=True)
     lines = [f"Command: `{command}`", "",
              f"A: {args.a} (sha256 {sha(args.a)}), B: {args.b} (sha256 {sha(args.b)}); "
-             f"{args.rounds} rounds, training seconds from the `time:` line", "",
-             "| workload | threads | A median s | B median s | B / A throughput (median of rounds) "
-             "| min-max of rounds |", "|---|---|---|---|---|---|"]
+             f"{args.rounds} rounds, seconds from the `time:` line", "",
+             "| workload | threads | training s, A / B (medians) | B / A training (min-max) "
+             "| total s, A / B | B / A total (min-max) |", "|---|---|---|---|---|---|"]
     for w in args.workloads:
         for t in args.threads:
-            a, b = times[(w, t, "A")], times[(w, t, "B")]
-            ratios = [x / y for x, y in zip(a, b)]
-            lines.append(f"| {w} | {t} | {statistics.median(a):.2f} | {statistics.median(b):.2f} "
-                         f"| {statistics.median(ratios):.3f} | {min(ratios):.3f}-"
-                         f"{max(ratios):.3f} |")
+            cells = []
+            for part in (0, 1):
+                a = [x[part] for x in times[(w, t, "A")]]
+                b = [x[part] for x in times[(w, t, "B")]]
+                ratios = [x / y for x, y in zip(a, b)]
+                cells += [f"{statistics.median(a):.2f} / {statistics.median(b):.2f}",
+                          f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"]
+            lines.append(f"| {w} | {t} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     print(table)
     (WORK / "results.md").write_text(table + "\n")
