@@ -2,7 +2,8 @@
 tf.compat.v1.Session loop feeding the same graph (the bag-of-words classifier of
 export_bow_graph.py, AdamAsync) the same batches, and vs the native executor (`hogwild train`,
 model `kind = "bow"`, AdamAsync) on the same files, batch size, vocab, dim, epochs and threads.
-Prints tables of examples/s and ratios.
+Prints tables of examples/s and ratios, and the graph's bare step rate (its train op with the
+inputs built in as constants: no feed at all) as the limit any loop around it can reach.
 
 The native executor runs twice per thread count: `--stream` (reads and parses the files during
 training, as the runner does) and in memory (files loaded before the clock starts; its time is the
@@ -90,6 +91,41 @@ def python_loop(graph, batches):
         return n / (time.perf_counter() - start)
 
 
+def bare_steps(graph, batch, threads, seconds=3.0):
+    """The graph's own limit: examples/s of its train op with the inputs built into the graph as
+    constants (one batch of the data, `input_map`), so no step feeds, parses or copies anything;
+    `threads` Python threads step one session together, as the runner's threads do. The same rows
+    every step keep them in cache: an upper bound, not a training run."""
+    import threading
+
+    g = tf.Graph()
+    with g.as_default():
+        inputs = {name: tf.constant(value) for name, value in batch.items()}
+        tf.compat.v1.train.import_meta_graph(str(graph), input_map=inputs)
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1,
+                                      inter_op_parallelism_threads=threads)
+    with tf.compat.v1.Session(graph=g, config=config) as sess:
+        sess.run("init")
+        step = sess.make_callable(g.get_operation_by_name("train"))
+        for _ in range(20):
+            step()
+        counts = [0] * threads
+        deadline = time.perf_counter() + seconds
+
+        def work(i):
+            while time.perf_counter() < deadline:
+                step()
+                counts[i] += 1
+
+        start = time.perf_counter()
+        pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        return sum(counts) * len(batch["label:0"]) / (time.perf_counter() - start)
+
+
 def runner(binary, graph, d, paths, threads, epochs, extra=()):
     r = subprocess.run([str(binary), "tf-train", "--graph", str(graph), "--op-library",
                         str(PLUGIN), "--feed", str(d / "data.prototxt"), "--threads",
@@ -111,17 +147,15 @@ def write_native_config(d, vocab, dim, lr=0.01):
 
 
 def native(binary, config, d, paths, threads, epochs, stream):
-    """examples/s of `hogwild train`: with --stream its own summary line (file reading included);
-    in memory, the instances of every epoch over the `training` time (loading excluded)."""
+    """examples/s of `hogwild train`: the instances of every epoch over the `training` time of its
+    `time:` line (with --stream the files are read and parsed during training; in memory they
+    are loaded before it)."""
     r = subprocess.run([str(binary), "train", "--config", str(config), "--feed",
                         str(d / "data.prototxt"), "--threads", str(threads), "--epochs",
                         str(epochs), "--print-period", "0", *(["--stream"] if stream else []),
                         *map(str, paths)],
                        capture_output=True, text=True, check=True)
     out = r.stdout
-    if stream:
-        return float(re.search(r"^epochs [\d-]+: \d+ instances in [\d.]+s \(([\d.]+)/s",
-                               out, re.M).group(1))
     instances = sum(int(n) for n in re.findall(r"^epoch \d+: (\d+) instances", out, re.M))
     secs = float(re.search(r"training ([\d.]+)s", out).group(1))
     return instances / secs
@@ -154,6 +188,8 @@ def main():
                 rows[name] = []
         if not a.skip_python:
             rows["runner 2 threads, --inline-steps"] = []
+            rows["graph's bare steps, 1 thread"] = []
+            rows["graph's bare steps, 2 threads"] = []
         for _ in range(a.repeats):
             if not a.skip_python:
                 rows["python Session loop (1 thread)"].append(python_loop(graph, batches))
@@ -168,16 +204,24 @@ def main():
             if not a.skip_python:
                 rows["runner 2 threads, --inline-steps"].append(
                     runner(a.binary, graph, d, paths, 2, a.epochs, ["--inline-steps"]))
+                for t in (1, 2):
+                    rows[f"graph's bare steps, {t} thread{'s' * (t > 1)}"].append(
+                        bare_steps(graph, batches[0], t))
         med = {name: statistics.median(xs) for name, xs in rows.items()}
         print(f"{a.files} files x {a.lines} lines, batch {a.batch}, vocab {a.vocab}, "
               f"dim {a.dim}, {a.epochs} epoch(s), AdamAsync; median of {a.repeats}")
         if not a.skip_python:
             base = med["python Session loop (1 thread)"]
-            print(f"| {'configuration':<34} | {'examples/s':>10} | {'vs Python loop':>14} |")
-            print(f"|{'-' * 36}|{'-' * 12}:|{'-' * 15}:|")
-            for name in ("python Session loop (1 thread)", "runner 1 thread", "runner 2 threads",
-                         "runner 2 threads, --inline-steps"):
-                print(f"| {name:<34} | {med[name]:>10.0f} | {med[name] / base:>13.2f}x |")
+            print(f"| {'configuration':<34} | {'examples/s':>10} | {'vs Python loop':>14} | "
+                  f"{'of bare steps':>13} |")
+            print(f"|{'-' * 36}|{'-' * 12}:|{'-' * 15}:|{'-' * 14}:|")
+            for name, t in (("python Session loop (1 thread)", 1), ("runner 1 thread", 1),
+                            ("runner 2 threads", 2), ("runner 2 threads, --inline-steps", 2),
+                            ("graph's bare steps, 1 thread", 1),
+                            ("graph's bare steps, 2 threads", 2)):
+                bare = med[f"graph's bare steps, {t} thread{'s' * (t > 1)}"]
+                print(f"| {name:<34} | {med[name]:>10.0f} | {med[name] / base:>13.2f}x | "
+                      f"{med[name] / bare:>12.2f}x |")
             print()
         print(f"| {'threads':>7} | {'runner':>10} | {'native --stream':>15} | "
               f"{'native in-memory':>16} | {'runner / stream':>15} | {'runner / in-mem':>15} |")
