@@ -6,24 +6,12 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::hogwild;
+use common::{hogwild, lr_lines, lr_setup};
 
-const DESC: &str = "name: \"MultiSlotDataFeed\"\nbatch_size: 16\nmulti_slot_desc {\n  \
-                    slots { name: \"a\" type: \"uint64\" is_dense: false is_used: true }\n  \
-                    slots { name: \"label\" type: \"uint64\" is_dense: false is_used: true }\n}\n";
-
-/// A logistic-regression setup in `dir`: desc, config, 200 lines of data and a test file.
+/// A logistic-regression setup in `dir` ([`lr_setup`]) with 200 lines, and them as `test.ms`.
 fn setup(dir: &Path) {
-    std::fs::write(dir.join("data.prototxt"), DESC).unwrap();
-    std::fs::write(
-        dir.join("lr.toml"),
-        config("kind = \"adagrad\"\nlr = 0.1", ""),
-    )
-    .unwrap();
-    let lines: String = (0..200)
-        .map(|i| format!("1 {} 1 {}\n", i % 7, i % 2))
-        .collect();
-    std::fs::write(dir.join("train.ms"), &lines).unwrap();
+    let lines = lr_lines(200);
+    lr_setup(dir, &lines);
     std::fs::write(dir.join("test.ms"), &lines).unwrap();
 }
 

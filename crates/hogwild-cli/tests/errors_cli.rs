@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Output;
 
 mod common;
-use common::{hogwild, hogwild_with_env};
+use common::{hogwild, hogwild_with_env, lr_lines, lr_setup};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -435,20 +435,8 @@ fn eval_averages_over_instances_and_refuses_what_it_cannot_measure() {
 fn auc_over_one_class_says_why_it_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(
-        d.join("data.prototxt"),
-        BOW_DESC.replace("\"words\"", "\"a\""),
-    )
-    .unwrap();
-    std::fs::write(
-        d.join("lr.toml"),
-        "[model]\nkind = \"lr\"\nbuckets = 64\n\n[optimizer]\nkind = \"adagrad\"\nlr = 0.1\n",
-    )
-    .unwrap();
-    let lines: String = (0..50)
-        .map(|i| format!("1 {} 1 {}\n", i % 7, i % 2))
-        .collect();
-    std::fs::write(d.join("train.ms"), lines).unwrap();
+    lr_setup(d, &lr_lines(50));
+
     std::fs::write(d.join("zeros.ms"), "1 3 1 0\n".repeat(20)).unwrap();
     let stdout = ok(
         d,

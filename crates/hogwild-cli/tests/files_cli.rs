@@ -94,25 +94,13 @@ fn temporaries(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Logistic regression over 2000 lines in `dir`: data.prototxt, lr.toml, train.ms; returns the
+/// Logistic regression over 2000 lines in `dir` ([`lr_setup`], labels `i % 7 > 2`); returns the
 /// data.
 fn lr_setup(dir: &Path) -> String {
-    std::fs::write(
-        dir.join("data.prototxt"),
-        "name: \"MultiSlotDataFeed\"\nbatch_size: 16\nmulti_slot_desc {\n  \
-         slots { name: \"a\" type: \"uint64\" is_dense: false is_used: true }\n  \
-         slots { name: \"label\" type: \"uint64\" is_dense: false is_used: true }\n}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("lr.toml"),
-        "[model]\nkind = \"lr\"\nbuckets = 64\n\n[optimizer]\nkind = \"adagrad\"\nlr = 0.1\n",
-    )
-    .unwrap();
     let data: String = (0..2000)
         .map(|i| format!("1 {} 1 {}\n", i % 7, (i % 7 > 2) as u8))
         .collect();
-    std::fs::write(dir.join("train.ms"), &data).unwrap();
+    common::lr_setup(dir, &data);
     data
 }
 

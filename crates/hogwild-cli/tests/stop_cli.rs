@@ -11,29 +11,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::hogwild;
+use common::{hogwild, lr_lines, lr_setup};
 
-/// A logistic-regression setup in `dir`: desc, config and `lines` lines of data in `train.ms`.
+/// A logistic-regression setup in `dir` with `lines` lines of data in `train.ms`.
 fn setup(dir: &Path, lines: usize) {
-    std::fs::write(
-        dir.join("data.prototxt"),
-        "name: \"MultiSlotDataFeed\"\nbatch_size: 16\nmulti_slot_desc {\n  \
-         slots { name: \"a\" type: \"uint64\" is_dense: false is_used: true }\n  \
-         slots { name: \"label\" type: \"uint64\" is_dense: false is_used: true }\n}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("lr.toml"),
-        "[model]\nkind = \"lr\"\nbuckets = 64\n\n[optimizer]\nkind = \"adagrad\"\nlr = 0.1\n",
-    )
-    .unwrap();
-    std::fs::write(dir.join("train.ms"), data(lines)).unwrap();
-}
-
-fn data(lines: usize) -> String {
-    (0..lines)
-        .map(|i| format!("1 {} 1 {}\n", i % 7, i % 2))
-        .collect()
+    lr_setup(dir, &lr_lines(lines));
 }
 
 /// A running `hogwild` and its output, line by line as it comes.

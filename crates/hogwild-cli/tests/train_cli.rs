@@ -4,30 +4,11 @@ use std::path::Path;
 use std::process::Output;
 
 mod common;
-use common::hogwild;
+use common::{hogwild, lr_lines, lr_setup};
 
 /// A small logistic-regression setup in `dir`: desc, config and 200 lines of data.
 fn setup(dir: &Path) {
-    std::fs::write(
-        dir.join("data.prototxt"),
-        r#"name: "MultiSlotDataFeed"
-batch_size: 16
-multi_slot_desc {
-  slots { name: "a" type: "uint64" is_dense: false is_used: true }
-  slots { name: "label" type: "uint64" is_dense: false is_used: true }
-}
-"#,
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("lr.toml"),
-        "[model]\nkind = \"lr\"\nbuckets = 64\n\n[optimizer]\nkind = \"adagrad\"\nlr = 0.1\n",
-    )
-    .unwrap();
-    let lines: String = (0..200)
-        .map(|i| format!("1 {} 1 {}\n", i % 7, i % 2))
-        .collect();
-    std::fs::write(dir.join("train.ms"), lines).unwrap();
+    lr_setup(dir, &lr_lines(200));
 }
 
 fn saved_lines(out: &Output) -> Vec<String> {

@@ -37,3 +37,30 @@ pub fn hogwild_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Outp
         .output()
         .expect("the hogwild binary runs")
 }
+
+/// The data.prototxt of the logistic-regression setups: one uint64 slot `a` and a label.
+#[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
+pub const LR_DESC: &str = "name: \"MultiSlotDataFeed\"\nbatch_size: 16\nmulti_slot_desc {\n  \
+    slots { name: \"a\" type: \"uint64\" is_dense: false is_used: true }\n  \
+    slots { name: \"label\" type: \"uint64\" is_dense: false is_used: true }\n}\n";
+
+/// A logistic-regression setup in `dir`: `data.prototxt` ([`LR_DESC`]), `lr.toml` (64 buckets,
+/// Adagrad at 0.1) and `data` as `train.ms`.
+#[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
+pub fn lr_setup(dir: &Path, data: &str) {
+    std::fs::write(dir.join("data.prototxt"), LR_DESC).unwrap();
+    std::fs::write(
+        dir.join("lr.toml"),
+        "[model]\nkind = \"lr\"\nbuckets = 64\n\n[optimizer]\nkind = \"adagrad\"\nlr = 0.1\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("train.ms"), data).unwrap();
+}
+
+/// `lines` lines for [`lr_setup`]: feature `i % 7`, label `i % 2`.
+#[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
+pub fn lr_lines(lines: usize) -> String {
+    (0..lines)
+        .map(|i| format!("1 {} 1 {}\n", i % 7, i % 2))
+        .collect()
+}
