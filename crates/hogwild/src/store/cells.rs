@@ -131,6 +131,34 @@ impl Cells {
     fn mapped(_len: usize, _bytes: usize) -> Option<Self> {
         None
     }
+
+    /// Asks the kernel to back cells `range` (of a huge-page mapping; a no-op otherwise) with base
+    /// pages: the whole base pages inside the range, before any of them is touched. For rows used
+    /// sparsely, where a first touch would zero a whole 2 MiB page for one row.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    pub(super) fn prefer_base_pages(&self, range: std::ops::Range<usize>) {
+        let Source::Mapped { base, bytes } = self.source else {
+            return;
+        };
+        let size = std::mem::size_of::<AtomicF32>();
+        let start = (range.start * size).next_multiple_of(BASE_PAGE);
+        let end = (range.end.min(self.len) * size).min(bytes) / BASE_PAGE * BASE_PAGE;
+        if start < end {
+            // SAFETY: `start..end` lies inside the mapping (`end <= bytes`) and is page-aligned;
+            // the advice only changes how the kernel backs pages, not their contents (zero until
+            // written), and a refusal leaves huge pages, which is still correct.
+            unsafe {
+                libc::madvise(
+                    base.cast::<u8>().add(start).cast(),
+                    end - start,
+                    libc::MADV_NOHUGEPAGE,
+                );
+            }
+        }
+    }
+
+    #[cfg(any(miri, not(target_os = "linux")))]
+    pub(super) fn prefer_base_pages(&self, _range: std::ops::Range<usize>) {}
 }
 
 impl Deref for Cells {
@@ -202,6 +230,59 @@ mod tests {
         assert_eq!(cells.as_ptr() as usize % HUGE_PAGE, 0);
         let small = Cells::zeroed(16).unwrap();
         assert!(matches!(small.source, Source::Heap(_)), "{small:?}");
+    }
+
+    /// The `VmFlags` of the mapping that holds `addr`, from /proc/self/smaps.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn vm_flags(addr: usize) -> String {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) = range.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    inside = a <= addr && addr < b;
+                    continue;
+                }
+            }
+            if inside {
+                if let Some(flags) = line.strip_prefix("VmFlags:") {
+                    return flags.to_string();
+                }
+            }
+        }
+        panic!("no mapping holds {addr:#x}")
+    }
+
+    #[test]
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn base_pages_are_asked_for_the_inner_whole_pages_of_a_range_only() {
+        let len = 4 * HUGE_PAGE; // 8 MiB of cells: four huge pages of bytes
+        let cells = Cells::zeroed(len).unwrap();
+        let base = cells.as_ptr() as usize;
+        let cell = std::mem::size_of::<AtomicF32>();
+        // From one cell past the first huge page to the end.
+        cells.prefer_base_pages(HUGE_PAGE / cell + 1..len);
+        let before = vm_flags(base);
+        assert!(
+            before.contains(" hg"),
+            "the head keeps MADV_HUGEPAGE: {before}"
+        );
+        assert!(!before.contains(" nh"), "{before}");
+        let after = vm_flags(base + HUGE_PAGE + BASE_PAGE);
+        assert!(
+            after.contains(" nh"),
+            "the rest is MADV_NOHUGEPAGE: {after}"
+        );
+        // The partial page at the range's start keeps the advice it had.
+        assert!(!vm_flags(base + HUGE_PAGE).contains(" nh"));
+        // A range past the end, or on the heap, changes nothing and does not fail.
+        cells.prefer_base_pages(len..len + 10);
+        let small = Cells::zeroed(16).unwrap();
+        small.prefer_base_pages(0..16);
+        cells[len - 1].store(1.0);
+        assert_eq!(cells[len - 1].load(), 1.0);
     }
 
     #[test]
