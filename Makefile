@@ -5,7 +5,7 @@ export LD_LIBRARY_PATH := $(CURDIR)/build/tf/lib:$(LD_LIBRARY_PATH)
 # TensorFlow's informational log lines (oneDNN notices) drown test output.
 export TF_CPP_MIN_LOG_LEVEL ?= 1
 
-.PHONY: demo test setup lint rust-test py-test bench plugin miri fuzz
+.PHONY: demo test setup lint rust-test py-test bench plugin wheel miri fuzz
 
 demo:
 	cargo run --release -q -p hogwild-cli -- demo
@@ -40,6 +40,11 @@ plugin: $(PLUGIN)
 
 $(PLUGIN): $(PLUGIN_SRC) | setup
 	bash tf_plugin/build.sh
+
+# The installable package: dist/adam_async-<version>+tf<TF>-py3-none-<platform>.whl with the op
+# library inside, pinned to the TensorFlow it was built for (`pip install dist/*.whl`).
+wheel: plugin
+	bash scripts/build_wheel.sh dist
 
 # Miri on the tests of the crate's shared mutable memory: the Hogwild store and the shared-memory
 # AdamAsync kernels (optim::shared, what the TF plugin runs without exclusive locks). Installs the nightly

@@ -1,10 +1,12 @@
-# DeepRec's AdamAsyncOptimizer example, unchanged apart from the imports: TF1 graph mode through
-# tf.compat.v1, and AdamAsyncOptimizer from the adam_async package instead of tf.train.
+# DeepRec's AdamAsyncOptimizer example (its AdamAsync document), run on TensorFlow 2.
+# Two changes from DeepRec's script: `import tensorflow as tf` became TensorFlow's own way of
+# running TF1 code on TF 2 (the compat.v1 import and disable_v2_behavior: every TF1 script needs
+# them, AdamAsync or not, as tf.get_variable and tf.Session are TF1 APIs); and one line is added,
+# `import adam_async.compat`, which makes tf.train.AdamAsyncOptimizer this package's optimizer.
 import tensorflow.compat.v1 as tf
-from adam_async import AdamAsyncOptimizer
+import adam_async.compat
 
 tf.disable_v2_behavior()
-tf.train.AdamAsyncOptimizer = AdamAsyncOptimizer
 
 var = tf.get_variable("var_0", shape=[10,16],
                        initializer=tf.ones_initializer(tf.float32))

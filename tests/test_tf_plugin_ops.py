@@ -495,6 +495,13 @@ def load_in_subprocess(library):
     return out.stdout.strip()
 
 
+def test_loader_uses_the_checkouts_build_without_the_environment_variable(monkeypatch):
+    # The package here is the checkout's python/adam_async (no library inside): build/plugin.
+    monkeypatch.delenv("ADAM_ASYNC_LIBRARY", raising=False)
+    assert not (pathlib.Path(adam_async.__file__).parent / "libadam_async_ops.so").exists()
+    assert adam_async.library_path() == ROOT / "build" / "plugin" / "libadam_async_ops.so"
+
+
 def test_loader_reports_a_missing_library(tmp_path):
     missing = tmp_path / "nope.so"
     want = f"PluginNotFoundError ADAM_ASYNC_LIBRARY={missing}: no such file"

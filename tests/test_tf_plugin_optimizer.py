@@ -1,9 +1,16 @@
 """AdamAsyncOptimizer (tf.compat.v1) and the Keras 3 AdamAsync: DeepRec's test matrix against
-numpy, slots and checkpoints, the seed's example, Keras training."""
+numpy, slots and checkpoints, the seed's example with ``import adam_async.compat``, Keras training,
+saving and reloading."""
 
+import json
+import os
 import pathlib
 import subprocess
 import sys
+import textwrap
+import types
+import warnings
+import zipfile
 
 import numpy as np
 import pytest
@@ -115,6 +122,9 @@ def test_slots_and_checkpoint_names_round_trip(tmp_path):
 
 
 def test_seed_example_runs():
+    # examples/seed_example.py is DeepRec's script on TF 2 with the one line
+    # `import adam_async.compat`: tf.train.AdamAsyncOptimizer is not patched in by the script.
+    assert "tf.train.AdamAsyncOptimizer =" not in (ROOT / "examples/seed_example.py").read_text()
     # The seed's expected losses: sum(2 * emb) over 6 rows of 16 ones, then two AdamAsync steps
     # with lr 0.1 moving every touched element by about 0.1 (192, 172.8, 153.6).
     out = subprocess.run([sys.executable, str(ROOT / "examples/seed_example.py")],
@@ -183,3 +193,173 @@ def test_keras_indexed_slices_use_the_lazy_sparse_op():
     # Dense Adam would keep moving rows 0 and 1 (their m is not zero); lazy Adam leaves them.
     np.testing.assert_array_equal(after2[:2], after1[:2])
     assert (after2[5] != after1[5]).all()
+
+
+# --- import adam_async.compat ---
+
+def test_compat_registers_the_optimizer_under_tf_compat_v1_train_once():
+    import adam_async
+    import adam_async.compat as compat
+
+    assert v1.train.AdamAsyncOptimizer is adam_async.AdamAsyncOptimizer
+    # TF 2's tf.train holds no TF1 optimizers, so it gets none.
+    assert not hasattr(tf.train, "AdamAsyncOptimizer")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # registering again is silent
+        assert compat.register() == ["tf.compat.v1.train"]
+    assert v1.train.AdamAsyncOptimizer is adam_async.AdamAsyncOptimizer
+
+
+def test_compat_also_registers_under_tf_train_where_that_is_tf1(monkeypatch):
+    import adam_async
+    import adam_async.compat as compat
+
+    tf1_train = types.ModuleType("train")  # TensorFlow 1.x's tf.train: the TF1 optimizers' home
+    tf1_train.GradientDescentOptimizer = v1.train.GradientDescentOptimizer
+    monkeypatch.setattr(tf, "train", tf1_train)
+    assert compat.register() == ["tf.compat.v1.train", "tf.train"]
+    assert tf1_train.AdamAsyncOptimizer is adam_async.AdamAsyncOptimizer
+
+
+def test_compat_never_replaces_an_existing_adam_async_optimizer():
+    import adam_async
+    import adam_async.compat as compat
+
+    class DeepRecAdamAsyncOptimizer:  # what DeepRec's own TensorFlow has
+        pass
+
+    v1.train.AdamAsyncOptimizer = DeepRecAdamAsyncOptimizer
+    try:
+        with pytest.warns(UserWarning) as caught:
+            assert compat.register() == []
+        assert v1.train.AdamAsyncOptimizer is DeepRecAdamAsyncOptimizer
+    finally:
+        v1.train.AdamAsyncOptimizer = adam_async.AdamAsyncOptimizer
+    assert [str(w.message) for w in caught] == [
+        "tf.compat.v1.train.AdamAsyncOptimizer already exists (test_tf_plugin_optimizer."
+        "test_compat_never_replaces_an_existing_adam_async_optimizer.<locals>."
+        "DeepRecAdamAsyncOptimizer); adam_async.compat leaves it in place (use "
+        "adam_async.AdamAsyncOptimizer to get this package's optimizer)"]
+
+
+# --- Keras: slot names, config, saving and reloading ---
+
+def keras_model(name):
+    """An embedding (sparse gradients) and two dense layers (dense gradients), layers named so
+    that two models built in one process have the same variable paths."""
+    import keras
+
+    return keras.Sequential([
+        keras.Input((3,), dtype="int32"),
+        keras.layers.Embedding(40, 4, name="emb"),
+        keras.layers.Flatten(name="flat"),
+        keras.layers.Dense(8, activation="relu", name="hidden"),
+        keras.layers.Dense(1, name="out"),
+    ], name=name)
+
+
+def test_keras_slot_names_are_unique_per_layer():
+    model = keras_model("names")
+    opt = AdamAsync()
+    opt.build(model.trainable_variables)
+    names = [v.name for v in opt.variables]
+    paths = [v.path for v in opt.variables]
+    assert len(set(names)) == len(names), names
+    assert len(set(paths)) == len(paths), paths
+    # Every model variable's four slots share the prefix Keras gives its m and v.
+    for var in model.trainable_variables:
+        prefix = var.path.replace("/", "_")
+        for slot in ("beta1_power", "beta2_power", "m", "v"):
+            assert f"adam_async/{prefix}_{slot}" in paths, (var.path, slot, paths)
+    # Keras 3 names both dense kernels "kernel"; their paths differ.
+    assert "adam_async/names_hidden_kernel_beta1_power" in paths
+    assert "adam_async/names_out_kernel_beta1_power" in paths
+
+
+def test_keras_config_round_trips_through_the_registered_name():
+    import keras
+
+    opt = AdamAsync(learning_rate=0.02, beta1=0.8, beta2=0.99, epsilon=1e-6, use_locking=True,
+                    apply_sparse_rmsprop=True, clipnorm=1.0, name="mine")
+    config = keras.optimizers.serialize(opt)
+    assert config["registered_name"] == "adam_async>AdamAsync"
+    again = keras.optimizers.deserialize(json.loads(json.dumps(config)))
+    assert type(again) is AdamAsync
+    assert again.get_config() == opt.get_config()
+    assert (again.beta1, again.beta2, again.epsilon, again.use_locking,
+            again.apply_sparse_rmsprop) == (0.8, 0.99, 1e-6, True, True)
+
+
+# Runs in a fresh process: only `import adam_async` (no adam_async.keras, no custom_objects) stands
+# between Keras and the saved optimizer.
+RELOAD_AND_TRAIN = textwrap.dedent("""
+    import sys
+    import keras
+    import numpy as np
+    import adam_async
+
+    model_path, data_path, out_path, first, last = sys.argv[1:]
+    model = keras.models.load_model(model_path)
+    data = np.load(data_path)
+    for i in range(int(first), int(last)):
+        model.train_on_batch(data["x"][i], data["y"][i])
+    opt = model.optimizer
+    print(f"{type(opt).__module__}.{type(opt).__name__}")
+    variables = model.weights + opt.variables
+    np.savez(out_path, paths=[v.path for v in variables], *[v.numpy() for v in variables])
+""")
+
+
+def unprefixed(path, model):
+    """A variable's path without its model's name: Keras puts it in the paths of variables
+    created while the model is built (``whole/hidden/kernel``), not in those of a loaded model."""
+    return path.replace(f"{model}/", "", 1).replace(f"adam_async/{model}_", "adam_async/", 1)
+
+
+def test_keras_saved_model_reloads_and_trains_on_as_if_never_stopped(tmp_path):
+    """N steps, save .keras, reload in a fresh process with only `import adam_async`, M more
+    steps: the weights and every optimizer variable (iterations, learning rate, m, v, beta
+    powers) equal an uninterrupted N+M-step run's bit for bit (tolerance 0: the same kernels on
+    the same inputs in the same order)."""
+    n, m = 4, 3
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 40, size=(n + m, 16, 3)).astype(np.int32)
+    y = rng.normal(size=(n + m, 16, 1)).astype(np.float32)
+    np.savez(tmp_path / "data.npz", x=x, y=y)
+
+    whole, stopped = keras_model("whole"), keras_model("stopped")
+    stopped.set_weights(whole.get_weights())
+    for model in (whole, stopped):
+        model.compile(optimizer=AdamAsync(learning_rate=0.01), loss="mse")
+    for i in range(n + m):
+        whole.train_on_batch(x[i], y[i])
+    for i in range(n):
+        stopped.train_on_batch(x[i], y[i])
+    stopped.save(tmp_path / "m.keras")
+    with zipfile.ZipFile(tmp_path / "m.keras") as saved:
+        optimizer = json.loads(saved.read("config.json"))["compile_config"]["optimizer"]
+    assert optimizer["registered_name"] == "adam_async>AdamAsync"
+
+    out = subprocess.run(
+        [sys.executable, "-c", RELOAD_AND_TRAIN, str(tmp_path / "m.keras"),
+         str(tmp_path / "data.npz"), str(tmp_path / "after.npz"), str(n), str(n + m)],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["adam_async.keras.AdamAsync"]
+
+    after = np.load(tmp_path / "after.npz")
+    want = whole.weights + whole.optimizer.variables
+    paths = list(after["paths"])
+    assert paths == [unprefixed(v.path, "whole") for v in want]
+    got = dict(zip(paths, (after[f"arr_{i}"] for i in range(len(paths)))))
+    for path, var in zip(paths, want):
+        np.testing.assert_array_equal(got[path], var.numpy(), err_msg=path)
+    assert int(got["adam_async/iteration"]) == n + m
+    # Every variable got a gradient at every step, and a power starts at beta and is advanced by
+    # each: beta ** (n + m + 1) now (DeepRec's contract; the matrix test above checks it per step).
+    for path in paths:
+        for power, beta in (("beta1_power", 0.9), ("beta2_power", 0.999)):
+            if path.endswith(power):
+                np.testing.assert_allclose(got[path], beta ** (n + m + 1), rtol=1e-6,
+                                           err_msg=path)

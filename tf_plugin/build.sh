@@ -3,6 +3,8 @@
 # the op registrations and kernels (C++, flags from tf.sysconfig), linked against TensorFlow's
 # libtensorflow_framework.so.2 and libtensorflow_cc.so.2 (MaybeForwardRefInputToRefOutput lives
 # there). Writes the TensorFlow version it was built for next to the library, for the Python loader.
+# Its runpath finds TensorFlow beside it in site-packages (the wheel's install, `make wheel`), then
+# in the venv it was built with (build/plugin).
 # `make plugin` runs this only when a source changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +45,7 @@ done
 for pid in "${pids[@]}"; do wait "$pid"; done
 
 ${CXX:-g++} -shared -o "$out/libadam_async_ops.so.tmp" "${objs[@]}" "$staticlib" \
-  "${lflags[@]}" -l:libtensorflow_cc.so.2 -Wl,-rpath,"$tf_lib" \
+  "${lflags[@]}" -l:libtensorflow_cc.so.2 -Wl,-rpath,'$ORIGIN/../tensorflow' -Wl,-rpath,"$tf_lib" \
   -Wl,--exclude-libs,libhogwild_tf_plugin.a -Wl,--no-undefined -lpthread -ldl -lm
 mv "$out/libadam_async_ops.so.tmp" "$out/libadam_async_ops.so"
 echo "$tf_version" > "$out/libadam_async_ops.so.tf_version"

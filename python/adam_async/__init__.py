@@ -1,14 +1,20 @@
 """DeepRec's AdamAsync optimizer for stock TensorFlow.
 
-The ops (``ApplyAdamAsync``, ``SparseApplyAdamAsync``, ``ResourceApplyAdamAsync``,
-``ResourceSparseApplyAdamAsync``) live in ``build/plugin/libadam_async_ops.so`` (``make plugin``),
-or the library named by the ``ADAM_ASYNC_LIBRARY`` environment variable.
-
 >>> import tensorflow.compat.v1 as tf
 >>> from adam_async import AdamAsyncOptimizer
 >>> opt = AdamAsyncOptimizer(0.1)  # DeepRec's tf.train.AdamAsyncOptimizer
 
-For Keras 3 / TF2 code: ``from adam_async.keras import AdamAsync``.
+DeepRec scripts that call ``tf.train.AdamAsyncOptimizer`` need one added line,
+``import adam_async.compat``. For Keras 3 / TF2 code: ``from adam_async.keras import AdamAsync``;
+``import adam_async`` registers it with Keras, so ``keras.models.load_model`` restores models
+compiled with it.
+
+Install: the wheel (``make wheel`` writes ``dist/adam_async-*.whl``; ``pip install`` it next to
+the TensorFlow it was built for) carries the op library. Where the library is looked for: the
+file named by ``$ADAM_ASYNC_LIBRARY``, else the one inside this package (the wheel's), else the
+checkout's ``build/plugin/libadam_async_ops.so`` (``make plugin``) for the editable install.
+The ops are ``ApplyAdamAsync``, ``SparseApplyAdamAsync``, ``ResourceApplyAdamAsync`` and
+``ResourceSparseApplyAdamAsync``; the library is loaded when an op is first built.
 """
 
 from adam_async._loader import (
@@ -25,6 +31,10 @@ from adam_async.ops import (
     sparse_apply_adam_async,
 )
 from adam_async.optimizer import AdamAsyncOptimizer
+
+# Registers AdamAsync with Keras' serialization, so that a saved model reloads after
+# `import adam_async` alone. About 10 ms: `import tensorflow` has imported keras already.
+from adam_async import keras  # noqa: F401
 
 __all__ = [
     "ENV_VAR",

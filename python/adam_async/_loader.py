@@ -1,4 +1,16 @@
-"""Finds the plugin library, checks the TensorFlow version it was built for, and loads it once."""
+"""Finds the plugin library, checks the TensorFlow version it was built for, and loads it once.
+
+Where the library is looked for, first match wins:
+
+1. ``$ADAM_ASYNC_LIBRARY``, when set (an explicit choice for this run; a missing file is an error,
+   never a fall-back to another library);
+2. ``libadam_async_ops.so`` inside the package, as the wheel (``make wheel``) installs it;
+3. ``build/plugin/libadam_async_ops.so`` of the checkout, when the package is the checkout's
+   ``python/adam_async`` (the editable install of ``make setup``; ``make plugin`` builds it).
+
+A ``.tf_version`` side file next to the library, and the version compiled into it, must name the
+running TensorFlow: the op library is tied to the exact TensorFlow build it was compiled against.
+"""
 
 import ctypes
 import functools
@@ -11,8 +23,9 @@ import tensorflow as tf
 #: Environment variable naming the plugin library explicitly.
 ENV_VAR = "ADAM_ASYNC_LIBRARY"
 _LIBRARY = "libadam_async_ops.so"
-# python/adam_async/_loader.py -> the repository root (the package is installed editable).
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+_PACKAGE_DIR = Path(__file__).resolve().parent
+# python/adam_async/_loader.py -> the repository root, if the package is a checkout's.
+_REPO_ROOT = _PACKAGE_DIR.parents[1]
 
 
 class PluginNotFoundError(ImportError):
@@ -23,28 +36,41 @@ class PluginVersionError(ImportError):
     """The plugin library was built for another TensorFlow than the one running."""
 
 
-def library_path() -> Path:
-    """The plugin library: ``$ADAM_ASYNC_LIBRARY`` if set, else ``build/plugin/`` in the repo."""
+def _find() -> tuple[Path, str]:
+    """The library to load and what to do when it does not fit the running TensorFlow."""
     explicit = os.environ.get(ENV_VAR)
     if explicit:
         path = Path(explicit)
         if not path.is_file():
             raise PluginNotFoundError(f"{ENV_VAR}={explicit}: no such file")
-        return path
-    path = _REPO_ROOT / "build" / "plugin" / _LIBRARY
-    if not path.is_file():
+        return path, "rebuild it with `make plugin` against this TensorFlow"
+    packaged = _PACKAGE_DIR / _LIBRARY
+    if packaged.is_file():
+        return packaged, (
+            f"install the adam-async wheel built for TensorFlow {tf.__version__} "
+            "(`make wheel` in a checkout whose venv has that TensorFlow)")
+    if (_REPO_ROOT / "tf_plugin" / "build.sh").is_file():  # the package is a checkout's
+        path = _REPO_ROOT / "build" / "plugin" / _LIBRARY
+        if path.is_file():
+            return path, "rebuild it with `make plugin` against this TensorFlow"
         raise PluginNotFoundError(
             f"{path} does not exist: run `make plugin` in {_REPO_ROOT}, "
-            f"or set {ENV_VAR} to the library's path"
-        )
-    return path
+            f"or set {ENV_VAR} to the library's path")
+    raise PluginNotFoundError(
+        f"{packaged} does not exist: this adam_async was installed without its op library; "
+        f"install the adam-async wheel (`make wheel`), or set {ENV_VAR} to the library's path")
 
 
-def _check_version(path: Path, built_for: str) -> None:
+def library_path() -> Path:
+    """The plugin library that :func:`load_library` loads (see the module docstring's order)."""
+    return _find()[0]
+
+
+def _check_version(path: Path, built_for: str, remedy: str) -> None:
     if built_for != tf.__version__:
         raise PluginVersionError(
             f"{path} was built for TensorFlow {built_for}, but TensorFlow {tf.__version__} "
-            "is running: rebuild it with `make plugin` against this TensorFlow"
+            f"is running: {remedy}"
         )
 
 
@@ -59,21 +85,21 @@ def load_library():
 
 @functools.cache
 def _load():
-    path = library_path()
+    path, remedy = _find()
     side_file = path.with_name(path.name + ".tf_version")
     if side_file.is_file():
         # Checked before loading: a library built for another TensorFlow may not even link.
-        _check_version(path, side_file.read_text().strip())
+        _check_version(path, side_file.read_text().strip(), remedy)
     try:
         module = tf.load_op_library(str(path))
     except tf.errors.NotFoundError as e:
         raise PluginVersionError(
             f"{path} cannot be loaded into TensorFlow {tf.__version__} ({e.message.strip()}); "
-            "rebuild it with `make plugin`"
+            f"{remedy}"
         ) from e
     built_for = ctypes.CDLL(str(path)).adam_async_built_for_tf
     built_for.restype = ctypes.c_char_p
-    _check_version(path, built_for().decode())
+    _check_version(path, built_for().decode(), remedy)
     for op in (
         "ApplyAdamAsync",
         "SparseApplyAdamAsync",

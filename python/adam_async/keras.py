@@ -3,6 +3,10 @@
 ``model.compile(optimizer=AdamAsync(...))`` and custom ``tf.function`` loops. Dense gradients use
 ``ResourceApplyAdamAsync``; ``tf.IndexedSlices`` gradients (embedding lookups) use
 ``ResourceSparseApplyAdamAsync`` after summing duplicate indices, so only the touched rows move.
+
+The class is registered with Keras as ``adam_async>AdamAsync`` (``import adam_async`` imports this
+module), so ``keras.models.load_model("model.keras")`` restores a model compiled with it, slots
+and all, without ``custom_objects``.
 """
 
 import re
@@ -20,6 +24,17 @@ def _sum_duplicates(grad: tf.IndexedSlices):
     return values, unique
 
 
+def _slot_prefix(var):
+    """The prefix of ``var``'s optimizer variables, as Keras' ``add_variable_from_reference``
+    makes it for m and v: the variable's path (``dense_1/kernel``: unique in a model, where the
+    name is just ``kernel``), or a plain ``tf.Variable``'s name, with ``/`` and ``:`` (and any other
+    character a variable name cannot hold) made ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.>-]", "_", str(getattr(var, "path", var.name)))
+
+
+# A fixed package name: saved models record "adam_async>AdamAsync", whatever module path the class
+# is imported from.
+@keras.saving.register_keras_serializable(package="adam_async")
 class AdamAsync(keras.optimizers.Optimizer):
     """Adam with per-variable beta powers (DeepRec's AdamAsync); see the module docstring.
 
@@ -42,7 +57,9 @@ class AdamAsync(keras.optimizers.Optimizer):
         super().build(variables)
         self._slots = []
         for var in variables:
-            prefix = re.sub(r"[^A-Za-z0-9_.>-]", "_", var.name)
+            # Named like Keras' own m and v ("<path>_m"): one prefix per variable, so two layers'
+            # kernels get different power names.
+            prefix = _slot_prefix(var)
             powers = [
                 self.add_variable(shape=(), dtype=var.dtype, name=f"{prefix}_{name}",
                                   initializer=keras.initializers.Constant(value))
