@@ -274,6 +274,8 @@ def settings(args):
                     s = {"dim": dim, "lr": lr, "bigrams": bigrams, "epochs": min(args.epochs)}
                     if s not in grid:
                         grid.append(s)
+    if args.dims:
+        grid = [s for s in grid if s["dim"] in args.dims]
     return grid
 
 
@@ -401,6 +403,8 @@ def main():
                         "grid's other settings use the smallest")
     p.add_argument("--grid", choices=["default", "full"], default="default",
                    help="full adds {lr 0.1, 0.5} x {dim 10, 100} x {bigrams on, off}")
+    p.add_argument("--dims", type=int, nargs="+", default=None,
+                   help="only the settings of these dims (e.g. --grid full --dims 100)")
     p.add_argument("--optimizer", choices=["sgd", "adagrad", "adam_async"], default="sgd",
                    help="hogwild's optimizer (fastText always runs its SGD)")
     p.add_argument("--opt-lr", type=float, default=None,
