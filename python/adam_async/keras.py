@@ -3,6 +3,9 @@
 ``model.compile(optimizer=AdamAsync(...))`` and custom ``tf.function`` loops. Dense gradients use
 ``ResourceApplyAdamAsync``; ``tf.IndexedSlices`` gradients (embedding lookups) use
 ``ResourceSparseApplyAdamAsync`` after summing duplicate indices, so only the touched rows move.
+float16 and bfloat16 variables (a ``dtype="bfloat16"`` layer, the ``"bfloat16"`` dtype policy) keep
+their powers in float32 and use the ``*AdamAsyncV2`` ops with float32 hyper-parameters: in bfloat16
+the default ``beta2 = 0.999`` rounds to 1 (Keras' own ``Adam`` then never moves such a variable).
 """
 
 import re
@@ -44,7 +47,8 @@ class AdamAsync(keras.optimizers.Optimizer):
         for var in variables:
             prefix = re.sub(r"[^A-Za-z0-9_.>-]", "_", var.name)
             powers = [
-                self.add_variable(shape=(), dtype=var.dtype, name=f"{prefix}_{name}",
+                self.add_variable(shape=(), dtype=ops.param_dtype(var.dtype).name,
+                                  name=f"{prefix}_{name}",
                                   initializer=keras.initializers.Constant(value))
                 for name, value in (("beta1_power", self.beta1), ("beta2_power", self.beta2))
             ]
@@ -52,18 +56,21 @@ class AdamAsync(keras.optimizers.Optimizer):
                                 self.add_variable_from_reference(var, "v")] + powers)
 
     def update_step(self, gradient, variable, learning_rate):
-        dtype = variable.dtype
+        dtype = tf.as_dtype(variable.dtype)
+        param_dtype = ops.param_dtype(dtype)  # float32 for half variables: the V2 ops
+        v2 = param_dtype != dtype
         slots = self._slots[self._get_variable_index(variable)]
         inputs = [variable.handle] + [s.handle for s in slots] + [
-            tf.cast(x, dtype) for x in (learning_rate, self.beta1, self.beta2, self.epsilon)]
+            tf.cast(x, param_dtype) for x in (learning_rate, self.beta1, self.beta2, self.epsilon)]
         if isinstance(gradient, tf.IndexedSlices):
             values, indices = _sum_duplicates(gradient)
-            ops.resource_sparse_apply_adam_async(
-                *inputs, tf.cast(values, dtype), indices, use_locking=self.use_locking,
-                apply_sparse_rmsprop=self.apply_sparse_rmsprop)
+            op = (ops.resource_sparse_apply_adam_async_v2 if v2
+                  else ops.resource_sparse_apply_adam_async)
+            op(*inputs, tf.cast(values, dtype), indices, use_locking=self.use_locking,
+               apply_sparse_rmsprop=self.apply_sparse_rmsprop)
         else:
-            ops.resource_apply_adam_async(*inputs, tf.cast(gradient, dtype),
-                                          use_locking=self.use_locking)
+            op = ops.resource_apply_adam_async_v2 if v2 else ops.resource_apply_adam_async
+            op(*inputs, tf.cast(gradient, dtype), use_locking=self.use_locking)
 
     def get_config(self):
         config = super().get_config()

@@ -138,6 +138,97 @@ REGISTER_OP("ResourceSparseApplyAdamAsync")
     .SetShapeFn(AdamAsyncShapeFn</*is_sparse=*/true, /*is_resource=*/true>)
     .Doc("SparseApplyAdamAsync on resource variables.");
 
+// The V2 ops: DeepRec's ops with the hyper-parameters and beta powers of type U (float) while
+// var, m, v and grad are T. In a half type Adam's defaults do not survive: bfloat16 rounds
+// beta2 = 0.999 and its powers to 1, float16 rounds epsilon = 1e-8 to 0. DeepRec's signatures give
+// every scalar the variable's type, and graphs written for them must stay valid, so the float
+// inputs need ops of their own (as stock FusedBatchNormV2 added U beside T).
+
+constexpr char kV2Doc[] = R"doc(
+AdamAsync with the hyper-parameters and beta powers in U (float) for var, m, v and grad of
+type T (half, bfloat16, float). The update is computed in U from var, m, v and grad widened
+exactly, and var, m and v are rounded to T once each; the powers advance in U. With T = float
+it is the op without V2.
+)doc";
+
+REGISTER_OP("ApplyAdamAsyncV2")
+    .Input("var: Ref(T)")
+    .Input("m: Ref(T)")
+    .Input("v: Ref(T)")
+    .Input("beta1_power: Ref(U)")
+    .Input("beta2_power: Ref(U)")
+    .Input("lr: U")
+    .Input("beta1: U")
+    .Input("beta2: U")
+    .Input("epsilon: U")
+    .Input("grad: T")
+    .Output("out: Ref(T)")
+    .Attr("T: {half, bfloat16, float}")
+    .Attr("U: {float} = DT_FLOAT")
+    .Attr("use_locking: bool = false")
+    .Attr("use_nesterov: bool = false")
+    .SetShapeFn(AdamAsyncShapeFn</*is_sparse=*/false, /*is_resource=*/false>)
+    .Doc(kV2Doc);
+
+REGISTER_OP("SparseApplyAdamAsyncV2")
+    .Input("var: Ref(T)")
+    .Input("m: Ref(T)")
+    .Input("v: Ref(T)")
+    .Input("beta1_power: Ref(U)")
+    .Input("beta2_power: Ref(U)")
+    .Input("lr: U")
+    .Input("beta1: U")
+    .Input("beta2: U")
+    .Input("epsilon: U")
+    .Input("grad: T")
+    .Input("indices: Tindices")
+    .Output("out: Ref(T)")
+    .Attr("T: {half, bfloat16, float}")
+    .Attr("U: {float} = DT_FLOAT")
+    .Attr("Tindices: {int32, int64}")
+    .Attr("use_locking: bool = false")
+    .Attr("apply_sparse_rmsprop: bool = false")
+    .SetShapeFn(AdamAsyncShapeFn</*is_sparse=*/true, /*is_resource=*/false>)
+    .Doc(kV2Doc);
+
+REGISTER_OP("ResourceApplyAdamAsyncV2")
+    .Input("var: resource")
+    .Input("m: resource")
+    .Input("v: resource")
+    .Input("beta1_power: resource")
+    .Input("beta2_power: resource")
+    .Input("lr: U")
+    .Input("beta1: U")
+    .Input("beta2: U")
+    .Input("epsilon: U")
+    .Input("grad: T")
+    .Attr("T: {half, bfloat16, float}")
+    .Attr("U: {float} = DT_FLOAT")
+    .Attr("use_locking: bool = false")
+    .Attr("use_nesterov: bool = false")
+    .SetShapeFn(AdamAsyncShapeFn</*is_sparse=*/false, /*is_resource=*/true>)
+    .Doc(kV2Doc);
+
+REGISTER_OP("ResourceSparseApplyAdamAsyncV2")
+    .Input("var: resource")
+    .Input("m: resource")
+    .Input("v: resource")
+    .Input("beta1_power: resource")
+    .Input("beta2_power: resource")
+    .Input("lr: U")
+    .Input("beta1: U")
+    .Input("beta2: U")
+    .Input("epsilon: U")
+    .Input("grad: T")
+    .Input("indices: Tindices")
+    .Attr("T: {half, bfloat16, float}")
+    .Attr("U: {float} = DT_FLOAT")
+    .Attr("Tindices: {int32, int64}")
+    .Attr("use_locking: bool = false")
+    .Attr("apply_sparse_rmsprop: bool = false")
+    .SetShapeFn(AdamAsyncShapeFn</*is_sparse=*/true, /*is_resource=*/true>)
+    .Doc(kV2Doc);
+
 }  // namespace tensorflow
 
 // The TensorFlow version this library was compiled against (tf.__version__ of the Python that ran

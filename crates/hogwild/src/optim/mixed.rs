@@ -1,0 +1,605 @@
+//! Mixed precision: variables stored in a half type (f16, bf16), the AdamAsync rule computed in
+//! f32 with f32 hyper-parameters and beta powers.
+//!
+//! # Why
+//!
+//! The kernels generic over `T` take the hyper-parameters and powers in `T` and round to `T` after
+//! every operation, as DeepRec's op signatures and TensorFlow's half kernels do. In bf16 (8
+//! significant bits) that makes Adam's defaults unusable: `beta2 = 0.999` rounds to 1, and so does
+//! `beta2_power`, so the step size `lr * sqrt(1 - beta2_power) / (1 - beta1_power)` is 0 (stock
+//! `ResourceApplyAdam` then divides by `sqrt(v) + epsilon` with `v` never updated, and diverges a
+//! step later). In f16, `epsilon = 1e-8` rounds to 0, and an element whose gradient is 0 gets
+//! `0 / 0`, NaN. Kept in f32, the coefficients are what the user asked for.
+//!
+//! # What
+//!
+//! [`AdamCoeffs<C>`] (in practice `C = f32`, computed from f32 hyper-parameters and powers) updates
+//! variables stored as `S` ([`Widen<C>`]): each chunk of var, m, v and grad is widened exactly to
+//! `C`, the compiled loop of `C` runs on it (the rules of [`adam_async_element`] and
+//! [`rmsprop_element`], so an f16 variable gets the bits of an f32 variable holding the same
+//! values), and var, m and v are rounded back to `S` once each (to nearest, ties to even). The
+//! powers are advanced in `C` by the caller ([`advance_powers`], [`advance_powers_shared`]).
+//!
+//! m and v are stored in `S`, like the variable (DeepRec's and Keras' slots have the variable's
+//! type). In bf16 a stored `v` therefore cannot shrink by less than half its spacing (about 0.2%)
+//! in one step: with `beta2 = 0.999` and gradients much smaller than `sqrt(v)`, `v` stays where it
+//! is instead of decaying, which makes steps smaller, never larger.
+//!
+//! The slice kernels ([`AdamCoeffs::apply_dense_mixed`], [`AdamCoeffs::apply_sparse_rows_mixed`])
+//! and the shared-memory kernels ([`AdamCoeffs::apply_dense_mixed_shared`],
+//! [`AdamCoeffs::apply_sparse_rows_mixed_shared`], relaxed atomic loads and stores only, as in
+//! [`super::shared`]) give the same bits when nothing else writes.
+//!
+//! [`adam_async_element`]: super::adam_async_element
+//! [`rmsprop_element`]: super::rmsprop_element
+//! [`advance_powers`]: super::advance_powers
+//! [`advance_powers_shared`]: super::advance_powers_shared
+
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
+
+use super::{check_same_len, check_sparse, row_range, AdamCoeffs, AdamRule, Real, SparseIndex};
+use super::{SharedReal, CHUNK};
+use crate::Result;
+
+/// A storage type whose every value the compute type `C` holds exactly.
+pub trait Widen<C: Real>: Real {
+    /// Widens `src` into `dst` (equal lengths); exact.
+    fn widen(src: &[Self], dst: &mut [C]);
+    /// Rounds `src` into `dst` (equal lengths) to nearest, ties to even.
+    fn narrow(src: &[C], dst: &mut [Self]);
+}
+
+/// Storage in the compute type itself: the plain kernels' bits.
+impl<T: Real> Widen<T> for T {
+    fn widen(src: &[T], dst: &mut [T]) {
+        dst.copy_from_slice(src);
+    }
+    fn narrow(src: &[T], dst: &mut [T]) {
+        dst.copy_from_slice(src);
+    }
+}
+
+// `half`'s slice conversions use F16C when the CPU has it and give the bits of
+// `f16::from_f32` / `to_f32` element by element either way.
+impl Widen<f32> for f16 {
+    fn widen(src: &[f16], dst: &mut [f32]) {
+        src.convert_to_f32_slice(dst);
+    }
+    fn narrow(src: &[f32], dst: &mut [f16]) {
+        dst.convert_from_f32_slice(src);
+    }
+}
+
+impl Widen<f32> for bf16 {
+    fn widen(src: &[bf16], dst: &mut [f32]) {
+        src.convert_to_f32_slice(dst);
+    }
+    fn narrow(src: &[f32], dst: &mut [bf16]) {
+        dst.convert_from_f32_slice(src);
+    }
+}
+
+impl<C: Real> AdamCoeffs<C> {
+    /// The dense rule computed in `C` over equal-length, non-empty slices stored as `S` (no power
+    /// update). Shardable: elements are independent, so any split gives the same bits.
+    pub fn apply_dense_mixed<S: Widen<C>>(
+        &self,
+        var: &mut [S],
+        m: &mut [S],
+        v: &mut [S],
+        grad: &[S],
+        use_nesterov: bool,
+    ) -> Result<()> {
+        check_same_len(
+            &["var", "m", "v", "grad"],
+            &[var.len(), m.len(), v.len(), grad.len()],
+        )?;
+        let rule = AdamRule::dense(use_nesterov);
+        Wide::<S, C>::new(var.len()).run_slices(self, rule, var, m, v, grad);
+        Ok(())
+    }
+
+    /// The sparse rule (lazy Adam, or RMSProp when `rmsprop`) computed in `C` on the rows named by
+    /// `indices` of a `[rows, row_len]` variable stored row-major as `S` (no power update), as
+    /// [`AdamCoeffs::apply_sparse_rows`]: every index is validated before anything is written,
+    /// then rows apply in order.
+    #[allow(clippy::too_many_arguments)] // the kernel's inputs, as in the TF op
+    pub fn apply_sparse_rows_mixed<S: Widen<C>, I: SparseIndex>(
+        &self,
+        var: &mut [S],
+        m: &mut [S],
+        v: &mut [S],
+        grad: &[S],
+        indices: &[I],
+        row_len: usize,
+        rmsprop: bool,
+    ) -> Result<()> {
+        check_same_len(&["var", "m", "v"], &[var.len(), m.len(), v.len()])?;
+        let rows = check_sparse(var.len(), row_len, grad, indices)?;
+        let rule = AdamRule::sparse(rmsprop);
+        let mut wide = Wide::<S, C>::new(row_len);
+        for (offset, (&index, g)) in indices.iter().zip(grad.chunks_exact(row_len)).enumerate() {
+            // Already validated by `check_sparse`; an error here is impossible, not a fallback.
+            let range = row_range(index, offset, rows, row_len)?;
+            // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
+            let (w, m, v) = (
+                &mut var[range.clone()],
+                &mut m[range.clone()],
+                &mut v[range],
+            );
+            wide.run_slices(self, rule, w, m, v, g);
+        }
+        Ok(())
+    }
+
+    /// [`AdamCoeffs::apply_dense_mixed`] on cells that other threads may access at the same time
+    /// (relaxed atomic loads and stores, as [`AdamCoeffs::apply_dense_shared`]).
+    pub fn apply_dense_mixed_shared<S: Widen<C> + SharedReal>(
+        &self,
+        var: &[S::Cell],
+        m: &[S::Cell],
+        v: &[S::Cell],
+        grad: &[S::Cell],
+        use_nesterov: bool,
+    ) -> Result<()> {
+        check_same_len(
+            &["var", "m", "v", "grad"],
+            &[var.len(), m.len(), v.len(), grad.len()],
+        )?;
+        let rule = AdamRule::dense(use_nesterov);
+        Wide::<S, C>::new(var.len()).run_cells(self, rule, var, m, v, grad);
+        Ok(())
+    }
+
+    /// [`AdamCoeffs::apply_sparse_rows_mixed`] on cells that other threads may access at the same
+    /// time (as [`AdamCoeffs::apply_sparse_rows_shared`]).
+    #[allow(clippy::too_many_arguments)] // the kernel's inputs, as in the TF op
+    pub fn apply_sparse_rows_mixed_shared<S: Widen<C> + SharedReal, I: SparseIndex>(
+        &self,
+        var: &[S::Cell],
+        m: &[S::Cell],
+        v: &[S::Cell],
+        grad: &[S::Cell],
+        indices: &[I],
+        row_len: usize,
+        rmsprop: bool,
+    ) -> Result<()> {
+        check_same_len(&["var", "m", "v"], &[var.len(), m.len(), v.len()])?;
+        let rows = check_sparse(var.len(), row_len, grad, indices)?;
+        let rule = AdamRule::sparse(rmsprop);
+        let mut wide = Wide::<S, C>::new(row_len);
+        for (offset, (&index, g)) in indices.iter().zip(grad.chunks_exact(row_len)).enumerate() {
+            // Already validated by `check_sparse`; an error here is impossible, not a fallback.
+            let range = row_range(index, offset, rows, row_len)?;
+            // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
+            let (w, m, v) = (&var[range.clone()], &m[range.clone()], &v[range]);
+            wide.run_cells(self, rule, w, m, v, g);
+        }
+        Ok(())
+    }
+}
+
+/// Local arrays of up to [`CHUNK`] elements: var, m, v and grad widened to `C`, and one array of
+/// `S` that the shared kernels load cells into and store them from.
+struct Wide<S, C> {
+    var: Vec<C>,
+    m: Vec<C>,
+    v: Vec<C>,
+    grad: Vec<C>,
+    narrow: Vec<S>,
+}
+
+impl<S: Widen<C>, C: Real> Wide<S, C> {
+    /// Room for chunks of at most `len` elements.
+    fn new(len: usize) -> Self {
+        let n = len.clamp(1, CHUNK);
+        Self {
+            var: vec![C::zero(); n],
+            m: vec![C::zero(); n],
+            v: vec![C::zero(); n],
+            grad: vec![C::zero(); n],
+            narrow: vec![S::zero(); n],
+        }
+    }
+
+    /// Runs `rule` over equal-length slices, one chunk at a time: widen, compute, round back.
+    fn run_slices(
+        &mut self,
+        c: &AdamCoeffs<C>,
+        rule: AdamRule,
+        var: &mut [S],
+        m: &mut [S],
+        v: &mut [S],
+        grad: &[S],
+    ) {
+        let n = self.var.len();
+        let chunks = var
+            .chunks_mut(n)
+            .zip(m.chunks_mut(n))
+            .zip(v.chunks_mut(n))
+            .zip(grad.chunks(n));
+        for (((var, m), v), grad) in chunks {
+            let k = var.len();
+            let (w_buf, m_buf) = (&mut self.var[..k], &mut self.m[..k]);
+            let (v_buf, g_buf) = (&mut self.v[..k], &mut self.grad[..k]);
+            S::widen(var, w_buf);
+            S::widen(m, m_buf);
+            S::widen(v, v_buf);
+            S::widen(grad, g_buf);
+            c.run_rule(rule, w_buf, m_buf, v_buf, g_buf);
+            S::narrow(w_buf, var);
+            S::narrow(m_buf, m);
+            S::narrow(v_buf, v);
+        }
+    }
+
+    /// Runs `rule` over equal-length slices of cells, one chunk at a time: load and widen,
+    /// compute, round back and store.
+    fn run_cells(
+        &mut self,
+        c: &AdamCoeffs<C>,
+        rule: AdamRule,
+        var: &[S::Cell],
+        m: &[S::Cell],
+        v: &[S::Cell],
+        grad: &[S::Cell],
+    ) where
+        S: SharedReal,
+    {
+        let n = self.var.len();
+        let chunks = var
+            .chunks(n)
+            .zip(m.chunks(n))
+            .zip(v.chunks(n))
+            .zip(grad.chunks(n));
+        for (((var, m), v), grad) in chunks {
+            let k = var.len();
+            let narrow = &mut self.narrow[..k];
+            for (cells, wide) in [(var, &mut self.var), (m, &mut self.m), (v, &mut self.v)]
+                .into_iter()
+                .chain([(grad, &mut self.grad)])
+            {
+                load::<S>(cells, narrow);
+                S::widen(narrow, &mut wide[..k]);
+            }
+            c.run_rule(
+                rule,
+                &mut self.var[..k],
+                &mut self.m[..k],
+                &mut self.v[..k],
+                &self.grad[..k],
+            );
+            for (cells, wide) in [(var, &self.var), (m, &self.m), (v, &self.v)] {
+                S::narrow(&wide[..k], narrow);
+                store::<S>(cells, narrow);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn load<T: SharedReal>(cells: &[T::Cell], out: &mut [T]) {
+    for (x, cell) in out.iter_mut().zip(cells) {
+        *x = T::load(cell);
+    }
+}
+
+#[inline(always)]
+fn store<T: SharedReal>(cells: &[T::Cell], values: &[T]) {
+    for (cell, &x) in cells.iter().zip(values) {
+        T::store(cell, x);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The mixed kernels against the element rules in f32 applied one element at a time, the
+    //! slice and shared kernels against each other, and f32 storage against the plain kernels.
+    //! The shared kernels run under Miri with `optim::mixed::` (`make miri`).
+
+    use super::*;
+    use crate::optim::{adam_async_element, rmsprop_element};
+    use crate::rng::test_values as values;
+
+    fn cells<T: SharedReal>(xs: &[T]) -> Vec<T::Cell> {
+        xs.iter().map(|&x| T::cell(x)).collect()
+    }
+
+    fn loaded<T: SharedReal>(cells: &[T::Cell]) -> Vec<T> {
+        cells.iter().map(T::load).collect()
+    }
+
+    fn bits<T: Real>(xs: &[T]) -> Vec<u64> {
+        xs.iter().map(|x| x.to_f64_lossy().to_bits()).collect()
+    }
+
+    /// Adam's defaults, the powers after two steps: in bf16 beta2 and beta2_power would be 1.
+    fn coeffs() -> AdamCoeffs<f32> {
+        AdamCoeffs::new(0.001, 0.9, 0.999, 1e-8, 0.81, 0.998001).unwrap()
+    }
+
+    fn rmsprop_coeffs() -> AdamCoeffs<f32> {
+        AdamCoeffs::new_rmsprop(0.001, 0.9, 0.999, 1e-8).unwrap()
+    }
+
+    fn lengths() -> &'static [usize] {
+        if cfg!(miri) {
+            &[1, 7, CHUNK + 1]
+        } else {
+            &[1, 7, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 5]
+        }
+    }
+
+    /// The reference: widen one element, run the f32 rule, round each result with `from_f32`.
+    fn element_by_element<S: Widen<f32>>(
+        c: &AdamCoeffs<f32>,
+        rule: AdamRule,
+        var: &mut [S],
+        m: &mut [S],
+        v: &mut [S],
+        g: &[S],
+    ) {
+        let one = |x: S| {
+            let mut out = [0f32];
+            S::widen(&[x], &mut out);
+            out[0]
+        };
+        let back = |x: f32| {
+            let mut out = [S::zero()];
+            S::narrow(&[x], &mut out);
+            out[0]
+        };
+        for i in 0..var.len() {
+            let (mut w, mut mm, mut vv) = (one(var[i]), one(m[i]), one(v[i]));
+            match rule {
+                AdamRule::Adam => {
+                    adam_async_element::<f32, false>(&mut w, &mut mm, &mut vv, one(g[i]), c)
+                }
+                AdamRule::Nesterov => {
+                    adam_async_element::<f32, true>(&mut w, &mut mm, &mut vv, one(g[i]), c)
+                }
+                AdamRule::RmsProp => rmsprop_element(&mut w, &mut mm, &mut vv, one(g[i]), c),
+            }
+            (var[i], m[i], v[i]) = (back(w), back(mm), back(vv));
+        }
+    }
+
+    fn dense_matches_the_f32_rule<S: Widen<f32> + SharedReal>(name: &str) {
+        let c = coeffs();
+        for &n in lengths() {
+            for nesterov in [false, true] {
+                let seed = n as u64;
+                let var0 = values::<S>(seed, n, 4.0, false);
+                let m0 = values::<S>(seed + 1, n, 0.2, false);
+                let v0 = values::<S>(seed + 2, n, 0.05, true);
+                let g = values::<S>(seed + 3, n, 1.0, false);
+                let (mut w, mut m, mut v) = (var0.clone(), m0.clone(), v0.clone());
+                let rule = AdamRule::dense(nesterov);
+                element_by_element(&c, rule, &mut w, &mut m, &mut v, &g);
+                let what = format!("{name}, n {n}, nesterov {nesterov}");
+
+                let (mut sw, mut sm, mut sv) = (var0.clone(), m0.clone(), v0.clone());
+                c.apply_dense_mixed(&mut sw, &mut sm, &mut sv, &g, nesterov)
+                    .unwrap();
+                assert_eq!(bits(&sw), bits(&w), "{what}: slices, var");
+                assert_eq!(bits(&sm), bits(&m), "{what}: slices, m");
+                assert_eq!(bits(&sv), bits(&v), "{what}: slices, v");
+
+                let (cw, cm, cv) = (cells(&var0), cells(&m0), cells(&v0));
+                c.apply_dense_mixed_shared::<S>(&cw, &cm, &cv, &cells(&g), nesterov)
+                    .unwrap();
+                assert_eq!(bits(&loaded::<S>(&cw)), bits(&w), "{what}: cells, var");
+                assert_eq!(bits(&loaded::<S>(&cm)), bits(&m), "{what}: cells, m");
+                assert_eq!(bits(&loaded::<S>(&cv)), bits(&v), "{what}: cells, v");
+            }
+        }
+    }
+
+    #[test]
+    fn dense_mixed_gives_the_f32_rule_rounded_once() {
+        dense_matches_the_f32_rule::<half::f16>("f16");
+        dense_matches_the_f32_rule::<half::bf16>("bf16");
+        dense_matches_the_f32_rule::<f32>("f32");
+    }
+
+    fn sparse_matches_the_f32_rule<S: Widen<f32> + SharedReal>(name: &str) {
+        // Duplicates (row 4 three times, row 0 twice) apply one after the other.
+        let indices = [4i64, 0, 4, 5, 0, 4];
+        let row_lens: &[usize] = if cfg!(miri) {
+            &[1, CHUNK + 3]
+        } else {
+            &[1, 19, CHUNK + 3]
+        };
+        for &row_len in row_lens {
+            for rmsprop in [false, true] {
+                let c = if rmsprop { rmsprop_coeffs() } else { coeffs() };
+                let n = 6 * row_len;
+                let var0 = values::<S>(11, n, 4.0, false);
+                let m0 = values::<S>(12, n, 0.2, false);
+                let v0 = values::<S>(13, n, 0.05, true);
+                let g = values::<S>(14, indices.len() * row_len, 1.0, false);
+                let (mut w, mut m, mut v) = (var0.clone(), m0.clone(), v0.clone());
+                for (k, &i) in indices.iter().enumerate() {
+                    let r = i as usize * row_len..(i as usize + 1) * row_len;
+                    let gk = &g[k * row_len..(k + 1) * row_len];
+                    let (w, m, v) = (&mut w[r.clone()], &mut m[r.clone()], &mut v[r]);
+                    element_by_element(&c, AdamRule::sparse(rmsprop), w, m, v, gk);
+                }
+                let what = format!("{name}, row_len {row_len}, rmsprop {rmsprop}");
+
+                let (mut sw, mut sm, mut sv) = (var0.clone(), m0.clone(), v0.clone());
+                c.apply_sparse_rows_mixed(
+                    &mut sw, &mut sm, &mut sv, &g, &indices, row_len, rmsprop,
+                )
+                .unwrap();
+                assert_eq!(bits(&sw), bits(&w), "{what}: slices, var");
+                assert_eq!(bits(&sm), bits(&m), "{what}: slices, m");
+                assert_eq!(bits(&sv), bits(&v), "{what}: slices, v");
+
+                let (cw, cm, cv) = (cells(&var0), cells(&m0), cells(&v0));
+                c.apply_sparse_rows_mixed_shared::<S, _>(
+                    &cw,
+                    &cm,
+                    &cv,
+                    &cells(&g),
+                    &indices,
+                    row_len,
+                    rmsprop,
+                )
+                .unwrap();
+                assert_eq!(bits(&loaded::<S>(&cw)), bits(&w), "{what}: cells, var");
+                assert_eq!(bits(&loaded::<S>(&cm)), bits(&m), "{what}: cells, m");
+                assert_eq!(bits(&loaded::<S>(&cv)), bits(&v), "{what}: cells, v");
+                // Rows 1, 2 and 3 are not named: untouched (lazy).
+                let rest = row_len..4 * row_len;
+                assert_eq!(
+                    bits(&sw[rest.clone()]),
+                    bits(&var0[rest]),
+                    "{what}: rows not named"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sparse_mixed_gives_the_f32_rule_rounded_once() {
+        sparse_matches_the_f32_rule::<half::f16>("f16");
+        sparse_matches_the_f32_rule::<half::bf16>("bf16");
+        sparse_matches_the_f32_rule::<f32>("f32");
+    }
+
+    // Storage in the compute type is the plain kernels, bit for bit.
+    #[test]
+    fn f32_storage_gives_the_plain_kernel_bits() {
+        let c = coeffs();
+        let n = 2 * CHUNK + 3;
+        let var0 = values::<f32>(1, n, 4.0, false);
+        let g = values::<f32>(2, n, 1.0, false);
+        let (mut w, mut m, mut v) = (var0.clone(), vec![0.1f32; n], vec![0.2f32; n]);
+        c.apply_dense_chunk(&mut w, &mut m, &mut v, &g, false)
+            .unwrap();
+        let (mut mw, mut mm, mut mv) = (var0, vec![0.1f32; n], vec![0.2f32; n]);
+        c.apply_dense_mixed(&mut mw, &mut mm, &mut mv, &g, false)
+            .unwrap();
+        assert_eq!(
+            (bits(&mw), bits(&mm), bits(&mv)),
+            (bits(&w), bits(&m), bits(&v))
+        );
+    }
+
+    // What the module is for: with Adam's defaults a bf16 variable moves by about lr per step
+    // (Adam's first step is lr * sign(g)), and an f16 element with a zero gradient stays finite.
+    #[test]
+    fn defaults_train_half_variables() {
+        use half::{bf16, f16};
+        let c = AdamCoeffs::new(0.001f32, 0.9, 0.999, 1e-8, 0.9, 0.999).unwrap();
+        let mut w = [bf16::from_f32(0.5), bf16::from_f32(-0.5)];
+        let (mut m, mut v) = ([bf16::ZERO; 2], [bf16::ZERO; 2]);
+        let g = [bf16::from_f32(0.3), bf16::from_f32(-2.0)];
+        c.apply_dense_mixed(&mut w, &mut m, &mut v, &g, false)
+            .unwrap();
+        // bf16 spacing at 0.5 is 2^-9 (about 0.002): a step of 0.001 rounds to the neighbour, or
+        // stays when it is a tie rounding to even; either way the sign of the move is -sign(g).
+        assert!(
+            w[0] <= bf16::from_f32(0.5) && w[1] >= bf16::from_f32(-0.5),
+            "{w:?}"
+        );
+        assert!(v.iter().all(|x| x.to_f32() > 0.0), "{v:?}");
+
+        let mut w = [f16::from_f32(1.0), f16::from_f32(2.0)];
+        let (mut m, mut v) = ([f16::ZERO; 2], [f16::ZERO; 2]);
+        let g = [f16::ZERO, f16::from_f32(0.1)];
+        c.apply_dense_mixed(&mut w, &mut m, &mut v, &g, false)
+            .unwrap();
+        assert_eq!(w[0], f16::from_f32(1.0));
+        assert_eq!(w[1], f16::from_f32(2.0 - 0.001));
+    }
+
+    #[test]
+    fn bad_shapes_and_indices_are_errors_and_write_nothing() {
+        let c = coeffs();
+        let (mut w, mut m, mut v) = (
+            [half::bf16::ONE; 4],
+            [half::bf16::ZERO; 4],
+            [half::bf16::ZERO; 4],
+        );
+        let err = c
+            .apply_dense_mixed(&mut w, &mut m, &mut v, &[half::bf16::ONE; 3], false)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "shape mismatch: grad vs var: expected 4, got 3"
+        );
+        let g = [half::bf16::ONE; 2];
+        let err = c
+            .apply_sparse_rows_mixed(&mut w, &mut m, &mut v, &g, &[1i64, 4], 1, false)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Index 4 at offset 1 in indices is out of range"
+        );
+        let (cw, cm, cv) = (cells(&w), cells(&m), cells(&v));
+        let err = c
+            .apply_sparse_rows_mixed_shared::<half::bf16, _>(
+                &cw,
+                &cm,
+                &cv,
+                &cells(&g),
+                &[1i32, -1],
+                1,
+                false,
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Index -1 at offset 1 in indices is out of range"
+        );
+        assert_eq!(w, [half::bf16::ONE; 4]);
+        assert_eq!(loaded::<half::bf16>(&cw), [half::bf16::ONE; 4]);
+    }
+
+    // Threads update the same bf16 cells at once: no data race (Miri checks), values stay finite.
+    #[test]
+    fn concurrent_mixed_updates_of_the_same_cells_are_defined() {
+        let (threads, steps, n) = if cfg!(miri) { (3, 2, 5) } else { (4, 100, 600) };
+        let var = cells(&values::<half::bf16>(21, n, 2.0, false));
+        let (m, v) = (
+            cells(&vec![half::bf16::ZERO; n]),
+            cells(&vec![half::bf16::ZERO; n]),
+        );
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let (var, m, v) = (&var, &m, &v);
+                s.spawn(move || {
+                    let c = coeffs();
+                    let g = cells(&values::<half::bf16>(30 + t as u64, n, 1.0, false));
+                    let indices = [t % n, (t + 1) % n, t % n];
+                    for step in 0..steps {
+                        if (step + t) % 2 == 0 {
+                            c.apply_dense_mixed_shared::<half::bf16>(var, m, v, &g, t % 3 == 0)
+                                .unwrap();
+                        } else {
+                            c.apply_sparse_rows_mixed_shared::<half::bf16, _>(
+                                var,
+                                m,
+                                v,
+                                &g[..3],
+                                &indices,
+                                1,
+                                t % 2 == 1,
+                            )
+                            .unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        for (name, xs) in [("var", &var), ("m", &m), ("v", &v)] {
+            assert!(
+                loaded::<half::bf16>(xs).iter().all(|x| x.is_finite()),
+                "{name}"
+            );
+        }
+    }
+}
