@@ -4,8 +4,9 @@
 ``ResourceApplyAdamAsync``; ``tf.IndexedSlices`` gradients (embedding lookups) use
 ``ResourceSparseApplyAdamAsync`` after summing duplicate indices, so only the touched rows move.
 float16 and bfloat16 variables (a ``dtype="bfloat16"`` layer, the ``"bfloat16"`` dtype policy) keep
-their powers in float32 and use the ``*AdamAsyncV2`` ops with float32 hyper-parameters: in bfloat16
-the default ``beta2 = 0.999`` rounds to 1 (Keras' own ``Adam`` then never moves such a variable).
+m, v and the powers in float32 and use the ``*AdamAsyncV2`` ops with float32 hyper-parameters: in
+bfloat16 the default ``beta2 = 0.999`` rounds to 1 (Keras' own ``Adam`` then never moves such a
+variable), in float16 ``(1 - beta2) * g**2`` underflows for gradients below about 0.008.
 """
 
 import re
@@ -52,8 +53,17 @@ class AdamAsync(keras.optimizers.Optimizer):
                                   initializer=keras.initializers.Constant(value))
                 for name, value in (("beta1_power", self.beta1), ("beta2_power", self.beta2))
             ]
-            self._slots.append([self.add_variable_from_reference(var, "m"),
-                                self.add_variable_from_reference(var, "v")] + powers)
+            self._slots.append([self._moment(var, "m"), self._moment(var, "v")] + powers)
+
+    def _moment(self, var, name):
+        """m or v for ``var``: Keras' slot of the variable's type, float32 for a half variable
+        (add_variable_from_reference has no dtype argument: its name, with add_variable)."""
+        dtype = ops.param_dtype(var.dtype)
+        if dtype == var.dtype:
+            return self.add_variable_from_reference(var, name)
+        ref = var.path if hasattr(var, "path") else str(var.name).replace(":", "_")
+        return self.add_variable(shape=var.shape, dtype=dtype.name, initializer="zeros",
+                                 name=f"{ref.replace('/', '_')}_{name}")
 
     def update_step(self, gradient, variable, learning_rate):
         dtype = tf.as_dtype(variable.dtype)

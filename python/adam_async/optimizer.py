@@ -14,10 +14,11 @@ class AdamAsyncOptimizer(tf.compat.v1.train.Optimizer):
     Sparse gradients update only the rows they name (lazy Adam); with ``apply_sparse_rmsprop``
     they use the RMSProp rule instead. Duplicate indices are summed before the op.
 
-    float16 and bfloat16 variables keep their powers in float32 and run the ``*AdamAsyncV2`` ops
-    with float32 hyper-parameters, which compute in float32 and round var, m and v to the
-    variable's type once: in bfloat16 the default ``beta2 = 0.999`` rounds to 1, in float16
-    ``epsilon = 1e-8`` rounds to 0 (NaN for a zero gradient). Other variables run DeepRec's ops.
+    float16 and bfloat16 variables keep m, v and the powers in float32 and run the
+    ``*AdamAsyncV2`` ops with float32 hyper-parameters, which compute in float32 and round the
+    weight once (in bfloat16 the default ``beta2 = 0.999`` rounds to 1; in float16
+    ``epsilon = 1e-8`` rounds to 0 and ``(1 - beta2) * g**2`` underflows for small gradients).
+    Other variables run DeepRec's ops with DeepRec's slot types.
     """
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
@@ -33,8 +34,13 @@ class AdamAsyncOptimizer(tf.compat.v1.train.Optimizer):
     def _create_slots(self, var_list):
         for var in var_list:
             dtype = ops.param_dtype(var.dtype)
-            self._zeros_slot(var, "m", self._name)
-            self._zeros_slot(var, "v", self._name)
+            for name in ("m", "v"):
+                if dtype == var.dtype.base_dtype:
+                    self._zeros_slot(var, name, self._name)
+                else:  # float32 moments for a half variable
+                    self._get_or_make_slot_with_initializer(
+                        var, tf.compat.v1.zeros_initializer(), var.get_shape(), dtype, name,
+                        self._name)
             self._get_or_make_slot(var, tf.constant(self._beta1, dtype=dtype), "beta1_power",
                                    self._name)
             self._get_or_make_slot(var, tf.constant(self._beta2, dtype=dtype), "beta2_power",
@@ -58,7 +64,7 @@ class AdamAsyncOptimizer(tf.compat.v1.train.Optimizer):
 
     @staticmethod
     def _op(var, plain, v2):
-        """``v2`` for a half variable (float32 powers and hyper-parameters), else ``plain``."""
+        """``v2`` for a half variable (float32 state and hyper-parameters), else ``plain``."""
         return plain if ops.param_dtype(var.dtype) == var.dtype.base_dtype else v2
 
     def _apply_dense(self, grad, var):

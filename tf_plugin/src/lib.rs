@@ -48,9 +48,9 @@
 //! Half types: `Eigen::half` and `half::f16` are both IEEE binary16 and TensorFlow's `bfloat16`
 //! and `half::bf16` are both the top 16 bits of an f32, so the reinterpretation keeps every bit.
 //! The ops with DeepRec's signatures compute in the variable's type `T`; the V2 ops
-//! (`...AdamAsyncV2`, `U = float`) pass float scalars and powers ([`ffi::adam_coeffs`] and
-//! [`ffi::advance_powers`] with `DType::F32`) and f16 / bf16 tensors, which the core crate's
-//! mixed-precision kernels update in f32 ([`hogwild::optim::Widen`]).
+//! (`...AdamAsyncV2`, `U = float`) pass float m, v, scalars and powers ([`ffi::adam_coeffs`] and
+//! [`ffi::advance_powers`] with `DType::F32`) with f16 / bf16 var and grad, which the core
+//! crate's mixed-precision kernels update in f32 ([`hogwild::optim::Widen`]).
 //!
 //! Errors: every bridged function returns `Result`; cxx turns an `Err` into a C++ `rust::Error`
 //! exception, which the kernel turns into an `InvalidArgument` status. Each body also runs under
@@ -73,7 +73,7 @@ pub use error::{Error, Result};
 
 #[cxx::bridge(namespace = "adam_async")]
 pub mod ffi {
-    /// An element type: of var, m, v and grad (the op's `T`), of the scalars and powers (`T`,
+    /// An element type: of var and grad (the op's `T`), of m, v, the scalars and powers (`T`,
     /// or the V2 ops' `U`).
     #[repr(u8)]
     enum DType {
@@ -137,9 +137,10 @@ pub mod ffi {
             epsilon: Buffer,
         ) -> Result<Box<Coeffs>>;
 
-        /// The dense rule on one shard: equal-length ranges of var, m, v and grad, whose
-        /// element type `dtype` is the coefficients' own, or f16 / bf16 with float coefficients
-        /// (computed in float, each result rounded to `dtype` once).
+        /// The dense rule on one shard: equal-length ranges of var, m, v and grad. var and grad
+        /// have element type `dtype`, m and v the coefficients' type: the same, or f16 / bf16
+        /// variables with float coefficients and moments (the V2 ops: computed in float, the
+        /// weight rounded to `dtype` once).
         #[allow(clippy::too_many_arguments)] // the kernel's inputs, as in the TF op
         unsafe fn apply_dense(
             coeffs: &Coeffs,
@@ -519,61 +520,71 @@ impl Tensors {
         ]
     }
 
-    /// var, m, v and grad as slices of `T` (`Access::Exclusive`).
+    /// var and grad as slices of `S`, m and v as slices of `C` (`Access::Exclusive`).
     ///
     /// # Safety
     ///
     /// Each buffer meets [`exclusive`]'s contract, disjointness included ([`disjoint`]).
-    unsafe fn exclusive<'a, T: Element>(&self) -> Result<[&'a mut [T]; 4]> {
+    unsafe fn exclusive<'a, S: Element, C: Element>(&self) -> Result<Slices<'a, S, C>> {
         // SAFETY: this function's contract, for each buffer.
         unsafe {
-            Ok([
-                exclusive::<T>("var", T::NAME, &self.var)?,
-                exclusive::<T>("m", T::NAME, &self.m)?,
-                exclusive::<T>("v", T::NAME, &self.v)?,
-                exclusive::<T>("grad", T::NAME, &self.grad)?,
-            ])
+            Ok((
+                exclusive::<S>("var", S::NAME, &self.var)?,
+                exclusive::<C>("m", C::NAME, &self.m)?,
+                exclusive::<C>("v", C::NAME, &self.v)?,
+                exclusive::<S>("grad", S::NAME, &self.grad)?,
+            ))
         }
     }
 
-    /// var, m, v and grad as cells of `T` (`Access::Shared`).
+    /// var and grad as cells of `S`, m and v as cells of `C` (`Access::Shared`).
     ///
     /// # Safety
     ///
     /// Each buffer meets [`cells`]' contract.
-    unsafe fn cells<'a, T: Element>(&self) -> Result<[&'a [T::Cell]; 4]> {
+    unsafe fn cells<'a, S: Element, C: Element>(&self) -> Result<Cells<'a, S, C>> {
         // SAFETY: this function's contract, for each buffer.
         unsafe {
-            Ok([
-                cells::<T>("var", &self.var)?,
-                cells::<T>("m", &self.m)?,
-                cells::<T>("v", &self.v)?,
-                cells::<T>("grad", &self.grad)?,
-            ])
+            Ok((
+                cells::<S>("var", &self.var)?,
+                cells::<C>("m", &self.m)?,
+                cells::<C>("v", &self.v)?,
+                cells::<S>("grad", &self.grad)?,
+            ))
         }
     }
 }
 
-/// How tensors of `Self` are updated with coefficients of `C`: the core crate's kernels of `C`
-/// when `C` is `Self`, its mixed-precision kernels (computed in f32, rounded once) for f16 and
-/// bf16 tensors with f32 coefficients (the V2 ops).
-trait Update<C>: Element {
-    fn dense(c: &AdamCoeffs<C>, t: [&mut [Self]; 4], nesterov: bool) -> hogwild::Result<()>;
+/// var, m, v and grad for exclusive access: var and grad of `S`, m and v of `C`.
+type Slices<'a, S, C> = (&'a mut [S], &'a mut [C], &'a mut [C], &'a mut [S]);
+/// var, m, v and grad for shared access: var and grad cells of `S`, m and v cells of `C`.
+type Cells<'a, S, C> = (
+    &'a [<S as SharedReal>::Cell],
+    &'a [<C as SharedReal>::Cell],
+    &'a [<C as SharedReal>::Cell],
+    &'a [<S as SharedReal>::Cell],
+);
+
+/// How a variable of `Self` is updated with coefficients (and m, v) of `C`: the core crate's
+/// kernels of `C` when `C` is `Self` (DeepRec's ops), its mixed-precision kernels (computed in
+/// f32, the weight rounded once) for f16 and bf16 variables with f32 state (the V2 ops).
+trait Update<C: Element>: Element {
+    fn dense(c: &AdamCoeffs<C>, t: Slices<'_, Self, C>, nesterov: bool) -> hogwild::Result<()>;
     fn dense_shared(
         c: &AdamCoeffs<C>,
-        t: [&[Self::Cell]; 4],
+        t: Cells<'_, Self, C>,
         nesterov: bool,
     ) -> hogwild::Result<()>;
     fn sparse<I: SparseIndex>(
         c: &AdamCoeffs<C>,
-        t: [&mut [Self]; 4],
+        t: Slices<'_, Self, C>,
         indices: &[I],
         row_len: usize,
         rmsprop: bool,
     ) -> hogwild::Result<()>;
     fn sparse_shared<I: SparseIndex>(
         c: &AdamCoeffs<C>,
-        t: [&[Self::Cell]; 4],
+        t: Cells<'_, Self, C>,
         indices: &[I],
         row_len: usize,
         rmsprop: bool,
@@ -583,21 +594,21 @@ trait Update<C>: Element {
 impl<T: Element> Update<T> for T {
     fn dense(
         c: &AdamCoeffs<T>,
-        [w, m, v, g]: [&mut [T]; 4],
+        (w, m, v, g): Slices<'_, T, T>,
         nesterov: bool,
     ) -> hogwild::Result<()> {
         c.apply_dense_chunk(w, m, v, g, nesterov)
     }
     fn dense_shared(
         c: &AdamCoeffs<T>,
-        [w, m, v, g]: [&[T::Cell]; 4],
+        (w, m, v, g): Cells<'_, T, T>,
         nesterov: bool,
     ) -> hogwild::Result<()> {
         c.apply_dense_shared(w, m, v, g, nesterov)
     }
     fn sparse<I: SparseIndex>(
         c: &AdamCoeffs<T>,
-        [w, m, v, g]: [&mut [T]; 4],
+        (w, m, v, g): Slices<'_, T, T>,
         indices: &[I],
         row_len: usize,
         rmsprop: bool,
@@ -606,7 +617,7 @@ impl<T: Element> Update<T> for T {
     }
     fn sparse_shared<I: SparseIndex>(
         c: &AdamCoeffs<T>,
-        [w, m, v, g]: [&[T::Cell]; 4],
+        (w, m, v, g): Cells<'_, T, T>,
         indices: &[I],
         row_len: usize,
         rmsprop: bool,
@@ -620,21 +631,21 @@ macro_rules! mixed_update {
         impl Update<f32> for $t {
             fn dense(
                 c: &AdamCoeffs<f32>,
-                [w, m, v, g]: [&mut [$t]; 4],
+                (w, m, v, g): Slices<'_, $t, f32>,
                 nesterov: bool,
             ) -> hogwild::Result<()> {
                 c.apply_dense_mixed(w, m, v, g, nesterov)
             }
             fn dense_shared(
                 c: &AdamCoeffs<f32>,
-                [w, m, v, g]: [&[<$t as SharedReal>::Cell]; 4],
+                (w, m, v, g): Cells<'_, $t, f32>,
                 nesterov: bool,
             ) -> hogwild::Result<()> {
                 c.apply_dense_mixed_shared::<$t>(w, m, v, g, nesterov)
             }
             fn sparse<I: SparseIndex>(
                 c: &AdamCoeffs<f32>,
-                [w, m, v, g]: [&mut [$t]; 4],
+                (w, m, v, g): Slices<'_, $t, f32>,
                 indices: &[I],
                 row_len: usize,
                 rmsprop: bool,
@@ -643,7 +654,7 @@ macro_rules! mixed_update {
             }
             fn sparse_shared<I: SparseIndex>(
                 c: &AdamCoeffs<f32>,
-                [w, m, v, g]: [&[<$t as SharedReal>::Cell]; 4],
+                (w, m, v, g): Cells<'_, $t, f32>,
                 indices: &[I],
                 row_len: usize,
                 rmsprop: bool,
@@ -656,9 +667,9 @@ macro_rules! mixed_update {
 mixed_update!(f16);
 mixed_update!(bf16);
 
-/// Calls `$f::<C, S>(c, $args)` with `c: &AdamCoeffs<C>` the coefficients of `$coeffs` and `S`
-/// the Rust type of the tensors' `$dtype`: the same type, or f16 / bf16 tensors with f32
-/// coefficients. Any other pair is an error.
+/// Calls `$f::<C, S>(c, $args)` with `c: &AdamCoeffs<C>` the coefficients of `$coeffs` (the type
+/// of m and v too) and `S` the Rust type of the variable's `$dtype`: the same type, or f16 / bf16
+/// with f32 coefficients. Any other pair is an error.
 macro_rules! dispatch_update {
     ($coeffs:expr, $dtype:expr, $f:ident($($arg:expr),* $(,)?)) => {
         match (&$coeffs.0, $dtype) {
@@ -704,7 +715,7 @@ unsafe fn apply_dense(
 ) -> Result<()> {
     /// # Safety
     /// As for the enclosing function.
-    unsafe fn typed<C, S: Update<C>>(
+    unsafe fn typed<C: Element, S: Update<C>>(
         c: &AdamCoeffs<C>,
         access: Access,
         t: &Tensors,
@@ -714,13 +725,13 @@ unsafe fn apply_dense(
             disjoint(&t.named())?;
             // SAFETY: the enclosing function's contract (exclusive access), and the buffers are
             // disjoint (checked just above); the views end with this function.
-            let views = unsafe { t.exclusive::<S>()? };
+            let views = unsafe { t.exclusive::<S, C>()? };
             S::dense(c, views, use_nesterov)?;
             return Ok(());
         }
         // SAFETY: the enclosing function's contract covers every buffer of `t`; the views end
         // with this function.
-        let cells = unsafe { t.cells::<S>()? };
+        let cells = unsafe { t.cells::<S, C>()? };
         S::dense_shared(c, cells, use_nesterov)?;
         Ok(())
     }
@@ -761,7 +772,7 @@ unsafe fn apply_sparse_rows(
 ) -> Result<()> {
     /// # Safety
     /// As for the enclosing function.
-    unsafe fn typed<C, S: Update<C>, I: IndexCell>(
+    unsafe fn typed<C: Element, S: Update<C>, I: IndexCell>(
         c: &AdamCoeffs<C>,
         access: Access,
         t: &Tensors,
@@ -777,7 +788,7 @@ unsafe fn apply_sparse_rows(
             // disjoint (checked just above); the views end with this function.
             let (views, indices) = unsafe {
                 (
-                    t.exclusive::<S>()?,
+                    t.exclusive::<S, C>()?,
                     exclusive::<I>("indices", index_name, indices)?,
                 )
             };
@@ -786,13 +797,14 @@ unsafe fn apply_sparse_rows(
         }
         // SAFETY: the enclosing function's contract covers every buffer; the views end with this
         // function.
-        let (cells, indices) = unsafe { (t.cells::<S>()?, indices_of::<I>(index_name, indices)?) };
+        let (cells, indices) =
+            unsafe { (t.cells::<S, C>()?, indices_of::<I>(index_name, indices)?) };
         S::sparse_shared(c, cells, &indices, row_len, rmsprop)?;
         Ok(())
     }
     /// # Safety
     /// As for the enclosing function.
-    unsafe fn by_index<C, S: Update<C>>(
+    unsafe fn by_index<C: Element, S: Update<C>>(
         c: &AdamCoeffs<C>,
         access: Access,
         t: &Tensors,
@@ -887,7 +899,7 @@ mod tests {
         dense_as(c, own(c), access, tensors, use_nesterov)
     }
 
-    /// [`dense`] with tensors of element type `dtype`.
+    /// [`dense`] with all four tensors of one element type, named `dtype`.
     fn dense_as<E>(
         c: &Coeffs,
         dtype: DType,
@@ -1360,29 +1372,43 @@ mod tests {
         assert_eq!(var.to_vec(), want);
     }
 
-    // f16 and bf16 tensors with float coefficients (the V2 ops) run the core crate's mixed
-    // kernels, under either access; any other pair of types is refused before anything is read.
+    // f16 and bf16 variables with float coefficients and moments (the V2 ops) run the core
+    // crate's mixed kernels, under either access; any other pair of types is refused before
+    // anything is read.
     #[test]
-    fn half_tensors_with_float_coefficients_run_the_mixed_kernels() {
+    fn half_variables_with_float_state_run_the_mixed_kernels() {
         fn check<S: Element + hogwild::optim::Widen<f32>>(dtype: DType) {
             let to = |x: f32| S::from(x).unwrap();
             // Small weights: bf16's spacing at 1.0 (2^-8) would round a step of lr = 0.001 away.
             let var0 = [to(0.1), to(-0.2), to(0.05)];
             let grad = [to(0.1), to(0.0), to(-0.3)];
             let c = adam::<f32>(0.001);
-            let (mut want, mut wm, mut wv) = (var0, [to(0.0); 3], [to(0.0); 3]);
+            let (mut want, mut wm, mut wv) = (var0, [0f32; 3], [0f32; 3]);
             let AnyCoeffs::F32(core) = &c.0 else {
                 unreachable!("adam::<f32> gives float coefficients")
             };
             core.apply_dense_mixed(&mut want, &mut wm, &mut wv, &grad, false)
                 .unwrap();
             for access in [Access::Exclusive, Access::Shared] {
-                let (mut var, mut m, mut v, mut g) = (var0, [to(0.0); 3], [to(0.0); 3], grad);
-                dense_as(&c, dtype, access, [&mut var, &mut m, &mut v, &mut g], false).unwrap();
-                assert_eq!((var, m, v), (want, wm, wv), "{} {access:?}", S::NAME);
-                let (mut var, mut m, mut v, mut g) = (var0, [to(0.0); 3], [to(0.0); 3], grad);
-                let mut idx = [0i32, 1, 2];
+                let (mut var, mut m, mut v, mut g) = (var0, [0f32; 3], [0f32; 3], grad);
                 // SAFETY: distinct live local borrows, untouched by anything else meanwhile.
+                unsafe {
+                    apply_dense(
+                        &c,
+                        dtype,
+                        access,
+                        buf(&mut var),
+                        buf(&mut m),
+                        buf(&mut v),
+                        buf(&mut g),
+                        false,
+                    )
+                }
+                .unwrap();
+                assert_eq!((var, m, v), (want, wm, wv), "{} {access:?}", S::NAME);
+                let (mut var, mut m, mut v, mut g) = (var0, [0f32; 3], [0f32; 3], grad);
+                let mut idx = [0i32, 1, 2];
+                // SAFETY: as above.
                 unsafe {
                     apply_sparse_rows(
                         &c,
@@ -1413,6 +1439,29 @@ mod tests {
         }
         check::<f16>(DType::F16);
         check::<bf16>(DType::BF16);
+
+        // m and v must have the coefficients' type: half moments are too short.
+        let c = adam::<f32>(0.1);
+        let (mut var, mut m, mut v, mut g) =
+            ([f16::ONE; 2], [f16::ZERO; 2], [0f32; 2], [f16::ONE; 2]);
+        // SAFETY: distinct live local borrows, untouched by anything else meanwhile.
+        let err = unsafe {
+            apply_dense(
+                &c,
+                DType::F16,
+                Access::Shared,
+                buf(&mut var),
+                buf(&mut m),
+                buf(&mut v),
+                buf(&mut g),
+                false,
+            )
+        }
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "shape mismatch: m vs var: expected 2, got 1"
+        );
 
         let (mut var, mut m, mut v, mut g) = ([f16::ONE], [f16::ZERO], [f16::ZERO], [f16::ONE]);
         let err = dense_as(

@@ -1,9 +1,8 @@
 // CPU kernels of the AdamAsync ops (interfaces in cc/ops/adam_async_ops.cc).
 //
 // One kernel template serves DeepRec's ops, where every tensor has the variable's type T, and the
-// V2 ops, whose hyper-parameters and beta powers have type U = float while var, m, v and grad are
-// half, bfloat16 or float: there the powers and coefficients are float and the Rust side updates
-// the half tensors in float, rounding each result once.
+// V2 ops, whose m, v, beta powers and hyper-parameters have type U = float while var and grad are
+// half, bfloat16 or float: the Rust side computes in float and rounds the weight to T once.
 //
 // Each kernel takes TensorFlow's variable locks (the helpers of stock training ops), validates every
 // input, then hands the tensors to the Rust core through the cxx bridge (tf_plugin/src/lib.rs):
@@ -128,7 +127,7 @@ constexpr bool kIsHalf = std::is_same_v<T, Eigen::half> || std::is_same_v<T, bfl
 // The common part of all kernels: locks inputs 0..4 with TensorFlow's semantics (exclusive for
 // dense resource updates, shared for sparse resource updates unless use_locking, none for ref
 // variables unless use_locking) and checks the shapes shared by dense and sparse ops. T is the
-// type of var, m, v and grad; U that of the powers and hyper-parameters (T for DeepRec's ops).
+// type of var and grad; U that of m, v, the powers and the hyper-parameters (T for DeepRec's ops).
 template <typename T, typename U>
 class AdamAsyncOpBase : public OpKernel {
  public:
@@ -148,7 +147,7 @@ class AdamAsyncOpBase : public OpKernel {
       core::RefCountPtr<Var> var;
       TF_RETURN_IF_ERROR(LookupResource(ctx, HandleFromInput(ctx, i), &var));
       const DataType held = var->tensor()->dtype();
-      const bool is_param = i >= 3 && !std::is_same_v<T, U>;
+      const bool is_param = i >= 1 && !std::is_same_v<T, U>;
       const DataType want = is_param ? DataTypeToEnum<U>::v() : DataTypeToEnum<T>::v();
       if (held != want) {
         return InvalidArg(kInputNames[i], " holds ", DataTypeString(held), " but the op's ",
@@ -160,8 +159,8 @@ class AdamAsyncOpBase : public OpKernel {
 
   // MaybeLockVariableInputMutexesInOrder<CPUDevice, T> on inputs 0..4. For the V2 ops it is that
   // helper's logic with one change: a sparse update switches each resource variable to
-  // copy-on-read mode with a copy of its own element type, where the helper would copy the
-  // powers as T and CHECK-fail (abort) on their type U.
+  // copy-on-read mode with a copy of its own element type, where the helper would copy m, v and
+  // the powers as T and CHECK-fail (abort) on their type U.
   // Variables' mutexes are tsl::mutex, which TensorFlow's headers mark deprecated while its own
   // helpers still use them: the warning says nothing about this code.
 #pragma GCC diagnostic push
@@ -183,8 +182,8 @@ class AdamAsyncOpBase : public OpKernel {
         if (var) {
           vars.push_back(var);
           if (sparse) {
-            (i < 3 ? EnsureSparseVariableAccess<CPUDevice, T>(ctx, var)
-                   : EnsureSparseVariableAccess<CPUDevice, U>(ctx, var))
+            (i == 0 ? EnsureSparseVariableAccess<CPUDevice, T>(ctx, var)
+                    : EnsureSparseVariableAccess<CPUDevice, U>(ctx, var))
                 .IgnoreError();
           }
         }
@@ -218,10 +217,10 @@ class AdamAsyncOpBase : public OpKernel {
   absl::Status GetVariables(OpKernelContext* ctx, bool sparse, Tensor vars[5]) {
     for (int i = 0; i < 5; ++i) {
       TF_RETURN_IF_ERROR(
-          i < 3 ? GetInputTensorFromVariable<CPUDevice, T>(ctx, i, use_exclusive_lock_, sparse,
-                                                           &vars[i])
-                : GetInputTensorFromVariable<CPUDevice, U>(ctx, i, use_exclusive_lock_, sparse,
-                                                           &vars[i]));
+          i == 0 ? GetInputTensorFromVariable<CPUDevice, T>(ctx, i, use_exclusive_lock_, sparse,
+                                                            &vars[i])
+                 : GetInputTensorFromVariable<CPUDevice, U>(ctx, i, use_exclusive_lock_, sparse,
+                                                            &vars[i]));
       if (!vars[i].IsInitialized()) {
         return FailedPrecondition("Attempting to use uninitialized variables: ",
                                           kInputNames[i], " (", requested_input(i), ")");
@@ -337,7 +336,7 @@ class AdamAsyncDenseOp : public AdamAsyncOpBase<T, U> {
       auto shard = [&](Eigen::Index begin, Eigen::Index end) {
         absl::Status s = CallRust("AdamAsync", [&] {
           adam_async::apply_dense(**coeffs, this->kDType, access, Buf<T>(t[0], begin, end),
-                                  Buf<T>(t[1], begin, end), Buf<T>(t[2], begin, end),
+                                  Buf<U>(t[1], begin, end), Buf<U>(t[2], begin, end),
                                   Buf<T>(grad, begin, end), nesterov);
         });
         if (!s.ok()) {
@@ -346,7 +345,8 @@ class AdamAsyncDenseOp : public AdamAsyncOpBase<T, U> {
         }
       };
       // Per element: loads var, m, v, grad; stores var, m, v; about a sqrt and a division.
-      const Eigen::TensorOpCost cost(4 * sizeof(T), 3 * sizeof(T), 20);
+      const Eigen::TensorOpCost cost(2 * sizeof(T) + 2 * sizeof(U), sizeof(T) + 2 * sizeof(U),
+                                     20);
       ctx->eigen_cpu_device().parallelFor(n, cost, shard);
       OP_REQUIRES_OK(ctx, shard_status);
     }
@@ -467,7 +467,7 @@ REGISTER_ALL(bfloat16)
 REGISTER_ALL(float)
 REGISTER_ALL(double)
 
-// The V2 ops: float hyper-parameters and powers (U) for var, m, v and grad of type T.
+// The V2 ops: float m, v, powers and hyper-parameters (U) for var and grad of type T.
 #define REGISTER_V2_SPARSE(T, Tindex)                                                        \
   REGISTER_KERNEL_BUILDER(Name("SparseApplyAdamAsyncV2")                                     \
                               .Device(DEVICE_CPU)                                            \

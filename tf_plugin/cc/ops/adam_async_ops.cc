@@ -138,23 +138,23 @@ REGISTER_OP("ResourceSparseApplyAdamAsync")
     .SetShapeFn(AdamAsyncShapeFn</*is_sparse=*/true, /*is_resource=*/true>)
     .Doc("SparseApplyAdamAsync on resource variables.");
 
-// The V2 ops: DeepRec's ops with the hyper-parameters and beta powers of type U (float) while
-// var, m, v and grad are T. In a half type Adam's defaults do not survive: bfloat16 rounds
-// beta2 = 0.999 and its powers to 1, float16 rounds epsilon = 1e-8 to 0. DeepRec's signatures give
-// every scalar the variable's type, and graphs written for them must stay valid, so the float
-// inputs need ops of their own (as stock FusedBatchNormV2 added U beside T).
+// The V2 ops: DeepRec's ops with the optimizer's state (m, v, the beta powers) and the
+// hyper-parameters of type U (float) while var and grad are T. In a half type Adam's defaults do
+// not survive: bfloat16 rounds beta2 = 0.999 and its powers to 1, float16 rounds epsilon = 1e-8 to
+// 0 and (1 - beta2) * grad^2 to 0 for gradients below about 0.008. DeepRec's signatures give every
+// input the variable's type, and graphs written for them must stay valid, so the float inputs need
+// ops of their own (as stock FusedBatchNormV2 added U beside T).
 
 constexpr char kV2Doc[] = R"doc(
-AdamAsync with the hyper-parameters and beta powers in U (float) for var, m, v and grad of
-type T (half, bfloat16, float). The update is computed in U from var, m, v and grad widened
-exactly, and var, m and v are rounded to T once each; the powers advance in U. With T = float
-it is the op without V2.
+AdamAsync with m, v, the beta powers and the hyper-parameters in U (float) for var and grad of
+type T (half, bfloat16, float). The update is computed in U from var and grad widened exactly;
+var is rounded to T once, m, v and the powers stay in U. With T = float it is the op without V2.
 )doc";
 
 REGISTER_OP("ApplyAdamAsyncV2")
     .Input("var: Ref(T)")
-    .Input("m: Ref(T)")
-    .Input("v: Ref(T)")
+    .Input("m: Ref(U)")
+    .Input("v: Ref(U)")
     .Input("beta1_power: Ref(U)")
     .Input("beta2_power: Ref(U)")
     .Input("lr: U")
@@ -172,8 +172,8 @@ REGISTER_OP("ApplyAdamAsyncV2")
 
 REGISTER_OP("SparseApplyAdamAsyncV2")
     .Input("var: Ref(T)")
-    .Input("m: Ref(T)")
-    .Input("v: Ref(T)")
+    .Input("m: Ref(U)")
+    .Input("v: Ref(U)")
     .Input("beta1_power: Ref(U)")
     .Input("beta2_power: Ref(U)")
     .Input("lr: U")

@@ -50,8 +50,9 @@
 //! - Generic over f32, f64 and the `half` crate's f16 and bf16 (every operation rounds to the half
 //!   type, as TensorFlow's Eigen half does); indices i32, i64, u32, u64, usize.
 //! - **Mixed precision** for half variables: [`AdamCoeffs::apply_dense_mixed`] and its sparse and
-//!   shared twins compute in f32 from f32 hyper-parameters and powers and round var, m and v to
-//!   the half type once (bf16 rounds Adam's default `beta2 = 0.999` to 1; see [`Widen`]).
+//!   shared twins keep m, v, the powers and the hyper-parameters in f32, compute in f32 and round
+//!   the weight to the half type once (bf16 rounds Adam's default `beta2 = 0.999` to 1; see
+//!   [`Widen`]).
 
 mod adam_async;
 mod mixed;
