@@ -14,11 +14,11 @@
 
 #define EIGEN_USE_THREADS
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
-#include <mutex>
-#include <algorithm>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -272,7 +272,7 @@ class AdamAsyncOpBase : public OpKernel {
   // side. DeepRec's ops on half variables take these in the half type, where Adam's defaults can
   // round to invalid values (bfloat16 rounds beta2 = 0.999 to 1): the error then says so.
   absl::Status ComputeCoeffs(OpKernelContext* ctx, const char* what, const Tensor vars[5],
-                          std::optional<rust::Box<adam_async::Coeffs>>* coeffs) {
+                             std::optional<rust::Box<adam_async::Coeffs>>* coeffs) {
     absl::Status s = CallRust(what, [&] {
       coeffs->emplace(adam_async::adam_coeffs(kParamDType, Buf(ctx->input(5)),
                                               Buf(ctx->input(6)), Buf(ctx->input(7)),

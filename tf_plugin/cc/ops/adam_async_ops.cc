@@ -1,5 +1,6 @@
 // The AdamAsync op interfaces: DeepRec's names, input order, attrs, defaults and shape functions,
-// so that graphs written for DeepRec run unchanged. The kernels are in cc/kernels/.
+// so that graphs written for DeepRec run unchanged, and their V2 forms with float optimizer state
+// for half variables (below). The kernels are in cc/kernels/.
 
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"

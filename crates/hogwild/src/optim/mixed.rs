@@ -23,9 +23,9 @@
 //! holding the same values), and var is rounded back to `S` once (to nearest, ties to even). The
 //! caller advances the powers in `C` ([`advance_powers`], [`advance_powers_shared`]).
 //!
-//! What rounding remains is the variable's own: a bf16 weight `w` moves only when the step
-//! exceeds half its spacing, about `|w| / 512` (with `lr = 0.001`, weights above 0.5 in magnitude
-//! keep their value); float32 weights (Keras' `mixed_bfloat16` policy) avoid that.
+//! What rounding remains is the variable's own: a bf16 weight `w` changes only when the step
+//! exceeds half its spacing (between `|w| / 512` and `|w| / 256`; with `lr = 0.001`, weights of
+//! magnitude 0.5 or more hardly move); float32 weights (Keras' `mixed_bfloat16` policy) avoid it.
 //!
 //! The slice kernels ([`AdamCoeffs::apply_dense_mixed`], [`AdamCoeffs::apply_sparse_rows_mixed`])
 //! and the shared-memory kernels ([`AdamCoeffs::apply_dense_mixed_shared`],
