@@ -47,14 +47,16 @@ wheel: plugin
 	bash scripts/build_wheel.sh dist
 
 # Miri on the tests of the crate's shared mutable memory: the Hogwild store and the shared-memory
-# AdamAsync kernels (optim::shared, what the TF plugin runs without exclusive locks). Installs the nightly
+# AdamAsync kernels (optim::shared and, for half variables, optim::mixed: what the TF plugin runs
+# without exclusive locks). Installs the nightly
 # toolchain's miri when it is missing; says so loudly if that cannot be done on this machine.
 miri:
 	@cargo +nightly miri --version >/dev/null 2>&1 || \
 		rustup component add miri rust-src --toolchain nightly >/dev/null 2>&1 || true
 	@if cargo +nightly miri --version >/dev/null 2>&1; then \
 		cargo +nightly miri test -p hogwild --lib store:: && \
-		cargo +nightly miri test -p hogwild --lib optim::shared::; \
+		cargo +nightly miri test -p hogwild --lib optim::shared:: && \
+		cargo +nightly miri test -p hogwild --lib optim::mixed::; \
 	else \
 		echo "miri: NOT RUN: no nightly toolchain with miri on this machine (rustup toolchain install nightly -c miri,rust-src)"; \
 	fi

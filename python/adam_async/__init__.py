@@ -14,7 +14,15 @@ the TensorFlow it was built for) carries the op library. Where the library is lo
 file named by ``$ADAM_ASYNC_LIBRARY``, else the one inside this package (the wheel's), else the
 checkout's ``build/plugin/libadam_async_ops.so`` (``make plugin``) for the editable install.
 The ops are ``ApplyAdamAsync``, ``SparseApplyAdamAsync``, ``ResourceApplyAdamAsync`` and
-``ResourceSparseApplyAdamAsync``; the library is loaded when an op is first built.
+``ResourceSparseApplyAdamAsync``, and their ``V2`` forms for half variables; the library is loaded
+when an op is first built.
+
+Half precision: for float16 and bfloat16 variables both optimizers keep m, v and the beta powers
+in float32 and call the ``*AdamAsyncV2`` ops with float32 hyper-parameters; the update is computed
+in float32 and the weight rounded once. DeepRec's ops give every input the variable's type, where
+Adam's defaults break (bfloat16 rounds ``beta2 = 0.999`` to 1; float16 rounds ``epsilon = 1e-8``
+and ``(1 - beta2) * g**2`` for gradients below about 0.008 to 0). Those ops are unchanged, so
+DeepRec graphs run as before, float16 ones with stock ``ResourceApplyAdam``'s bits at step one.
 """
 
 from adam_async._loader import (
@@ -26,9 +34,13 @@ from adam_async._loader import (
 )
 from adam_async.ops import (
     apply_adam_async,
+    apply_adam_async_v2,
     resource_apply_adam_async,
+    resource_apply_adam_async_v2,
     resource_sparse_apply_adam_async,
+    resource_sparse_apply_adam_async_v2,
     sparse_apply_adam_async,
+    sparse_apply_adam_async_v2,
 )
 from adam_async.optimizer import AdamAsyncOptimizer
 
@@ -42,9 +54,13 @@ __all__ = [
     "PluginNotFoundError",
     "PluginVersionError",
     "apply_adam_async",
+    "apply_adam_async_v2",
     "library_path",
     "load_library",
     "resource_apply_adam_async",
+    "resource_apply_adam_async_v2",
     "resource_sparse_apply_adam_async",
+    "resource_sparse_apply_adam_async_v2",
     "sparse_apply_adam_async",
+    "sparse_apply_adam_async_v2",
 ]

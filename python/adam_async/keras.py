@@ -7,6 +7,11 @@
 The class is registered with Keras as ``adam_async>AdamAsync`` (``import adam_async`` imports this
 module), so ``keras.models.load_model("model.keras")`` restores a model compiled with it, slots
 and all, without ``custom_objects``.
+
+float16 and bfloat16 variables (a ``dtype="bfloat16"`` layer, the ``"bfloat16"`` dtype policy) keep
+m, v and the powers in float32 and use the ``*AdamAsyncV2`` ops with float32 hyper-parameters: in
+bfloat16 the default ``beta2 = 0.999`` rounds to 1 (Keras' own ``Adam`` then never moves such a
+variable), in float16 ``(1 - beta2) * g**2`` underflows for gradients below about 0.008.
 """
 
 import re
@@ -61,26 +66,38 @@ class AdamAsync(keras.optimizers.Optimizer):
             # kernels get different power names.
             prefix = _slot_prefix(var)
             powers = [
-                self.add_variable(shape=(), dtype=var.dtype, name=f"{prefix}_{name}",
+                self.add_variable(shape=(), dtype=ops.param_dtype(var.dtype).name,
+                                  name=f"{prefix}_{name}",
                                   initializer=keras.initializers.Constant(value))
                 for name, value in (("beta1_power", self.beta1), ("beta2_power", self.beta2))
             ]
-            self._slots.append([self.add_variable_from_reference(var, "m"),
-                                self.add_variable_from_reference(var, "v")] + powers)
+            self._slots.append([self._moment(var, "m"), self._moment(var, "v")] + powers)
+
+    def _moment(self, var, name):
+        """m or v for ``var``: Keras' slot of the variable's type, float32 for a half variable
+        (add_variable_from_reference has no dtype argument: its name, with add_variable)."""
+        dtype = ops.param_dtype(var.dtype)
+        if dtype == var.dtype:
+            return self.add_variable_from_reference(var, name)
+        return self.add_variable(shape=var.shape, dtype=dtype.name, initializer="zeros",
+                                 name=f"{_slot_prefix(var)}_{name}")
 
     def update_step(self, gradient, variable, learning_rate):
-        dtype = variable.dtype
+        dtype = tf.as_dtype(variable.dtype)
+        param_dtype = ops.param_dtype(dtype)  # float32 for half variables: the V2 ops
+        v2 = param_dtype != dtype
         slots = self._slots[self._get_variable_index(variable)]
         inputs = [variable.handle] + [s.handle for s in slots] + [
-            tf.cast(x, dtype) for x in (learning_rate, self.beta1, self.beta2, self.epsilon)]
+            tf.cast(x, param_dtype) for x in (learning_rate, self.beta1, self.beta2, self.epsilon)]
         if isinstance(gradient, tf.IndexedSlices):
             values, indices = _sum_duplicates(gradient)
-            ops.resource_sparse_apply_adam_async(
-                *inputs, tf.cast(values, dtype), indices, use_locking=self.use_locking,
-                apply_sparse_rmsprop=self.apply_sparse_rmsprop)
+            op = (ops.resource_sparse_apply_adam_async_v2 if v2
+                  else ops.resource_sparse_apply_adam_async)
+            op(*inputs, tf.cast(values, dtype), indices, use_locking=self.use_locking,
+               apply_sparse_rmsprop=self.apply_sparse_rmsprop)
         else:
-            ops.resource_apply_adam_async(*inputs, tf.cast(gradient, dtype),
-                                          use_locking=self.use_locking)
+            op = ops.resource_apply_adam_async_v2 if v2 else ops.resource_apply_adam_async
+            op(*inputs, tf.cast(gradient, dtype), use_locking=self.use_locking)
 
     def get_config(self):
         config = super().get_config()

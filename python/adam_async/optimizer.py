@@ -13,6 +13,12 @@ class AdamAsyncOptimizer(tf.compat.v1.train.Optimizer):
     ``beta2`` and advanced by the op itself, so no global step is shared between variables).
     Sparse gradients update only the rows they name (lazy Adam); with ``apply_sparse_rmsprop``
     they use the RMSProp rule instead. Duplicate indices are summed before the op.
+
+    float16 and bfloat16 variables keep m, v and the powers in float32 and run the
+    ``*AdamAsyncV2`` ops with float32 hyper-parameters, which compute in float32 and round the
+    weight once (in bfloat16 the default ``beta2 = 0.999`` rounds to 1; in float16
+    ``epsilon = 1e-8`` rounds to 0 and ``(1 - beta2) * g**2`` underflows for small gradients).
+    Other variables run DeepRec's ops with DeepRec's slot types.
     """
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
@@ -27,9 +33,14 @@ class AdamAsyncOptimizer(tf.compat.v1.train.Optimizer):
 
     def _create_slots(self, var_list):
         for var in var_list:
-            dtype = var.dtype.base_dtype
-            self._zeros_slot(var, "m", self._name)
-            self._zeros_slot(var, "v", self._name)
+            dtype = ops.param_dtype(var.dtype)
+            for name in ("m", "v"):
+                if dtype == var.dtype.base_dtype:
+                    self._zeros_slot(var, name, self._name)
+                else:  # float32 moments for a half variable
+                    self._get_or_make_slot_with_initializer(
+                        var, tf.compat.v1.zeros_initializer(), var.get_shape(), dtype, name,
+                        self._name)
             self._get_or_make_slot(var, tf.constant(self._beta1, dtype=dtype), "beta1_power",
                                    self._name)
             self._get_or_make_slot(var, tf.constant(self._beta2, dtype=dtype), "beta2_power",
@@ -44,29 +55,36 @@ class AdamAsyncOptimizer(tf.compat.v1.train.Optimizer):
 
     def _inputs(self, var, handles):
         """The op's first nine inputs for ``var``: state (refs or handles), then the scalars."""
-        dtype = var.dtype.base_dtype
+        dtype = ops.param_dtype(var.dtype)
         slots = [var] + [self.get_slot(var, s) for s in ("m", "v", "beta1_power", "beta2_power")]
         state = [s.handle for s in slots] if handles else slots
         scalars = [tf.cast(t, dtype) for t in (self._lr_t, self._beta1_t, self._beta2_t,
                                                self._epsilon_t)]
         return state + scalars
 
+    @staticmethod
+    def _op(var, plain, v2):
+        """``v2`` for a half variable (float32 state and hyper-parameters), else ``plain``."""
+        return plain if ops.param_dtype(var.dtype) == var.dtype.base_dtype else v2
+
     def _apply_dense(self, grad, var):
-        return ops.apply_adam_async(*self._inputs(var, handles=False), grad,
-                                    use_locking=self._use_locking).op
+        op = self._op(var, ops.apply_adam_async, ops.apply_adam_async_v2)
+        return op(*self._inputs(var, handles=False), grad, use_locking=self._use_locking).op
 
     def _resource_apply_dense(self, grad, var):
-        return ops.resource_apply_adam_async(*self._inputs(var, handles=True), grad,
-                                             use_locking=self._use_locking)
+        op = self._op(var, ops.resource_apply_adam_async, ops.resource_apply_adam_async_v2)
+        return op(*self._inputs(var, handles=True), grad, use_locking=self._use_locking)
 
     def _apply_sparse(self, grad, var):
         # The base class has summed duplicate indices (_apply_sparse_duplicate_indices).
-        return ops.sparse_apply_adam_async(
-            *self._inputs(var, handles=False), grad.values, grad.indices,
-            use_locking=self._use_locking, apply_sparse_rmsprop=self._apply_sparse_rmsprop).op
+        op = self._op(var, ops.sparse_apply_adam_async, ops.sparse_apply_adam_async_v2)
+        return op(*self._inputs(var, handles=False), grad.values, grad.indices,
+                  use_locking=self._use_locking,
+                  apply_sparse_rmsprop=self._apply_sparse_rmsprop).op
 
     def _resource_apply_sparse(self, grad, var, indices):
         # The base class has summed duplicate indices (_resource_apply_sparse_duplicate_indices).
-        return ops.resource_sparse_apply_adam_async(
-            *self._inputs(var, handles=True), grad, indices, use_locking=self._use_locking,
-            apply_sparse_rmsprop=self._apply_sparse_rmsprop)
+        op = self._op(var, ops.resource_sparse_apply_adam_async,
+                      ops.resource_sparse_apply_adam_async_v2)
+        return op(*self._inputs(var, handles=True), grad, indices, use_locking=self._use_locking,
+                  apply_sparse_rmsprop=self._apply_sparse_rmsprop)

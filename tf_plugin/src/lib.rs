@@ -47,6 +47,10 @@
 //!
 //! Half types: `Eigen::half` and `half::f16` are both IEEE binary16 and TensorFlow's `bfloat16`
 //! and `half::bf16` are both the top 16 bits of an f32, so the reinterpretation keeps every bit.
+//! The ops with DeepRec's signatures compute in the variable's type `T`; the V2 ops
+//! (`...AdamAsyncV2`, `U = float`) pass float m, v, scalars and powers ([`ffi::adam_coeffs`] and
+//! [`ffi::advance_powers`] with `DType::F32`) with f16 / bf16 var and grad, which the core
+//! crate's mixed-precision kernels update in f32 ([`hogwild::optim::Widen`]).
 //!
 //! Errors: every bridged function returns `Result`; cxx turns an `Err` into a C++ `rust::Error`
 //! exception, which the kernel turns into an `InvalidArgument` status. Each body also runs under
@@ -69,7 +73,8 @@ pub use error::{Error, Result};
 
 #[cxx::bridge(namespace = "adam_async")]
 pub mod ffi {
-    /// The element type of var, m, v, the scalars and grad (the op's `T`).
+    /// An element type: of var and grad (the op's `T`), of m, v, the scalars and powers (`T`,
+    /// or the V2 ops' `U`).
     #[repr(u8)]
     enum DType {
         F16 = 0,
@@ -132,9 +137,14 @@ pub mod ffi {
             epsilon: Buffer,
         ) -> Result<Box<Coeffs>>;
 
-        /// The dense rule on one shard: equal-length ranges of var, m, v and grad.
+        /// The dense rule on one shard: equal-length ranges of var, m, v and grad. var and grad
+        /// have element type `dtype`, m and v the coefficients' type: the same, or f16 / bf16
+        /// variables with float coefficients and moments (the V2 ops: computed in float, the
+        /// weight rounded to `dtype` once).
+        #[allow(clippy::too_many_arguments)] // the kernel's inputs, as in the TF op
         unsafe fn apply_dense(
             coeffs: &Coeffs,
+            dtype: DType,
             access: Access,
             var: Buffer,
             m: Buffer,
@@ -145,10 +155,11 @@ pub mod ffi {
 
         /// The sparse rule (lazy Adam, or RMSProp when `rmsprop`) on the rows named by
         /// `indices`; the indices are read once, and every one is checked before anything is
-        /// written.
+        /// written. `dtype` as for `apply_dense`.
         #[allow(clippy::too_many_arguments)] // the kernel's inputs, as in the TF op
         unsafe fn apply_sparse_rows(
             coeffs: &Coeffs,
+            dtype: DType,
             access: Access,
             var: Buffer,
             m: Buffer,
@@ -190,7 +201,6 @@ pub struct Coeffs(AnyCoeffs);
 trait Element: SharedReal + bytemuck::Pod {
     const NAME: &'static str;
     fn wrap(c: AdamCoeffs<Self>) -> AnyCoeffs;
-    fn unwrap(c: &AnyCoeffs) -> Option<&AdamCoeffs<Self>>;
 }
 
 macro_rules! element {
@@ -199,12 +209,6 @@ macro_rules! element {
             const NAME: &'static str = $name;
             fn wrap(c: AdamCoeffs<Self>) -> AnyCoeffs {
                 AnyCoeffs::$variant(c)
-            }
-            fn unwrap(c: &AnyCoeffs) -> Option<&AdamCoeffs<Self>> {
-                match c {
-                    AnyCoeffs::$variant(c) => Some(c),
-                    _ => None,
-                }
             }
         }
     };
@@ -238,18 +242,6 @@ macro_rules! dispatch {
     };
 }
 
-/// Calls `$f::<T>($args)` with `T` the element type of `$coeffs`.
-macro_rules! dispatch_coeffs {
-    ($coeffs:expr, $f:ident($($arg:expr),* $(,)?)) => {
-        match &$coeffs.0 {
-            AnyCoeffs::F16(_) => $f::<f16>($($arg),*),
-            AnyCoeffs::BF16(_) => $f::<bf16>($($arg),*),
-            AnyCoeffs::F32(_) => $f::<f32>($($arg),*),
-            AnyCoeffs::F64(_) => $f::<f64>($($arg),*),
-        }
-    };
-}
-
 /// Runs `f`, turning a panic into an error so that it cannot unwind across the FFI boundary.
 fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
@@ -275,13 +267,6 @@ fn buffer_error(
         len,
         reason: reason.into(),
     }
-}
-
-fn coeffs_of<T: Element>(coeffs: &Coeffs) -> Result<&AdamCoeffs<T>> {
-    T::unwrap(&coeffs.0).ok_or(Error::DTypeMismatch {
-        coeffs: coeffs.0.dtype_name(),
-        tensors: T::NAME,
-    })
 }
 
 /// The address of `b` as elements of `E` (named `dtype` in errors) and their number, after
@@ -535,38 +520,181 @@ impl Tensors {
         ]
     }
 
-    /// var, m, v and grad as slices of `T` (`Access::Exclusive`).
+    /// var and grad as slices of `S`, m and v as slices of `C` (`Access::Exclusive`).
     ///
     /// # Safety
     ///
     /// Each buffer meets [`exclusive`]'s contract, disjointness included ([`disjoint`]).
-    unsafe fn exclusive<'a, T: Element>(&self) -> Result<[&'a mut [T]; 4]> {
+    unsafe fn exclusive<'a, S: Element, C: Element>(&self) -> Result<Slices<'a, S, C>> {
         // SAFETY: this function's contract, for each buffer.
         unsafe {
-            Ok([
-                exclusive::<T>("var", T::NAME, &self.var)?,
-                exclusive::<T>("m", T::NAME, &self.m)?,
-                exclusive::<T>("v", T::NAME, &self.v)?,
-                exclusive::<T>("grad", T::NAME, &self.grad)?,
-            ])
+            Ok((
+                exclusive::<S>("var", S::NAME, &self.var)?,
+                exclusive::<C>("m", C::NAME, &self.m)?,
+                exclusive::<C>("v", C::NAME, &self.v)?,
+                exclusive::<S>("grad", S::NAME, &self.grad)?,
+            ))
         }
     }
 
-    /// var, m, v and grad as cells of `T` (`Access::Shared`).
+    /// var and grad as cells of `S`, m and v as cells of `C` (`Access::Shared`).
     ///
     /// # Safety
     ///
     /// Each buffer meets [`cells`]' contract.
-    unsafe fn cells<'a, T: Element>(&self) -> Result<[&'a [T::Cell]; 4]> {
+    unsafe fn cells<'a, S: Element, C: Element>(&self) -> Result<Cells<'a, S, C>> {
         // SAFETY: this function's contract, for each buffer.
         unsafe {
-            Ok([
-                cells::<T>("var", &self.var)?,
-                cells::<T>("m", &self.m)?,
-                cells::<T>("v", &self.v)?,
-                cells::<T>("grad", &self.grad)?,
-            ])
+            Ok((
+                cells::<S>("var", &self.var)?,
+                cells::<C>("m", &self.m)?,
+                cells::<C>("v", &self.v)?,
+                cells::<S>("grad", &self.grad)?,
+            ))
         }
+    }
+}
+
+/// var, m, v and grad for exclusive access: var and grad of `S`, m and v of `C`.
+type Slices<'a, S, C> = (&'a mut [S], &'a mut [C], &'a mut [C], &'a mut [S]);
+/// var, m, v and grad for shared access: var and grad cells of `S`, m and v cells of `C`.
+type Cells<'a, S, C> = (
+    &'a [<S as SharedReal>::Cell],
+    &'a [<C as SharedReal>::Cell],
+    &'a [<C as SharedReal>::Cell],
+    &'a [<S as SharedReal>::Cell],
+);
+
+/// How a variable of `Self` is updated with coefficients (and m, v) of `C`: the core crate's
+/// kernels of `C` when `C` is `Self` (DeepRec's ops), its mixed-precision kernels (computed in
+/// f32, the weight rounded once) for f16 and bf16 variables with f32 state (the V2 ops).
+trait Update<C: Element>: Element {
+    fn dense(c: &AdamCoeffs<C>, t: Slices<'_, Self, C>, nesterov: bool) -> hogwild::Result<()>;
+    fn dense_shared(
+        c: &AdamCoeffs<C>,
+        t: Cells<'_, Self, C>,
+        nesterov: bool,
+    ) -> hogwild::Result<()>;
+    fn sparse<I: SparseIndex>(
+        c: &AdamCoeffs<C>,
+        t: Slices<'_, Self, C>,
+        indices: &[I],
+        row_len: usize,
+        rmsprop: bool,
+    ) -> hogwild::Result<()>;
+    fn sparse_shared<I: SparseIndex>(
+        c: &AdamCoeffs<C>,
+        t: Cells<'_, Self, C>,
+        indices: &[I],
+        row_len: usize,
+        rmsprop: bool,
+    ) -> hogwild::Result<()>;
+}
+
+impl<T: Element> Update<T> for T {
+    fn dense(
+        c: &AdamCoeffs<T>,
+        (w, m, v, g): Slices<'_, T, T>,
+        nesterov: bool,
+    ) -> hogwild::Result<()> {
+        c.apply_dense_chunk(w, m, v, g, nesterov)
+    }
+    fn dense_shared(
+        c: &AdamCoeffs<T>,
+        (w, m, v, g): Cells<'_, T, T>,
+        nesterov: bool,
+    ) -> hogwild::Result<()> {
+        c.apply_dense_shared(w, m, v, g, nesterov)
+    }
+    fn sparse<I: SparseIndex>(
+        c: &AdamCoeffs<T>,
+        (w, m, v, g): Slices<'_, T, T>,
+        indices: &[I],
+        row_len: usize,
+        rmsprop: bool,
+    ) -> hogwild::Result<()> {
+        c.apply_sparse_rows(w, m, v, g, indices, row_len, rmsprop)
+    }
+    fn sparse_shared<I: SparseIndex>(
+        c: &AdamCoeffs<T>,
+        (w, m, v, g): Cells<'_, T, T>,
+        indices: &[I],
+        row_len: usize,
+        rmsprop: bool,
+    ) -> hogwild::Result<()> {
+        c.apply_sparse_rows_shared(w, m, v, g, indices, row_len, rmsprop)
+    }
+}
+
+macro_rules! mixed_update {
+    ($t:ty) => {
+        impl Update<f32> for $t {
+            fn dense(
+                c: &AdamCoeffs<f32>,
+                (w, m, v, g): Slices<'_, $t, f32>,
+                nesterov: bool,
+            ) -> hogwild::Result<()> {
+                c.apply_dense_mixed(w, m, v, g, nesterov)
+            }
+            fn dense_shared(
+                c: &AdamCoeffs<f32>,
+                (w, m, v, g): Cells<'_, $t, f32>,
+                nesterov: bool,
+            ) -> hogwild::Result<()> {
+                c.apply_dense_mixed_shared::<$t>(w, m, v, g, nesterov)
+            }
+            fn sparse<I: SparseIndex>(
+                c: &AdamCoeffs<f32>,
+                (w, m, v, g): Slices<'_, $t, f32>,
+                indices: &[I],
+                row_len: usize,
+                rmsprop: bool,
+            ) -> hogwild::Result<()> {
+                c.apply_sparse_rows_mixed(w, m, v, g, indices, row_len, rmsprop)
+            }
+            fn sparse_shared<I: SparseIndex>(
+                c: &AdamCoeffs<f32>,
+                (w, m, v, g): Cells<'_, $t, f32>,
+                indices: &[I],
+                row_len: usize,
+                rmsprop: bool,
+            ) -> hogwild::Result<()> {
+                c.apply_sparse_rows_mixed_shared::<$t, I>(w, m, v, g, indices, row_len, rmsprop)
+            }
+        }
+    };
+}
+mixed_update!(f16);
+mixed_update!(bf16);
+
+/// Calls `$f::<C, S>(c, $args)` with `c: &AdamCoeffs<C>` the coefficients of `$coeffs` (the type
+/// of m and v too) and `S` the Rust type of the variable's `$dtype`: the same type, or f16 / bf16
+/// with f32 coefficients. Any other pair is an error.
+macro_rules! dispatch_update {
+    ($coeffs:expr, $dtype:expr, $f:ident($($arg:expr),* $(,)?)) => {
+        match (&$coeffs.0, $dtype) {
+            (AnyCoeffs::F16(c), DType::F16) => $f::<f16, f16>(c, $($arg),*),
+            (AnyCoeffs::BF16(c), DType::BF16) => $f::<bf16, bf16>(c, $($arg),*),
+            (AnyCoeffs::F32(c), DType::F32) => $f::<f32, f32>(c, $($arg),*),
+            (AnyCoeffs::F64(c), DType::F64) => $f::<f64, f64>(c, $($arg),*),
+            (AnyCoeffs::F32(c), DType::F16) => $f::<f32, f16>(c, $($arg),*),
+            (AnyCoeffs::F32(c), DType::BF16) => $f::<f32, bf16>(c, $($arg),*),
+            (c, dtype) => Err(match dtype_name(dtype) {
+                Some(tensors) => Error::DTypeMismatch { coeffs: c.dtype_name(), tensors },
+                None => Error::Unsupported { what: "dtype", code: dtype.repr },
+            }),
+        }
+    };
+}
+
+/// The name of a dtype the bridge knows.
+fn dtype_name(dtype: DType) -> Option<&'static str> {
+    match dtype {
+        DType::F16 => Some(f16::NAME),
+        DType::BF16 => Some(bf16::NAME),
+        DType::F32 => Some(f32::NAME),
+        DType::F64 => Some(f64::NAME),
+        _ => None,
     }
 }
 
@@ -574,8 +702,10 @@ impl Tensors {
 ///
 /// Every `Buffer` meets [`cells`]' contract, and with `Access::Exclusive` [`exclusive`]'s but
 /// for the overlap, which is checked here.
+#[allow(clippy::too_many_arguments)] // the kernel's inputs, as in the TF op
 unsafe fn apply_dense(
     coeffs: &Coeffs,
+    dtype: DType,
     access: Access,
     var: Buffer,
     m: Buffer,
@@ -585,31 +715,30 @@ unsafe fn apply_dense(
 ) -> Result<()> {
     /// # Safety
     /// As for the enclosing function.
-    unsafe fn typed<T: Element>(
-        c: &Coeffs,
+    unsafe fn typed<C: Element, S: Update<C>>(
+        c: &AdamCoeffs<C>,
         access: Access,
         t: &Tensors,
         use_nesterov: bool,
     ) -> Result<()> {
-        let c = coeffs_of::<T>(c)?;
         if access == Access::Exclusive {
             disjoint(&t.named())?;
             // SAFETY: the enclosing function's contract (exclusive access), and the buffers are
             // disjoint (checked just above); the views end with this function.
-            let [var, m, v, grad] = unsafe { t.exclusive::<T>()? };
-            c.apply_dense_chunk(var, m, v, grad, use_nesterov)?;
+            let views = unsafe { t.exclusive::<S, C>()? };
+            S::dense(c, views, use_nesterov)?;
             return Ok(());
         }
         // SAFETY: the enclosing function's contract covers every buffer of `t`; the views end
         // with this function.
-        let [var, m, v, grad] = unsafe { t.cells::<T>()? };
-        c.apply_dense_shared(var, m, v, grad, use_nesterov)?;
+        let cells = unsafe { t.cells::<S, C>()? };
+        S::dense_shared(c, cells, use_nesterov)?;
         Ok(())
     }
     let t = Tensors { var, m, v, grad };
     check_access(access)?;
     // SAFETY: this function's contract covers every buffer of `t`.
-    guard(|| unsafe { dispatch_coeffs!(coeffs, typed(coeffs, access, &t, use_nesterov)) })
+    guard(|| unsafe { dispatch_update!(coeffs, dtype, typed(access, &t, use_nesterov)) })
 }
 
 /// Refuses an `Access` value that is neither variant (a C++ enum value out of range).
@@ -630,6 +759,7 @@ fn check_access(access: Access) -> Result<()> {
 #[allow(clippy::too_many_arguments)] // the kernel's inputs, as in the TF op
 unsafe fn apply_sparse_rows(
     coeffs: &Coeffs,
+    dtype: DType,
     access: Access,
     var: Buffer,
     m: Buffer,
@@ -642,8 +772,8 @@ unsafe fn apply_sparse_rows(
 ) -> Result<()> {
     /// # Safety
     /// As for the enclosing function.
-    unsafe fn typed<T: Element, I: IndexCell>(
-        c: &Coeffs,
+    unsafe fn typed<C: Element, S: Update<C>, I: IndexCell>(
+        c: &AdamCoeffs<C>,
         access: Access,
         t: &Tensors,
         indices: &Buffer,
@@ -651,32 +781,31 @@ unsafe fn apply_sparse_rows(
         row_len: usize,
         rmsprop: bool,
     ) -> Result<()> {
-        let c = coeffs_of::<T>(c)?;
         if access == Access::Exclusive {
             let [var, m, v, grad] = t.named();
             disjoint(&[var, m, v, grad, ("indices", indices)])?;
             // SAFETY: the enclosing function's contract (exclusive access), and the buffers are
             // disjoint (checked just above); the views end with this function.
-            let ([var, m, v, grad], indices) = unsafe {
+            let (views, indices) = unsafe {
                 (
-                    t.exclusive::<T>()?,
+                    t.exclusive::<S, C>()?,
                     exclusive::<I>("indices", index_name, indices)?,
                 )
             };
-            c.apply_sparse_rows(var, m, v, grad, indices, row_len, rmsprop)?;
+            S::sparse(c, views, indices, row_len, rmsprop)?;
             return Ok(());
         }
         // SAFETY: the enclosing function's contract covers every buffer; the views end with this
         // function.
-        let ([var, m, v, grad], indices) =
-            unsafe { (t.cells::<T>()?, indices_of::<I>(index_name, indices)?) };
-        c.apply_sparse_rows_shared(var, m, v, grad, &indices, row_len, rmsprop)?;
+        let (cells, indices) =
+            unsafe { (t.cells::<S, C>()?, indices_of::<I>(index_name, indices)?) };
+        S::sparse_shared(c, cells, &indices, row_len, rmsprop)?;
         Ok(())
     }
     /// # Safety
     /// As for the enclosing function.
-    unsafe fn by_index<T: Element>(
-        c: &Coeffs,
+    unsafe fn by_index<C: Element, S: Update<C>>(
+        c: &AdamCoeffs<C>,
         access: Access,
         t: &Tensors,
         indices: &Buffer,
@@ -688,8 +817,8 @@ unsafe fn apply_sparse_rows(
         // SAFETY: the enclosing function's contract covers every buffer.
         unsafe {
             match index_type {
-                IndexType::I32 => typed::<T, i32>(c, a, t, i, "int32", row_len, rmsprop),
-                IndexType::I64 => typed::<T, i64>(c, a, t, i, "int64", row_len, rmsprop),
+                IndexType::I32 => typed::<C, S, i32>(c, a, t, i, "int32", row_len, rmsprop),
+                IndexType::I64 => typed::<C, S, i64>(c, a, t, i, "int64", row_len, rmsprop),
                 other => Err(Error::Unsupported {
                     what: "index type",
                     code: other.repr,
@@ -702,10 +831,7 @@ unsafe fn apply_sparse_rows(
     let (i, it) = (&indices, index_type);
     // SAFETY: this function's contract covers every buffer.
     guard(|| unsafe {
-        dispatch_coeffs!(
-            coeffs,
-            by_index(coeffs, access, &t, i, it, row_len, rmsprop)
-        )
+        dispatch_update!(coeffs, dtype, by_index(access, &t, i, it, row_len, rmsprop))
     })
 }
 
@@ -752,16 +878,48 @@ mod tests {
         }
     }
 
-    /// [`apply_dense`] on local buffers: four distinct `&mut` borrows, so live for the call,
-    /// reached by nothing else meanwhile, and disjoint.
+    /// The coefficients' own element type: what the tensors of a plain (not mixed) call are.
+    fn own(c: &Coeffs) -> DType {
+        match c.0 {
+            AnyCoeffs::F16(_) => DType::F16,
+            AnyCoeffs::BF16(_) => DType::BF16,
+            AnyCoeffs::F32(_) => DType::F32,
+            AnyCoeffs::F64(_) => DType::F64,
+        }
+    }
+
+    /// [`apply_dense`] on local buffers of the coefficients' own type: four distinct `&mut`
+    /// borrows, so live for the call, reached by nothing else meanwhile, and disjoint.
     fn dense<E>(
         c: &Coeffs,
+        access: Access,
+        tensors: [&mut [E]; 4],
+        use_nesterov: bool,
+    ) -> Result<()> {
+        dense_as(c, own(c), access, tensors, use_nesterov)
+    }
+
+    /// [`dense`] with all four tensors of one element type, named `dtype`.
+    fn dense_as<E>(
+        c: &Coeffs,
+        dtype: DType,
         access: Access,
         [var, m, v, grad]: [&mut [E]; 4],
         use_nesterov: bool,
     ) -> Result<()> {
-        // SAFETY: the buffers are distinct live `&mut` borrows (see above).
-        unsafe { apply_dense(c, access, buf(var), buf(m), buf(v), buf(grad), use_nesterov) }
+        // SAFETY: the buffers are distinct live `&mut` borrows (see `dense`).
+        unsafe {
+            apply_dense(
+                c,
+                dtype,
+                access,
+                buf(var),
+                buf(m),
+                buf(v),
+                buf(grad),
+                use_nesterov,
+            )
+        }
     }
 
     /// [`apply_sparse_rows`] on local buffers, as for [`dense`].
@@ -779,6 +937,7 @@ mod tests {
         unsafe {
             apply_sparse_rows(
                 c,
+                own(c),
                 access,
                 buf(var),
                 buf(m),
@@ -1087,6 +1246,7 @@ mod tests {
             let err = unsafe {
                 apply_dense(
                     &c,
+                    DType::F32,
                     access,
                     misaligned,
                     buf(&mut m),
@@ -1133,6 +1293,7 @@ mod tests {
         let err = unsafe {
             apply_dense(
                 &c,
+                DType::F32,
                 Access::Exclusive,
                 Buffer { ..whole },
                 buf(&mut m),
@@ -1154,6 +1315,7 @@ mod tests {
         unsafe {
             apply_sparse_rows(
                 &c,
+                DType::F32,
                 Access::Shared,
                 Buffer { ..whole },
                 buf(&mut m),
@@ -1208,5 +1370,133 @@ mod tests {
         opt.apply_dense(&mut want, &mut state, &[f16::from_f32(0.1)])
             .unwrap();
         assert_eq!(var.to_vec(), want);
+    }
+
+    // f16 and bf16 variables with float coefficients and moments (the V2 ops) run the core
+    // crate's mixed kernels, under either access; any other pair of types is refused before
+    // anything is read.
+    #[test]
+    fn half_variables_with_float_state_run_the_mixed_kernels() {
+        fn check<S: Element + hogwild::optim::Widen<f32>>(dtype: DType) {
+            let to = |x: f32| S::from(x).unwrap();
+            // Small weights: bf16's spacing at 1.0 (2^-8) would round a step of lr = 0.001 away.
+            let var0 = [to(0.1), to(-0.2), to(0.05)];
+            let grad = [to(0.1), to(0.0), to(-0.3)];
+            let c = adam::<f32>(0.001);
+            let (mut want, mut wm, mut wv) = (var0, [0f32; 3], [0f32; 3]);
+            let AnyCoeffs::F32(core) = &c.0 else {
+                unreachable!("adam::<f32> gives float coefficients")
+            };
+            core.apply_dense_mixed(&mut want, &mut wm, &mut wv, &grad, false)
+                .unwrap();
+            for access in [Access::Exclusive, Access::Shared] {
+                let (mut var, mut m, mut v, mut g) = (var0, [0f32; 3], [0f32; 3], grad);
+                // SAFETY: distinct live local borrows, untouched by anything else meanwhile.
+                unsafe {
+                    apply_dense(
+                        &c,
+                        dtype,
+                        access,
+                        buf(&mut var),
+                        buf(&mut m),
+                        buf(&mut v),
+                        buf(&mut g),
+                        false,
+                    )
+                }
+                .unwrap();
+                assert_eq!((var, m, v), (want, wm, wv), "{} {access:?}", S::NAME);
+                let (mut var, mut m, mut v, mut g) = (var0, [0f32; 3], [0f32; 3], grad);
+                let mut idx = [0i32, 1, 2];
+                // SAFETY: as above.
+                unsafe {
+                    apply_sparse_rows(
+                        &c,
+                        dtype,
+                        access,
+                        buf(&mut var),
+                        buf(&mut m),
+                        buf(&mut v),
+                        buf(&mut g),
+                        buf(&mut idx),
+                        IndexType::I32,
+                        1,
+                        false,
+                    )
+                }
+                .unwrap();
+                // Every row named once: the dense bits.
+                assert_eq!((var, m, v), (want, wm, wv), "sparse {} {access:?}", S::NAME);
+            }
+            // Adam's first step moves every element with a gradient by lr against its sign.
+            assert!(want[0] < var0[0] && want[2] > var0[2], "{}", S::NAME);
+            assert_eq!(
+                want[1],
+                var0[1],
+                "{}: zero gradient, finite, unmoved",
+                S::NAME
+            );
+        }
+        check::<f16>(DType::F16);
+        check::<bf16>(DType::BF16);
+
+        // m and v must have the coefficients' type: half moments are too short.
+        let c = adam::<f32>(0.1);
+        let (mut var, mut m, mut v, mut g) =
+            ([f16::ONE; 2], [f16::ZERO; 2], [0f32; 2], [f16::ONE; 2]);
+        // SAFETY: distinct live local borrows, untouched by anything else meanwhile.
+        let err = unsafe {
+            apply_dense(
+                &c,
+                DType::F16,
+                Access::Shared,
+                buf(&mut var),
+                buf(&mut m),
+                buf(&mut v),
+                buf(&mut g),
+                false,
+            )
+        }
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "shape mismatch: m vs var: expected 2, got 1"
+        );
+
+        let (mut var, mut m, mut v, mut g) = ([f16::ONE], [f16::ZERO], [f16::ZERO], [f16::ONE]);
+        let err = dense_as(
+            &adam::<f64>(0.1),
+            DType::F16,
+            Access::Exclusive,
+            [&mut var, &mut m, &mut v, &mut g],
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "coefficients computed for double, tensors are half"
+        );
+        let err = dense_as(
+            &adam::<f16>(0.1),
+            DType::F32,
+            Access::Shared,
+            [&mut var, &mut m, &mut v, &mut g],
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "coefficients computed for half, tensors are float"
+        );
+        let err = dense_as(
+            &adam::<f32>(0.1),
+            DType { repr: 9 },
+            Access::Shared,
+            [&mut var, &mut m, &mut v, &mut g],
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), "unsupported dtype code 9");
+        assert_eq!(var, [f16::ONE], "nothing written");
     }
 }

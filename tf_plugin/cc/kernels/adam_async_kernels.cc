@@ -1,5 +1,9 @@
 // CPU kernels of the AdamAsync ops (interfaces in cc/ops/adam_async_ops.cc).
 //
+// One kernel template serves DeepRec's ops, where every tensor has the variable's type T, and the
+// V2 ops, whose m, v, beta powers and hyper-parameters have type U = float while var and grad are
+// half, bfloat16 or float: the Rust side computes in float and rounds the weight to T once.
+//
 // Each kernel takes TensorFlow's variable locks (the helpers of stock training ops), validates every
 // input, then hands the tensors to the Rust core through the cxx bridge (tf_plugin/src/lib.rs):
 // coefficients once, the element rule on each shard, the powers once. Every tensor crosses as a
@@ -10,11 +14,14 @@
 
 #define EIGEN_USE_THREADS
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "hogwild-tf-plugin/src/lib.rs.h"
@@ -114,10 +121,14 @@ absl::Status CallRust(const char* what, F&& f) {
 
 constexpr const char* kInputNames[] = {"var", "m", "v", "beta1_power", "beta2_power"};
 
-// The common part of all four kernels: locks inputs 0..4 with TensorFlow's semantics (exclusive
-// for dense resource updates, shared for sparse resource updates unless use_locking, none for ref
-// variables unless use_locking) and checks the shapes shared by dense and sparse ops.
 template <typename T>
+constexpr bool kIsHalf = std::is_same_v<T, Eigen::half> || std::is_same_v<T, bfloat16>;
+
+// The common part of all kernels: locks inputs 0..4 with TensorFlow's semantics (exclusive for
+// dense resource updates, shared for sparse resource updates unless use_locking, none for ref
+// variables unless use_locking) and checks the shapes shared by dense and sparse ops. T is the
+// type of var and grad; U that of m, v, the powers and the hyper-parameters (T for DeepRec's ops).
+template <typename T, typename U>
 class AdamAsyncOpBase : public OpKernel {
  public:
   explicit AdamAsyncOpBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -125,27 +136,91 @@ class AdamAsyncOpBase : public OpKernel {
   }
 
  protected:
-  // Resource inputs must hold variables of type T (TensorFlow's helpers would CHECK-fail, i.e.
-  // abort, on a mismatch). Called before any lock is taken.
+  static constexpr adam_async::DType kDType = RustDType<T>::value;
+  static constexpr adam_async::DType kParamDType = RustDType<U>::value;
+
+  // Resource inputs must hold variables of their type, T or U (TensorFlow's helpers would
+  // CHECK-fail, i.e. abort, on a mismatch). Called before any lock is taken.
   absl::Status CheckResourceDTypes(OpKernelContext* ctx) {
     for (int i = 0; i < 5; ++i) {
       if (ctx->input_dtype(i) != DT_RESOURCE) continue;
       core::RefCountPtr<Var> var;
       TF_RETURN_IF_ERROR(LookupResource(ctx, HandleFromInput(ctx, i), &var));
       const DataType held = var->tensor()->dtype();
-      if (held != DataTypeToEnum<T>::v()) {
-        return InvalidArg(kInputNames[i], " holds ", DataTypeString(held), " but the op's T is ",
-                          DataTypeString(DataTypeToEnum<T>::v()));
+      const bool is_param = i >= 1 && !std::is_same_v<T, U>;
+      const DataType want = is_param ? DataTypeToEnum<U>::v() : DataTypeToEnum<T>::v();
+      if (held != want) {
+        return InvalidArg(kInputNames[i], " holds ", DataTypeString(held), " but the op's ",
+                          is_param ? "U" : "T", " is ", DataTypeString(want));
       }
     }
     return absl::OkStatus();
   }
 
+  // MaybeLockVariableInputMutexesInOrder<CPUDevice, T> on inputs 0..4. For the V2 ops it is that
+  // helper's logic with one change: a sparse update switches each resource variable to
+  // copy-on-read mode with a copy of its own element type, where the helper would copy m, v and
+  // the powers as T and CHECK-fail (abort) on their type U.
+  // Variables' mutexes are tsl::mutex, which TensorFlow's headers mark deprecated while its own
+  // helpers still use them: the warning says nothing about this code.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  VariableInputLockHolder LockInputs(OpKernelContext* ctx, bool sparse) {
+    if constexpr (std::is_same_v<T, U>) {
+      return MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, use_exclusive_lock_, sparse,
+                                                                {0, 1, 2, 3, 4});
+    } else {
+      bool any_resource = false;
+      for (int i = 0; i < 5; ++i) any_resource |= ctx->input_dtype(i) == DT_RESOURCE;
+      if (!use_exclusive_lock_ && !any_resource) return VariableInputLockHolder({}, {}, {});
+      std::vector<Var*> vars;
+      std::vector<tsl::mutex*> mutexes;
+      std::vector<int> acquire_order;
+      for (int i = 0; i < 5; ++i) {
+        Var* var;
+        tsl::mutex* mutex = GetTrainingVariableMutex<CPUDevice, T>(ctx, i, &var);
+        if (var) {
+          vars.push_back(var);
+          if (sparse) {
+            (i == 0 ? EnsureSparseVariableAccess<CPUDevice, T>(ctx, var)
+                    : EnsureSparseVariableAccess<CPUDevice, U>(ctx, var))
+                .IgnoreError();
+          }
+        }
+        // Each mutex once, even when inputs share a variable.
+        if (std::find(mutexes.begin(), mutexes.end(), mutex) == mutexes.end()) {
+          acquire_order.push_back(mutexes.size());
+          mutexes.push_back(mutex);
+        }
+      }
+      // In address order, as every TensorFlow training op locks, so that no two ops deadlock.
+      std::sort(acquire_order.begin(), acquire_order.end(),
+                [&mutexes](int a, int b) { return mutexes[a] < mutexes[b]; });
+      auto locks = std::make_unique<std::vector<tsl::mutex_lock>>();
+      auto shared_locks = std::make_unique<std::vector<tsl::tf_shared_lock>>();
+      locks->reserve(acquire_order.size());
+      for (int acquire : acquire_order) {
+        tsl::mutex* mu = mutexes[acquire];
+        if (mu == nullptr) continue;
+        if (!sparse || use_exclusive_lock_) {
+          locks->emplace_back(*mu);
+        } else {
+          shared_locks->emplace_back(*mu);
+        }
+      }
+      return VariableInputLockHolder(std::move(vars), std::move(locks), std::move(shared_locks));
+    }
+  }
+#pragma GCC diagnostic pop
+
   // Reads the five variable inputs under the locks `lock` holds; checks initialisation and shapes.
   absl::Status GetVariables(OpKernelContext* ctx, bool sparse, Tensor vars[5]) {
     for (int i = 0; i < 5; ++i) {
-      TF_RETURN_IF_ERROR(GetInputTensorFromVariable<CPUDevice, T>(ctx, i, use_exclusive_lock_,
-                                                                  sparse, &vars[i]));
+      TF_RETURN_IF_ERROR(
+          i == 0 ? GetInputTensorFromVariable<CPUDevice, T>(ctx, i, use_exclusive_lock_, sparse,
+                                                            &vars[i])
+                 : GetInputTensorFromVariable<CPUDevice, U>(ctx, i, use_exclusive_lock_, sparse,
+                                                            &vars[i]));
       if (!vars[i].IsInitialized()) {
         return FailedPrecondition("Attempting to use uninitialized variables: ",
                                           kInputNames[i], " (", requested_input(i), ")");
@@ -193,6 +268,23 @@ class AdamAsyncOpBase : public OpKernel {
     return adam_async::Access::Exclusive;
   }
 
+  // The Adam coefficients from lr, beta1, beta2, epsilon and the powers, validated by the Rust
+  // side. DeepRec's ops on half variables take these in the half type, where Adam's defaults can
+  // round to invalid values (bfloat16 rounds beta2 = 0.999 to 1): the error then says so.
+  absl::Status ComputeCoeffs(OpKernelContext* ctx, const char* what, const Tensor vars[5],
+                             std::optional<rust::Box<adam_async::Coeffs>>* coeffs) {
+    absl::Status s = CallRust(what, [&] {
+      coeffs->emplace(adam_async::adam_coeffs(kParamDType, Buf(ctx->input(5)),
+                                              Buf(ctx->input(6)), Buf(ctx->input(7)),
+                                              Buf(ctx->input(8)), Buf(vars[3]), Buf(vars[4])));
+    });
+    if (s.ok() || !kIsHalf<U>) return s;
+    return InvalidArg(s.message(), " (lr, beta1, beta2, epsilon and the beta powers are ",
+                      DataTypeString(DataTypeToEnum<U>::v()),
+                      " here; the AdamAsyncV2 ops take them as float, as the adam_async "
+                      "optimizers do for half variables)");
+  }
+
   // lr, beta1, beta2, epsilon (inputs 5..8) must be scalars.
   absl::Status CheckScalars(OpKernelContext* ctx) {
     constexpr const char* names[] = {"lr", "beta1", "beta2", "epsilon"};
@@ -208,17 +300,16 @@ class AdamAsyncOpBase : public OpKernel {
   bool use_exclusive_lock_;
 };
 
-template <typename T>
-class AdamAsyncDenseOp : public AdamAsyncOpBase<T> {
+template <typename T, typename U = T>
+class AdamAsyncDenseOp : public AdamAsyncOpBase<T, U> {
  public:
-  explicit AdamAsyncDenseOp(OpKernelConstruction* ctx) : AdamAsyncOpBase<T>(ctx) {
+  explicit AdamAsyncDenseOp(OpKernelConstruction* ctx) : AdamAsyncOpBase<T, U>(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("use_nesterov", &use_nesterov_));
   }
 
   void Compute(OpKernelContext* ctx) override {
     OP_REQUIRES_OK(ctx, this->CheckResourceDTypes(ctx));
-    auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(
-        ctx, this->use_exclusive_lock_, /*sparse=*/false, {0, 1, 2, 3, 4});
+    auto locks = this->LockInputs(ctx, /*sparse=*/false);
     Tensor t[5];
     OP_REQUIRES_OK(ctx, this->GetVariables(ctx, /*sparse=*/false, t));
     OP_REQUIRES_OK(ctx, this->CheckScalars(ctx));
@@ -228,7 +319,6 @@ class AdamAsyncDenseOp : public AdamAsyncOpBase<T> {
                                         t[0].shape().DebugString(), " vs ",
                                         grad.shape().DebugString()));
 
-    constexpr auto dtype = RustDType<T>::value;
     const Tensor& lr = ctx->input(5);
     const Tensor& beta1 = ctx->input(6);
     const Tensor& beta2 = ctx->input(7);
@@ -236,11 +326,7 @@ class AdamAsyncDenseOp : public AdamAsyncOpBase<T> {
     const adam_async::Access access =
         this->GetAccess(ctx, /*sparse=*/false, t, {&lr, &beta1, &beta2, &epsilon, &grad});
     std::optional<rust::Box<adam_async::Coeffs>> coeffs;
-    OP_REQUIRES_OK(ctx, CallRust("AdamAsync", [&] {
-                     coeffs.emplace(adam_async::adam_coeffs(dtype, Buf(lr), Buf(beta1),
-                                                            Buf(beta2), Buf(epsilon), Buf(t[3]),
-                                                            Buf(t[4])));
-                   }));
+    OP_REQUIRES_OK(ctx, this->ComputeCoeffs(ctx, "AdamAsync", t, &coeffs));
 
     const int64_t n = t[0].NumElements();
     if (n > 0) {
@@ -249,8 +335,8 @@ class AdamAsyncDenseOp : public AdamAsyncOpBase<T> {
       const bool nesterov = use_nesterov_;
       auto shard = [&](Eigen::Index begin, Eigen::Index end) {
         absl::Status s = CallRust("AdamAsync", [&] {
-          adam_async::apply_dense(**coeffs, access, Buf<T>(t[0], begin, end),
-                                  Buf<T>(t[1], begin, end), Buf<T>(t[2], begin, end),
+          adam_async::apply_dense(**coeffs, this->kDType, access, Buf<T>(t[0], begin, end),
+                                  Buf<U>(t[1], begin, end), Buf<U>(t[2], begin, end),
                                   Buf<T>(grad, begin, end), nesterov);
         });
         if (!s.ok()) {
@@ -259,13 +345,14 @@ class AdamAsyncDenseOp : public AdamAsyncOpBase<T> {
         }
       };
       // Per element: loads var, m, v, grad; stores var, m, v; about a sqrt and a division.
-      const Eigen::TensorOpCost cost(4 * sizeof(T), 3 * sizeof(T), 20);
+      const Eigen::TensorOpCost cost(2 * sizeof(T) + 2 * sizeof(U), sizeof(T) + 2 * sizeof(U),
+                                     20);
       ctx->eigen_cpu_device().parallelFor(n, cost, shard);
       OP_REQUIRES_OK(ctx, shard_status);
     }
     OP_REQUIRES_OK(ctx, CallRust("AdamAsync", [&] {
-                     adam_async::advance_powers(dtype, Buf(t[3]), Buf(t[4]), Buf(beta1),
-                                                Buf(beta2));
+                     adam_async::advance_powers(this->kParamDType, Buf(t[3]), Buf(t[4]),
+                                                Buf(beta1), Buf(beta2));
                    }));
     MaybeForwardRefInputToRefOutput(ctx, 0, 0);
   }
@@ -274,17 +361,16 @@ class AdamAsyncDenseOp : public AdamAsyncOpBase<T> {
   bool use_nesterov_;
 };
 
-template <typename T, typename Tindex>
-class AdamAsyncSparseOp : public AdamAsyncOpBase<T> {
+template <typename T, typename Tindex, typename U = T>
+class AdamAsyncSparseOp : public AdamAsyncOpBase<T, U> {
  public:
-  explicit AdamAsyncSparseOp(OpKernelConstruction* ctx) : AdamAsyncOpBase<T>(ctx) {
+  explicit AdamAsyncSparseOp(OpKernelConstruction* ctx) : AdamAsyncOpBase<T, U>(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("apply_sparse_rmsprop", &rmsprop_));
   }
 
   void Compute(OpKernelContext* ctx) override {
     OP_REQUIRES_OK(ctx, this->CheckResourceDTypes(ctx));
-    auto locks = MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(
-        ctx, this->use_exclusive_lock_, /*sparse=*/true, {0, 1, 2, 3, 4});
+    auto locks = this->LockInputs(ctx, /*sparse=*/true);
     Tensor t[5];
     OP_REQUIRES_OK(ctx, this->GetVariables(ctx, /*sparse=*/true, t));
     OP_REQUIRES_OK(ctx, this->CheckScalars(ctx));
@@ -322,23 +408,25 @@ class AdamAsyncSparseOp : public AdamAsyncOpBase<T> {
       const Tensor& epsilon = ctx->input(8);
       const adam_async::Access access = this->GetAccess(
           ctx, /*sparse=*/true, t, {&lr, &beta1, &beta2, &epsilon, &grad, &indices});
-      constexpr auto dtype = RustDType<T>::value;
+      std::optional<rust::Box<adam_async::Coeffs>> coeffs;
+      if (rmsprop_) {
+        OP_REQUIRES_OK(ctx, CallRust("SparseAdamAsync", [&] {
+                         coeffs.emplace(adam_async::rmsprop_coeffs(
+                             this->kParamDType, Buf(lr), Buf(beta1), Buf(beta2), Buf(epsilon)));
+                       }));
+      } else {
+        OP_REQUIRES_OK(ctx, this->ComputeCoeffs(ctx, "SparseAdamAsync", t, &coeffs));
+      }
       OP_REQUIRES_OK(ctx, CallRust("SparseAdamAsync", [&] {
-                       rust::Box<adam_async::Coeffs> coeffs =
-                           rmsprop_ ? adam_async::rmsprop_coeffs(dtype, Buf(lr), Buf(beta1),
-                                                                 Buf(beta2), Buf(epsilon))
-                                    : adam_async::adam_coeffs(dtype, Buf(lr), Buf(beta1),
-                                                              Buf(beta2), Buf(epsilon),
-                                                              Buf(t[3]), Buf(t[4]));
                        // Reads the indices once and validates every one before writing; rows
                        // apply in order.
-                       adam_async::apply_sparse_rows(*coeffs, access, Buf(t[0]), Buf(t[1]),
-                                                     Buf(t[2]), Buf(grad), Buf(indices),
-                                                     RustIndexType<Tindex>::value,
+                       adam_async::apply_sparse_rows(**coeffs, this->kDType, access, Buf(t[0]),
+                                                     Buf(t[1]), Buf(t[2]), Buf(grad),
+                                                     Buf(indices), RustIndexType<Tindex>::value,
                                                      static_cast<size_t>(row_len), rmsprop_);
                        if (!rmsprop_) {
-                         adam_async::advance_powers(dtype, Buf(t[3]), Buf(t[4]), Buf(beta1),
-                                                    Buf(beta2));
+                         adam_async::advance_powers(this->kParamDType, Buf(t[3]), Buf(t[4]),
+                                                    Buf(beta1), Buf(beta2));
                        }
                      }));
     }
@@ -379,6 +467,41 @@ REGISTER_ALL(bfloat16)
 REGISTER_ALL(float)
 REGISTER_ALL(double)
 
+// The V2 ops: float m, v, powers and hyper-parameters (U) for var and grad of type T.
+#define REGISTER_V2_SPARSE(T, Tindex)                                                        \
+  REGISTER_KERNEL_BUILDER(Name("SparseApplyAdamAsyncV2")                                     \
+                              .Device(DEVICE_CPU)                                            \
+                              .TypeConstraint<T>("T")                                        \
+                              .TypeConstraint<float>("U")                                    \
+                              .TypeConstraint<Tindex>("Tindices"),                           \
+                          AdamAsyncSparseOp<T, Tindex, float>);                              \
+  REGISTER_KERNEL_BUILDER(Name("ResourceSparseApplyAdamAsyncV2")                             \
+                              .Device(DEVICE_CPU)                                            \
+                              .TypeConstraint<T>("T")                                        \
+                              .TypeConstraint<float>("U")                                    \
+                              .TypeConstraint<Tindex>("Tindices"),                           \
+                          AdamAsyncSparseOp<T, Tindex, float>);
+
+#define REGISTER_V2(T)                                                                       \
+  REGISTER_KERNEL_BUILDER(Name("ApplyAdamAsyncV2")                                           \
+                              .Device(DEVICE_CPU)                                            \
+                              .TypeConstraint<T>("T")                                        \
+                              .TypeConstraint<float>("U"),                                   \
+                          AdamAsyncDenseOp<T, float>);                                       \
+  REGISTER_KERNEL_BUILDER(Name("ResourceApplyAdamAsyncV2")                                   \
+                              .Device(DEVICE_CPU)                                            \
+                              .TypeConstraint<T>("T")                                        \
+                              .TypeConstraint<float>("U"),                                   \
+                          AdamAsyncDenseOp<T, float>);                                       \
+  REGISTER_V2_SPARSE(T, int32_t)                                                             \
+  REGISTER_V2_SPARSE(T, int64_t)
+
+REGISTER_V2(Eigen::half)
+REGISTER_V2(bfloat16)
+REGISTER_V2(float)
+
+#undef REGISTER_V2
+#undef REGISTER_V2_SPARSE
 #undef REGISTER_ALL
 #undef REGISTER_SPARSE
 #undef REGISTER_DENSE

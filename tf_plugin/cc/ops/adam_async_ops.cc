@@ -1,5 +1,6 @@
 // The AdamAsync op interfaces: DeepRec's names, input order, attrs, defaults and shape functions,
-// so that graphs written for DeepRec run unchanged. The kernels are in cc/kernels/.
+// so that graphs written for DeepRec run unchanged, and their V2 forms with float optimizer state
+// for half variables (below). The kernels are in cc/kernels/.
 
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
@@ -137,6 +138,97 @@ REGISTER_OP("ResourceSparseApplyAdamAsync")
     .Attr("apply_sparse_rmsprop: bool = false")
     .SetShapeFn(AdamAsyncShapeFn</*is_sparse=*/true, /*is_resource=*/true>)
     .Doc("SparseApplyAdamAsync on resource variables.");
+
+// The V2 ops: DeepRec's ops with the optimizer's state (m, v, the beta powers) and the
+// hyper-parameters of type U (float) while var and grad are T. In a half type Adam's defaults do
+// not survive: bfloat16 rounds beta2 = 0.999 and its powers to 1, float16 rounds epsilon = 1e-8 to
+// 0 and (1 - beta2) * grad^2 to 0 for gradients below about 0.008. DeepRec's signatures give every
+// input the variable's type, and graphs written for them must stay valid, so the float inputs need
+// ops of their own (as stock FusedBatchNormV2 added U beside T).
+
+constexpr char kV2Doc[] = R"doc(
+AdamAsync with m, v, the beta powers and the hyper-parameters in U (float) for var and grad of
+type T (half, bfloat16, float). The update is computed in U from var and grad widened exactly;
+var is rounded to T once, m, v and the powers stay in U. With T = float it is the op without V2.
+)doc";
+
+REGISTER_OP("ApplyAdamAsyncV2")
+    .Input("var: Ref(T)")
+    .Input("m: Ref(U)")
+    .Input("v: Ref(U)")
+    .Input("beta1_power: Ref(U)")
+    .Input("beta2_power: Ref(U)")
+    .Input("lr: U")
+    .Input("beta1: U")
+    .Input("beta2: U")
+    .Input("epsilon: U")
+    .Input("grad: T")
+    .Output("out: Ref(T)")
+    .Attr("T: {half, bfloat16, float}")
+    .Attr("U: {float} = DT_FLOAT")
+    .Attr("use_locking: bool = false")
+    .Attr("use_nesterov: bool = false")
+    .SetShapeFn(AdamAsyncShapeFn</*is_sparse=*/false, /*is_resource=*/false>)
+    .Doc(kV2Doc);
+
+REGISTER_OP("SparseApplyAdamAsyncV2")
+    .Input("var: Ref(T)")
+    .Input("m: Ref(U)")
+    .Input("v: Ref(U)")
+    .Input("beta1_power: Ref(U)")
+    .Input("beta2_power: Ref(U)")
+    .Input("lr: U")
+    .Input("beta1: U")
+    .Input("beta2: U")
+    .Input("epsilon: U")
+    .Input("grad: T")
+    .Input("indices: Tindices")
+    .Output("out: Ref(T)")
+    .Attr("T: {half, bfloat16, float}")
+    .Attr("U: {float} = DT_FLOAT")
+    .Attr("Tindices: {int32, int64}")
+    .Attr("use_locking: bool = false")
+    .Attr("apply_sparse_rmsprop: bool = false")
+    .SetShapeFn(AdamAsyncShapeFn</*is_sparse=*/true, /*is_resource=*/false>)
+    .Doc(kV2Doc);
+
+REGISTER_OP("ResourceApplyAdamAsyncV2")
+    .Input("var: resource")
+    .Input("m: resource")
+    .Input("v: resource")
+    .Input("beta1_power: resource")
+    .Input("beta2_power: resource")
+    .Input("lr: U")
+    .Input("beta1: U")
+    .Input("beta2: U")
+    .Input("epsilon: U")
+    .Input("grad: T")
+    .Attr("T: {half, bfloat16, float}")
+    .Attr("U: {float} = DT_FLOAT")
+    .Attr("use_locking: bool = false")
+    .Attr("use_nesterov: bool = false")
+    .SetShapeFn(AdamAsyncShapeFn</*is_sparse=*/false, /*is_resource=*/true>)
+    .Doc(kV2Doc);
+
+REGISTER_OP("ResourceSparseApplyAdamAsyncV2")
+    .Input("var: resource")
+    .Input("m: resource")
+    .Input("v: resource")
+    .Input("beta1_power: resource")
+    .Input("beta2_power: resource")
+    .Input("lr: U")
+    .Input("beta1: U")
+    .Input("beta2: U")
+    .Input("epsilon: U")
+    .Input("grad: T")
+    .Input("indices: Tindices")
+    .Attr("T: {half, bfloat16, float}")
+    .Attr("U: {float} = DT_FLOAT")
+    .Attr("Tindices: {int32, int64}")
+    .Attr("use_locking: bool = false")
+    .Attr("apply_sparse_rmsprop: bool = false")
+    .SetShapeFn(AdamAsyncShapeFn</*is_sparse=*/true, /*is_resource=*/true>)
+    .Doc(kV2Doc);
 
 }  // namespace tensorflow
 

@@ -49,8 +49,13 @@
 //!   advance with a compare-and-swap loop ([`advance_powers_shared`]).
 //! - Generic over f32, f64 and the `half` crate's f16 and bf16 (every operation rounds to the half
 //!   type, as TensorFlow's Eigen half does); indices i32, i64, u32, u64, usize.
+//! - **Mixed precision** for half variables: [`AdamCoeffs::apply_dense_mixed`] and its sparse and
+//!   shared twins keep m, v, the powers and the hyper-parameters in f32, compute in f32 and round
+//!   the weight to the half type once (bf16 rounds Adam's default `beta2 = 0.999` to 1; see
+//!   [`Widen`]).
 
 mod adam_async;
+mod mixed;
 mod real;
 mod rule;
 mod schedule;
@@ -61,6 +66,7 @@ pub use adam_async::{
     adam_async_element, advance_powers, rmsprop_element, AdamAsync, AdamAsyncState, AdamCoeffs,
     AdamRule,
 };
+pub use mixed::Widen;
 pub use real::{Real, SparseIndex};
 pub use rule::{apply_dense, apply_sparse, Adagrad, Optimizer, Sgd, SlotState};
 pub use schedule::LinearDecay;
