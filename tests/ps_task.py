@@ -1,9 +1,12 @@
 """One task of the asynchronous parameter-server test cluster (run by test_tf_plugin_ps.py).
 
-Usage: ps_task.py CLUSTER_JSON JOB INDEX STEPS. A `ps` task serves until killed. Each `worker`
-trains a sparse linear model (between-graph replication, variables and slots on the ps tasks)
-with AdamAsyncOptimizer; worker 0 also trains `chief_only`, which worker 1 never touches. Worker
-0 waits for all workers to finish and prints the results as JSON.
+Usage: ps_task.py CLUSTER_JSON JOB INDEX STEPS KIND. A `ps` task serves until killed. Each
+`worker` trains a sparse linear model (between-graph replication, variables and slots on the ps
+tasks) with AdamAsyncOptimizer; KIND `ref` or `resource` picks the variables (and so the ops:
+`ApplyAdamAsync`/`SparseApplyAdamAsync` or their `Resource` forms). Worker 0 also trains
+`chief_only`, which worker 1 never touches. Each worker traces its last step; worker 0 waits for
+all workers to finish and prints the results as JSON, with the devices its traced update ops ran
+on.
 """
 
 import json
@@ -25,6 +28,7 @@ ROWS, IDS_PER_EXAMPLE, BATCH = 100, 3, 32
 def main():
     cluster = tf.train.ClusterSpec(json.loads(sys.argv[1]))
     job, index, steps = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    use_resource = {"ref": False, "resource": True}[sys.argv[5]]
     adam_async.load_library()  # the ps tasks run the update kernels
     server = tf.distribute.Server(cluster, job_name=job, task_index=index)
     if job == "ps":
@@ -33,9 +37,10 @@ def main():
     n_workers = cluster.num_tasks("worker")
     with tf.device(tf.train.replica_device_setter(
             worker_device=f"/job:worker/task:{index}", cluster=cluster)):
-        emb = tf.get_variable("emb", [ROWS, 1], initializer=tf.zeros_initializer())
-        bias = tf.get_variable("bias", [], initializer=tf.zeros_initializer())
-        chief_only = tf.get_variable("chief_only", [], initializer=tf.zeros_initializer())
+        emb, bias, chief_only = (
+            tf.get_variable(name, shape, initializer=tf.zeros_initializer(),
+                            use_resource=use_resource)
+            for name, shape in (("emb", [ROWS, 1]), ("bias", []), ("chief_only", [])))
         done = tf.get_variable("done", [], tf.int32, initializer=tf.zeros_initializer(),
                                trainable=False)
     ids = tf.placeholder(tf.int64, [BATCH, IDS_PER_EXAMPLE])
@@ -62,8 +67,11 @@ def main():
             while sess.run(tf.report_uninitialized_variables()).size:
                 time.sleep(0.1)
         first = sess.run(loss, batch())
-        for _ in range(steps):
+        for _ in range(steps - 1):
             sess.run(train, batch())
+        trace = tf.RunMetadata()
+        sess.run(train, batch(), options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE),
+                 run_metadata=trace)
         sess.run(finish)
         if index != 0:
             return
@@ -75,8 +83,13 @@ def main():
             for v in (emb, bias, chief_only)}
         devices = sorted({opt.get_slot(v, s).device for v in (emb, bias, chief_only)
                           for s in opt.get_slot_names()} | {v.device for v in var_list})
+        graph_ops = {op.name: op.type for op in tf.get_default_graph().get_operations()}
+        ran = sorted([graph_ops[node.node_name], dev.device] for dev in trace.step_stats.dev_stats
+                     for node in dev.node_stats
+                     if graph_ops.get(node.node_name, "").endswith("AdamAsync"))
         print(json.dumps({"first_loss": float(first), "eval_loss": eval_loss,
-                          "powers": powers, "devices": devices}), flush=True)
+                          "powers": powers, "devices": devices, "update_ops_ran": ran}),
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 from adam_async import AdamAsyncOptimizer
-from adam_async.keras import AdamAsync
+from adam_async.keras import AdamAsync, shards
 from adam_async_reference import adam_step, assert_allclose
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -194,6 +194,38 @@ def test_keras_indexed_slices_use_the_lazy_sparse_op():
     np.testing.assert_array_equal(after2[:2], after1[:2])
     assert (after2[5] != after1[5]).all()
 
+
+
+def test_keras_sharded_variable_is_refused_and_its_shards_train_on_their_own():
+    """A ParameterServerStrategy with a variable_partitioner makes ShardedVariables (the cluster
+    test, test_tf_plugin_ps.py, trains one); here one made directly, without a cluster."""
+    parts = [tf.Variable(np.zeros((3, 2), np.float32), name="table/part_0"),
+             tf.Variable(np.zeros((2, 2), np.float32), name="table/part_1")]
+    table = tf.__internal__.distribute.ShardedVariable(parts)
+    bias = tf.Variable(0.0, name="bias")
+    with pytest.raises(ValueError, match=r"is sharded \(table/part_0:0, table/part_1:0;.*"
+                                         r"adam_async\.keras\.shards\(variables\)"):
+        AdamAsync().build([table, bias])
+
+    variables = shards([table, bias])
+    assert [v.name for v in variables] == ["table/part_0:0", "table/part_1:0", "bias:0"]
+    assert all(a is b for a, b in zip(variables, parts + [bias]))
+    opt = AdamAsync(learning_rate=0.1)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.nn.embedding_lookup(table, [0, 2])) + bias  # rows of part 0
+    grads = tape.gradient(loss, variables)
+    assert [type(g) for g in grads[:2]] == [tf.IndexedSlices] * 2
+    opt.apply_gradients(zip(grads, variables))
+    powers = {v.path.split("/")[-1]: float(v.numpy()) for v in opt.variables if "power" in v.path}
+    # Part 1's gradient has no rows: its powers stay; the others advanced once.
+    assert powers == {"table_part_0_0_beta1_power": np.float32(0.9) * np.float32(0.9),
+                      "table_part_0_0_beta2_power": np.float32(0.999) * np.float32(0.999),
+                      "table_part_1_0_beta1_power": np.float32(0.9),
+                      "table_part_1_0_beta2_power": np.float32(0.999),
+                      "bias_0_beta1_power": np.float32(0.9) * np.float32(0.9),
+                      "bias_0_beta2_power": np.float32(0.999) * np.float32(0.999)}, powers
+    np.testing.assert_array_equal(parts[1].numpy(), np.zeros((2, 2)))
+    assert (parts[0].numpy()[[0, 2]] != 0).all() and (parts[0].numpy()[1] == 0).all()
 
 # --- import adam_async.compat ---
 

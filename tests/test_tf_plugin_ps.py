@@ -1,5 +1,14 @@
-"""Asynchronous parameter-server training on TensorFlow's own distributed runtime: a loopback
-cluster of 2 ps and 2 worker processes, AdamAsyncOptimizer with variables and slots on the ps."""
+"""Asynchronous parameter-server training on TensorFlow's own distributed runtime, on loopback
+clusters of separate processes, with the update ops running on the ps tasks:
+
+- compat.v1 between-graph replication (2 ps, 2 workers), AdamAsyncOptimizer with ref and with
+  resource variables (tests/ps_task.py);
+- TF2 ParameterServerStrategy with a ClusterCoordinator (2 ps, 2 workers, a chief), Keras
+  AdamAsync on a model whose embedding table is sharded over both ps (tests/ps_strategy_task.py).
+
+Every variable's beta powers must count its updates exactly: the point of AdamAsync is that
+each variable's powers live with it on its ps, advanced by its own update op.
+"""
 
 import json
 import os
@@ -9,9 +18,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
-STEPS = 150
+# A whole run takes about 12 s here (5 processes importing TensorFlow on 2 cores); a hang fails
+# the test at this bound instead of blocking the suite.
+CLUSTER_TIMEOUT_S = 120
 
 
 def free_ports(n):
@@ -24,41 +36,125 @@ def free_ports(n):
     return ports
 
 
-def test_async_ps_training_converges_with_per_variable_powers():
-    ports = free_ports(4)
-    cluster = {"ps": [f"127.0.0.1:{p}" for p in ports[:2]],
-               "worker": [f"127.0.0.1:{p}" for p in ports[2:]]}
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    task = lambda job, i: subprocess.Popen(
-        [sys.executable, str(HERE / "ps_task.py"), json.dumps(cluster), job, str(i), str(STEPS)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    procs = [task("ps", 0), task("ps", 1)]
-    try:
-        workers = [task("worker", 0), task("worker", 1)]
-        procs += workers
-        out, err = workers[0].communicate(timeout=180)
-        assert workers[0].returncode == 0, err[-3000:]
-        _, err1 = workers[1].communicate(timeout=60)
-        assert workers[1].returncode == 0, err1[-3000:]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.communicate()
-    result = json.loads(out.strip().splitlines()[-1])
+def loopback_cluster(**tasks):
+    """A cluster spec with the given number of tasks per job, on free loopback ports."""
+    ports = iter(free_ports(sum(tasks.values())))
+    return {job: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for job, n in tasks.items()}
+
+
+def powers(updates):
+    """beta1_power and beta2_power after `updates` updates, multiplied in float32 as the
+    kernels do (initial values beta1 and beta2)."""
+    b1, b2 = np.float32(0.9), np.float32(0.999)
+    for _ in range(updates):
+        b1, b2 = b1 * np.float32(0.9), b2 * np.float32(0.999)
+    return [float(b1), float(b2)]
+
+
+class Processes:
+    """Cluster processes with their output in files (a pipe nobody reads would block a chatty
+    server)."""
+
+    def __init__(self, tmp_path):
+        self.tmp_path = tmp_path
+        self.procs = {}
+
+    def start(self, name, *args):
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        with open(self.tmp_path / f"{name}.out", "w") as out, \
+                open(self.tmp_path / f"{name}.err", "w") as err:
+            self.procs[name] = subprocess.Popen([sys.executable, *map(str, args)],
+                                                stdout=out, stderr=err, env=env)
+
+    def finish(self, name, timeout):
+        """Waits for `name` to exit successfully; its stdout."""
+        try:
+            returncode = self.procs[name].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            returncode = f"nothing: still running after {timeout} s"
+        err = (self.tmp_path / f"{name}.err").read_text()
+        assert returncode == 0, f"{name} exited with {returncode}:\n{err[-3000:]}"
+        return (self.tmp_path / f"{name}.out").read_text()
+
+    def kill_all(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def processes(tmp_path):
+    """Starts cluster processes; every one still running is killed at the end, pass or fail."""
+    procs = Processes(tmp_path)
+    yield procs
+    procs.kill_all()
+
+
+def last_json_line(out):
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("kind", ["ref", "resource"])
+def test_between_graph_training_converges_with_per_variable_powers(processes, kind):
+    steps = 150
+    cluster = json.dumps(loopback_cluster(ps=2, worker=2))
+    for job in ("ps", "worker"):
+        for i in range(2):
+            processes.start(f"{job}{i}", HERE / "ps_task.py", cluster, job, i, steps, kind)
+    result = last_json_line(processes.finish("worker0", timeout=CLUSTER_TIMEOUT_S))
+    processes.finish("worker1", timeout=60)
 
     assert result["eval_loss"] < 0.05 * result["first_loss"], result
     assert all("/job:ps/" in d for d in result["devices"]), result["devices"]
     assert {d.split("/task:")[1][0] for d in result["devices"]} == {"0", "1"}, "both ps used"
 
-    # Each variable's powers advanced once per update of that variable (use_locking=True):
-    # emb and bias by both workers (2 * STEPS), chief_only by worker 0 only (STEPS).
-    def powers(updates):
-        b1, b2 = np.float32(0.9), np.float32(0.999)
-        for _ in range(updates):
-            b1, b2 = b1 * np.float32(0.9), b2 * np.float32(0.999)
-        return [float(b1), float(b2)]
+    # Worker 0's traced step ran one update op per variable, on the ps tasks: the sparse op for
+    # the embedding, the dense op for bias and chief_only (Resource* for resource variables).
+    prefix = {"ref": "", "resource": "Resource"}[kind]
+    ran = result["update_ops_ran"]
+    assert sorted(op for op, _ in ran) == sorted(
+        [f"{prefix}ApplyAdamAsync"] * 2 + [f"{prefix}SparseApplyAdamAsync"]), ran
+    assert all("/job:ps/" in device for _, device in ran), ran
 
-    assert result["powers"]["emb"] == powers(2 * STEPS)
-    assert result["powers"]["bias"] == powers(2 * STEPS)
-    assert result["powers"]["chief_only"] == powers(STEPS)
+    # Each variable's powers advanced once per update of that variable (use_locking=True):
+    # emb and bias by both workers (2 * steps), chief_only by worker 0 only (steps).
+    assert result["powers"]["emb"] == powers(2 * steps)
+    assert result["powers"]["bias"] == powers(2 * steps)
+    assert result["powers"]["chief_only"] == powers(steps)
+
+
+def test_parameter_server_strategy_trains_sharded_keras_model_with_per_shard_powers(processes):
+    steps = 100
+    cluster = json.dumps(loopback_cluster(ps=2, worker=2, chief=1))
+    task = HERE / "ps_strategy_task.py"
+    for job in ("ps", "worker"):
+        for i in range(2):
+            processes.start(f"{job}{i}", task, cluster, "server", job, i)
+    processes.start("chief", task, cluster, "chief", steps)
+    result = last_json_line(processes.finish("chief", timeout=CLUSTER_TIMEOUT_S))
+    variables, updates = result["variables"], result["updates"]
+
+    assert result["eval_loss"] < 0.25 * result["first_loss"], result
+    emb_shards = sorted(name for name in variables if "/emb/embeddings/part_" in name)
+    assert len(emb_shards) == 2, sorted(variables)
+    assert {variables[s]["device"].split("/task:")[1][0] for s in emb_shards} == {"0", "1"}, \
+        "the embedding's shards on both ps"
+    for name, var in variables.items():
+        # m, v and both powers on the variable's own ps: no state shared between variables.
+        assert "/job:ps/" in var["device"], (name, var)
+        assert var["slot_devices"] == [var["device"]], (name, var)
+
+    # Shards of the embedding get IndexedSlices and the sparse op; the dense kernel's two shards
+    # and the unsharded bias get dense gradients and the dense op.
+    assert {name for name, kind in result["grad_kinds"].items() if kind == "IndexedSlices"} == \
+        set(emb_shards), result["grad_kinds"]
+    assert result["update_ops"] == {"ResourceSparseApplyAdamAsync": 2,
+                                    "ResourceApplyAdamAsync": 3}, result["update_ops"]
+
+    # Each shard's powers count that shard's updates: every step updates each dense variable;
+    # an embedding shard is updated by the steps whose batch had ids in its rows (an empty
+    # update leaves the powers alone), which some batches lack (use_locking=True).
+    assert min(updates[s] for s in emb_shards) < steps, updates
+    for name, var in variables.items():
+        assert var["powers"] == powers(updates[name]), (name, updates[name], var)

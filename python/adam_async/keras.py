@@ -12,6 +12,38 @@ float16 and bfloat16 variables (a ``dtype="bfloat16"`` layer, the ``"bfloat16"``
 m, v and the powers in float32 and use the ``*AdamAsyncV2`` ops with float32 hyper-parameters: in
 bfloat16 the default ``beta2 = 0.999`` rounds to 1 (Keras' own ``Adam`` then never moves such a
 variable), in float16 ``(1 - beta2) * g**2`` underflows for gradients below about 0.008.
+
+Parameter-server training (``tf.distribute.experimental.ParameterServerStrategy``) runs in a
+custom loop with a ``tf.distribute.coordinator.ClusterCoordinator`` (Keras 3 has no ``model.fit``
+for this strategy). Every ps task loads the op library (``adam_async.load_library()`` before it
+starts its ``tf.distribute.Server``), since the update ops run there. Create the model and the
+optimizer and build the optimizer in ``strategy.scope()``, so that the strategy places its
+variables: a variable's m, v and both powers are created on that variable's ps. A
+``variable_partitioner`` splits variables into ``ShardedVariable`` objects, which Keras 3 cannot
+differentiate; give ``shards(model.trainable_variables)`` to the ``GradientTape`` and to
+``apply_gradients``, and each shard is trained as a variable of its own, with its own slots and
+powers on its own ps (an embedding shard's ``IndexedSlices`` use the sparse op)::
+
+    with strategy.scope():
+        model = make_model()
+        opt = AdamAsync(1e-3, use_locking=True)
+        variables = shards(model.trainable_variables)
+        opt.build(variables)
+
+    @tf.function
+    def step(iterator):
+        def replica_fn(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(model(x), y)
+            opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+            return loss
+        return strategy.run(replica_fn, args=next(iterator))
+
+    coordinator.schedule(step, args=(per_worker_iterator,))
+
+``use_locking=True`` makes a sparse update hold its variable exclusively, so that two workers'
+updates of one shard both count in its powers. Keras' own ``iterations`` counter is a single
+variable on one ps that every step increments; AdamAsync's update does not read it.
 """
 
 import re
@@ -27,6 +59,30 @@ def _sum_duplicates(grad: tf.IndexedSlices):
     unique, positions = tf.unique(grad.indices)
     values = tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(unique)[0])
     return values, unique
+
+
+def _tf_variable(var):
+    """The ``tf.Variable`` (or ``ShardedVariable``) behind ``var``, a Keras or TF variable."""
+    return var.value if isinstance(var, keras.Variable) else var
+
+
+def shards(variables):
+    """``variables`` with each sharded one (a ``ShardedVariable``, such as a Keras variable that a
+    ``ParameterServerStrategy``'s ``variable_partitioner`` split over the servers) replaced by
+    its shards, in order; other variables are kept as they are.
+
+    Keras 3 cannot differentiate a sharded variable (``GradientTape.gradient`` needs a handle,
+    which a ``ShardedVariable`` lacks); its shards are plain variables, each on one server, and
+    AdamAsync gives each its own slots and powers on that server.
+    """
+    out = []
+    for var in variables:
+        inner = _tf_variable(var)
+        if isinstance(inner, tf.__internal__.distribute.ShardedVariable):
+            out.extend(inner.variables)
+        else:
+            out.append(var)
+    return out
 
 
 def _slot_prefix(var):
@@ -59,19 +115,33 @@ class AdamAsync(keras.optimizers.Optimizer):
     def build(self, variables):
         if self.built:
             return
+        for var in variables:
+            inner = _tf_variable(var)
+            if isinstance(inner, tf.__internal__.distribute.ShardedVariable):
+                parts = ", ".join(part.name for part in inner.variables)
+                raise ValueError(
+                    f"AdamAsync: variable {getattr(var, 'path', var.name)} is sharded ({parts}; "
+                    "a ParameterServerStrategy's variable_partitioner split it): pass its shards "
+                    "instead, adam_async.keras.shards(variables), both to the GradientTape and "
+                    "to the optimizer; each shard gets its own slots and powers on its server")
         super().build(variables)
         self._slots = []
         for var in variables:
             # Named like Keras' own m and v ("<path>_m"): one prefix per variable, so two layers'
             # kernels get different power names.
             prefix = _slot_prefix(var)
-            powers = [
-                self.add_variable(shape=(), dtype=ops.param_dtype(var.dtype).name,
-                                  name=f"{prefix}_{name}",
-                                  initializer=keras.initializers.Constant(value))
-                for name, value in (("beta1_power", self.beta1), ("beta2_power", self.beta2))
-            ]
-            self._slots.append([self._moment(var, "m"), self._moment(var, "v")] + powers)
+            # Under a ParameterServerStrategy a new variable goes to the next server unless
+            # colocated; the update op needs its variable, m, v and powers on one device. Keras'
+            # add_variable_from_reference colocates m and v; the powers (and the float32 m and v
+            # of a half variable) are made by add_variable, which does not.
+            with self._distribution_strategy.extended.colocate_vars_with(_tf_variable(var)):
+                powers = [
+                    self.add_variable(shape=(), dtype=ops.param_dtype(var.dtype).name,
+                                      name=f"{prefix}_{name}",
+                                      initializer=keras.initializers.Constant(value))
+                    for name, value in (("beta1_power", self.beta1), ("beta2_power", self.beta2))
+                ]
+                self._slots.append([self._moment(var, "m"), self._moment(var, "v")] + powers)
 
     def _moment(self, var, name):
         """m or v for ``var``: Keras' slot of the variable's type, float32 for a half variable
