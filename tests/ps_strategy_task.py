@@ -1,10 +1,10 @@
 """One process of the ParameterServerStrategy test cluster (run by test_tf_plugin_ps.py).
 
 Usage: ``ps_strategy_task.py CLUSTER_JSON server JOB INDEX`` (a ps or worker task: serves until
-killed) or ``ps_strategy_task.py CLUSTER_JSON chief STEPS``. The chief trains a Keras model with
-AdamAsync in a custom loop (``ClusterCoordinator.schedule``) on the two workers; a
-``FixedShardsPartitioner(2)`` splits the embedding table (and the dense kernel) over both ps
-tasks. It prints the results as JSON.
+killed) or ``ps_strategy_task.py CLUSTER_JSON chief STEPS EMB_DTYPE``. The chief trains a Keras
+model with AdamAsync in a custom loop (``ClusterCoordinator.schedule``) on the two workers; a
+``FixedShardsPartitioner(2)`` splits the embedding table (of EMB_DTYPE, float32 or bfloat16) and
+the dense kernel over both ps tasks. It prints the results as JSON.
 """
 
 import collections
@@ -45,7 +45,7 @@ def key(var):
     return getattr(var, "path", var.name)
 
 
-def chief(cluster, steps):
+def chief(cluster, steps, emb_dtype):
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         cluster, rpc_layer="grpc", task_type="chief", task_id=0)
     partitioner = tf.distribute.experimental.partitioners.FixedShardsPartitioner(2)
@@ -55,7 +55,8 @@ def chief(cluster, steps):
     with strategy.scope():
         model = keras.Sequential([
             keras.Input((IDS_PER_EXAMPLE,), dtype="int64"),
-            keras.layers.Embedding(ROWS, 1, embeddings_initializer="zeros", name="emb"),
+            keras.layers.Embedding(ROWS, 1, embeddings_initializer="zeros", name="emb",
+                                   dtype=emb_dtype),
             keras.layers.Flatten(),
             keras.layers.Dense(1, name="out"),
         ])
@@ -100,7 +101,7 @@ def chief(cluster, steps):
 
     update_ops = collections.Counter(
         op.type for graph in step_graphs for op in graph.get_operations()
-        if op.type.endswith("AdamAsync"))
+        if "AdamAsync" in op.type)
     updates = {key(v): steps for v in variables}
     updates.update({key(s): int(n) for s, n in zip(emb_shards, touched)})
     slots = {s.path: s for s in opt.variables}
@@ -123,7 +124,7 @@ def main():
     if sys.argv[2] == "server":
         serve(cluster, sys.argv[3], int(sys.argv[4]))
     else:
-        chief(cluster, int(sys.argv[3]))
+        chief(cluster, int(sys.argv[3]), sys.argv[4])
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ def main():
         graph_ops = {op.name: op.type for op in tf.get_default_graph().get_operations()}
         ran = sorted([graph_ops[node.node_name], dev.device] for dev in trace.step_stats.dev_stats
                      for node in dev.node_stats
-                     if graph_ops.get(node.node_name, "").endswith("AdamAsync"))
+                     if "AdamAsync" in graph_ops.get(node.node_name, ""))
         print(json.dumps({"first_loss": float(first), "eval_loss": eval_loss,
                           "powers": powers, "devices": devices, "update_ops_ran": ran}),
               flush=True)

@@ -4,7 +4,8 @@ clusters of separate processes, with the update ops running on the ps tasks:
 - compat.v1 between-graph replication (2 ps, 2 workers), AdamAsyncOptimizer with ref and with
   resource variables (tests/ps_task.py);
 - TF2 ParameterServerStrategy with a ClusterCoordinator (2 ps, 2 workers, a chief), Keras
-  AdamAsync on a model whose embedding table is sharded over both ps (tests/ps_strategy_task.py).
+  AdamAsync on a model whose embedding table is sharded over both ps, in float32 and in bfloat16
+  (float32 slots, the V2 ops) (tests/ps_strategy_task.py).
 
 Every variable's beta powers must count its updates exactly: the point of AdamAsync is that
 each variable's powers live with it on its ps, advanced by its own update op.
@@ -124,14 +125,16 @@ def test_between_graph_training_converges_with_per_variable_powers(processes, ki
     assert result["powers"]["chief_only"] == powers(steps)
 
 
-def test_parameter_server_strategy_trains_sharded_keras_model_with_per_shard_powers(processes):
+@pytest.mark.parametrize("emb_dtype", ["float32", "bfloat16"])
+def test_parameter_server_strategy_trains_sharded_keras_model_with_per_shard_powers(processes,
+                                                                                   emb_dtype):
     steps = 100
     cluster = json.dumps(loopback_cluster(ps=2, worker=2, chief=1))
     task = HERE / "ps_strategy_task.py"
     for job in ("ps", "worker"):
         for i in range(2):
             processes.start(f"{job}{i}", task, cluster, "server", job, i)
-    processes.start("chief", task, cluster, "chief", steps)
+    processes.start("chief", task, cluster, "chief", steps, emb_dtype)
     result = last_json_line(processes.finish("chief", timeout=CLUSTER_TIMEOUT_S))
     variables, updates = result["variables"], result["updates"]
 
@@ -145,16 +148,19 @@ def test_parameter_server_strategy_trains_sharded_keras_model_with_per_shard_pow
         assert "/job:ps/" in var["device"], (name, var)
         assert var["slot_devices"] == [var["device"]], (name, var)
 
-    # Shards of the embedding get IndexedSlices and the sparse op; the dense kernel's two shards
-    # and the unsharded bias get dense gradients and the dense op.
+    # Shards of the embedding get IndexedSlices and the sparse op (its V2 form for bfloat16);
+    # the dense kernel's two shards and the unsharded bias get dense gradients and the dense op.
     assert {name for name, kind in result["grad_kinds"].items() if kind == "IndexedSlices"} == \
         set(emb_shards), result["grad_kinds"]
-    assert result["update_ops"] == {"ResourceSparseApplyAdamAsync": 2,
-                                    "ResourceApplyAdamAsync": 3}, result["update_ops"]
+    sparse_op = {"float32": "ResourceSparseApplyAdamAsync",
+                 "bfloat16": "ResourceSparseApplyAdamAsyncV2"}[emb_dtype]
+    assert result["update_ops"] == {sparse_op: 2, "ResourceApplyAdamAsync": 3}, \
+        result["update_ops"]
 
     # Each shard's powers count that shard's updates: every step updates each dense variable;
     # an embedding shard is updated by the steps whose batch had ids in its rows (an empty
-    # update leaves the powers alone), which some batches lack (use_locking=True).
+    # update leaves the powers alone), which some batches lack (use_locking=True). The powers
+    # are float32 for the bfloat16 shards too.
     assert min(updates[s] for s in emb_shards) < steps, updates
     for name, var in variables.items():
         assert var["powers"] == powers(updates[name]), (name, updates[name], var)
