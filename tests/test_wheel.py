@@ -102,10 +102,12 @@ def venv(tmp_path_factory):
 
 
 def run(venv, *args, timeout=300, **extra_env):
-    """Runs the venv's python in the working folder, with no path into the repository."""
+    """Runs the venv's python in the working folder, with no path into the repository: nor the
+    Makefile's LD_LIBRARY_PATH, whose build/tf/lib links to the project venv's TensorFlow."""
     python, _, work = venv
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PYTHON") and k not in ("ADAM_ASYNC_LIBRARY", "VIRTUAL_ENV")}
+           if not k.startswith("PYTHON")
+           and k not in ("ADAM_ASYNC_LIBRARY", "VIRTUAL_ENV", "LD_LIBRARY_PATH")}
     env.update(TF_CPP_MIN_LOG_LEVEL="3", **extra_env)
     out = subprocess.run([str(python), "-I", *map(str, args)], cwd=work, capture_output=True,
                          text=True, timeout=timeout, env=env)
