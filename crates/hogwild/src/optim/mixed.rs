@@ -40,6 +40,7 @@
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
+use super::shared::{load, store};
 use super::{check_same_len, check_sparse, row_range, AdamCoeffs, AdamRule, Real, SparseIndex};
 use super::{SharedReal, CHUNK};
 use crate::Result;
@@ -272,20 +273,6 @@ impl<S: Widen<C> + SharedReal, C: SharedReal> Wide<S, C> {
             store::<C>(m, m_buf);
             store::<C>(v, v_buf);
         }
-    }
-}
-
-#[inline(always)]
-fn load<T: SharedReal>(cells: &[T::Cell], out: &mut [T]) {
-    for (x, cell) in out.iter_mut().zip(cells) {
-        *x = T::load(cell);
-    }
-}
-
-#[inline(always)]
-fn store<T: SharedReal>(cells: &[T::Cell], values: &[T]) {
-    for (cell, &x) in cells.iter().zip(values) {
-        T::store(cell, x);
     }
 }
 

@@ -165,15 +165,17 @@ impl<T: SharedReal> Scratch<T> {
     }
 }
 
+/// Copies `cells` into `out`, one relaxed atomic load each (also the mixed kernels' copy).
 #[inline(always)]
-fn load<T: SharedReal>(cells: &[T::Cell], out: &mut [T]) {
+pub(super) fn load<T: SharedReal>(cells: &[T::Cell], out: &mut [T]) {
     for (x, cell) in out.iter_mut().zip(cells) {
         *x = T::load(cell);
     }
 }
 
+/// Copies `values` into `cells`, one relaxed atomic store each (also the mixed kernels' copy).
 #[inline(always)]
-fn store<T: SharedReal>(cells: &[T::Cell], values: &[T]) {
+pub(super) fn store<T: SharedReal>(cells: &[T::Cell], values: &[T]) {
     for (cell, &x) in cells.iter().zip(values) {
         T::store(cell, x);
     }
