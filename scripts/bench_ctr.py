@@ -319,6 +319,10 @@ def main():
     ap.add_argument("--synth-train", type=int, default=1_000_000)
     ap.add_argument("--only", default="flights,gss,synth")
     args = ap.parse_args()
+    unknown = set(args.only.split(",")) - {"flights", "gss", "synth"}
+    if unknown:
+        ap.error(f"--only {args.only}: unknown data set(s) {', '.join(sorted(unknown))} "
+                 "(flights, gss, synth)")
     try:
         import xlearn  # noqa: F401
         with_xlearn = True

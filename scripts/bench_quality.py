@@ -423,6 +423,10 @@ def main():
         p.error(f"--hogwild {args.hogwild}: not an executable file")
     if min(args.seeds, args.seeds_long or 1) < 1:
         p.error("--seeds and --seeds-long must be at least 1")
+    if args.dims and not settings(args):
+        dims = sorted({s["dim"] for s in settings(argparse.Namespace(**{**vars(args), "dims": None}))})
+        p.error(f"--dims {' '.join(map(str, args.dims))}: no setting of --grid {args.grid} has "
+                f"that dim (its dims: {', '.join(map(str, dims))})")
 
     import fasttext  # noqa: F401  (fail before preparing data when it is missing)
 
