@@ -10,9 +10,10 @@
 //!   the TF plugin runs without exclusive locks) on the same arrays; GB/s at 28 B per element,
 //!   median of the reps;
 //! - sparse AdamAsync on a 1 Mi x 64 f32 table with 256 / 1,024 / 4,096 fresh random rows per call
-//!   (ms per call, ns per row): the slice kernel, the shared-memory kernel, and a baseline that
-//!   runs the copy stream above (same 4 reads, 3 writes per element) on as many other random rows
-//!   of var, m and v, prefetched in batches as the kernels prefetch theirs.
+//!   (ms per call, ns per row): the slice kernel, the shared-memory kernel (line copies, and cell
+//!   by cell when grad does not share the tables' 16-byte alignment), and a baseline that runs the
+//!   copy stream above (same 4 reads, 3 writes per element) on as many other random rows of var,
+//!   m and v, prefetched in batches as the kernels prefetch theirs, and without prefetching.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -142,7 +143,7 @@ fn dense() {
         "AdamAsync nesterov",
         "Optimizer trait apply_dense",
         "AdamAsync apply_dense_shared (cells)",
-        "same, cell by cell (grad 4 B off)",
+        "same, cell by cell (grad off 16 B alignment)",
     ];
     let coeffs = AdamCoeffs::new(1e-3f32, 0.9, 0.999, 1e-8, 0.9, 0.999).unwrap();
     let mut grad_copy = grad.clone();
@@ -267,9 +268,10 @@ fn sparse() {
     println!();
     println!(
         "| rows/call | slice kernel ms/call | ns/row | shared kernel ms/call | shared / slice | \
-         shared, cell by cell | / slice | copy stream ms/call | copy / slice |"
+         shared, cell by cell | / slice | copy stream ms/call | / slice | copy, no prefetch | \
+         / slice |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for touched in [256usize, 1024, 4096] {
         let mut grad_buf = Aligned::zeros(touched * ROW_LEN);
         let grad = grad_buf.get(touched * ROW_LEN);
@@ -286,14 +288,15 @@ fn sparse() {
                 .map(|_| (rng.next() % ROWS as u64) as i64)
                 .collect()
         };
-        let [mut slice, mut shared, mut cellwise, mut base] = [(); 4].map(|_| Vec::new());
+        let [mut slice, mut shared, mut cellwise, mut base, mut base_np] =
+            [(); 5].map(|_| Vec::new());
         for call in 0..SPARSE_CALLS {
             // Each kernel on its own fresh rows, so that none finds another's rows in cache; the
             // order rotates every call, so that none always follows the same one.
-            for k in 0..4 {
+            for k in 0..5 {
                 let indices = fresh(&mut rng);
                 let start = Instant::now();
-                match (call + k) % 4 {
+                match (call + k) % 5 {
                     0 => {
                         coeffs
                             .apply_sparse_rows(var, m, v, grad, &indices, ROW_LEN, false)
@@ -328,6 +331,14 @@ fn sparse() {
                             .unwrap();
                         cellwise.push(start.elapsed());
                     }
+                    3 => {
+                        for (&row, g) in indices.iter().zip(grad.chunks_exact(ROW_LEN)) {
+                            let r = row as usize * ROW_LEN..(row as usize + 1) * ROW_LEN;
+                            let (w, m, v) = (&mut var[r.clone()], &mut m[r.clone()], &mut v[r]);
+                            stream_dispatched(w, m, v, g);
+                        }
+                        base_np.push(start.elapsed());
+                    }
                     _ => {
                         let batches = indices.chunks(BATCH).zip(grad.chunks(BATCH * ROW_LEN));
                         for (rows, grads) in batches {
@@ -350,10 +361,12 @@ fn sparse() {
             }
         }
         let ms = |t: Duration| t.as_secs_f64() * 1e3;
-        let [slice, shared, cellwise, base] = [slice, shared, cellwise, base].map(median);
+        let [slice, shared, cellwise, base, base_np] =
+            [slice, shared, cellwise, base, base_np].map(median);
         let vs = |t: Duration| t.as_secs_f64() / slice.as_secs_f64();
         println!(
-            "| {touched} | {:.3} | {:.0} | {:.3} | {:.2} | {:.3} | {:.2} | {:.3} | {:.2} |",
+            "| {touched} | {:.3} | {:.0} | {:.3} | {:.2} | {:.3} | {:.2} | {:.3} | {:.2} | {:.3} | \
+             {:.2} |",
             ms(slice),
             slice.as_secs_f64() * 1e9 / touched as f64,
             ms(shared),
@@ -361,7 +374,9 @@ fn sparse() {
             ms(cellwise),
             vs(cellwise),
             ms(base),
-            vs(base)
+            vs(base),
+            ms(base_np),
+            vs(base_np)
         );
     }
     println!();
