@@ -27,13 +27,14 @@
 //!   memory would be undefined behaviour in Rust. The buffers are viewed as atomic cells
 //!   ([`hogwild::store::SharedReal`], the store's atomic float family) and the core crate's shared
 //!   kernels ([`AdamCoeffs::apply_dense_shared`], [`AdamCoeffs::apply_sparse_rows_shared`]) read
-//!   and write every element with relaxed atomic loads and stores. Every input of the op is read
-//!   that way (grad too, as a TF1 ref variable passed as an input shares its buffer); the indices
-//!   are copied out once, then validated and used. No Rust reference other than cells points into
-//!   a tensor buffer then, so kernels of this library running together are data-race-free. With
-//!   one thread the two give the same bits (the shared kernels run the slice kernels' loops on
-//!   local copies of up to [`hogwild::optim::CHUNK`] elements). Under concurrency an element
-//!   update can be lost (Hogwild), never torn.
+//!   and write every element atomically: with relaxed atomic loads and stores, or with aligned
+//!   16-byte accesses that the processor makes atomic (x86-64 with AVX), a cache line at a time.
+//!   Every input of the op is read that way (grad too, as a TF1 ref variable passed as an input
+//!   shares its buffer); the indices are copied out once, then validated and used. No Rust
+//!   reference other than cells points into a tensor buffer then, so kernels of this library
+//!   running together are data-race-free. With one thread the two give the same bits (the shared
+//!   kernels run the slice kernels' loops on local copies of each line). Under concurrency an
+//!   element update can be lost (Hogwild), never torn.
 //! - **Scalars and powers** take no flag: the hyper-parameters and powers are always loaded with
 //!   relaxed atomic loads, and the powers advance with a compare-and-swap loop
 //!   ([`hogwild::optim::advance_powers_shared`]). For a handful of one-element tensors that costs
@@ -56,9 +57,10 @@
 //! exception, which the kernel turns into an `InvalidArgument` status. Each body also runs under
 //! `catch_unwind`, so a panic becomes an error too and never unwinds into TensorFlow.
 //!
-//! Cost: shared access loads and stores every element with scalar atomic accesses around the
-//! vectorised rule, about 2.5x the time of exclusive access on a dense update (see
-//! docs/benchmarks.md); sparse updates are dominated by the rows' random access either way.
+//! Cost: shared access takes the time of exclusive access on a dense update (memory bound either
+//! way) and about 1.3x on a sparse update of random rows, whose 16-byte copies keep fewer rows'
+//! cache misses in flight than exclusive access's 64-byte ones (the core crate's
+//! `optim/shared.rs`; docs/benchmarks.md has both paths in TensorFlow).
 
 mod error;
 

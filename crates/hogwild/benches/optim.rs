@@ -6,15 +6,19 @@
 //!   the same arrays (`var -= g`, `m += g`, `v += g * g`: the same 4 reads and 3 writes, no division
 //!   or sqrt) compiled with the same run-time choice of AVX-512 / AVX2 / build target; then the
 //!   stream compiled for the build target only (SSE2 on plain x86-64), and a `copy_from_slice` of
-//!   28 B per element (14 B read, 14 B written); GB/s at 28 B per element, median of the reps;
-//! - sparse AdamAsync on a 1 Mi x 64 f32 table with 256 / 1,024 / 4,096 random rows per call (ms per
-//!   call, ns per row), beside a baseline that runs the copy stream above (same 4 reads, 3 writes per
-//!   element) on as many random rows of var, m and v.
+//!   28 B per element (14 B read, 14 B written); and the shared-memory kernel (atomic cells, what
+//!   the TF plugin runs without exclusive locks) on the same arrays; GB/s at 28 B per element,
+//!   median of the reps;
+//! - sparse AdamAsync on a 1 Mi x 64 f32 table with 256 / 1,024 / 4,096 fresh random rows per call
+//!   (ms per call, ns per row): the slice kernel, the shared-memory kernel (line copies, and cell
+//!   by cell when grad does not share the tables' 16-byte alignment), and a baseline that runs the
+//!   copy stream above (same 4 reads, 3 writes per element) on as many other random rows of var,
+//!   m and v, prefetched in batches as the kernels prefetch theirs, and without prefetching.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use hogwild::optim::{apply_dense, AdamAsync, AdamAsyncState, SlotState};
+use hogwild::optim::{apply_dense, as_cells, AdamAsync, AdamAsyncState, AdamCoeffs, SlotState};
 use hogwild::rng::{unit_f32, SplitMix64};
 
 const DENSE_LEN: usize = 16 << 20;
@@ -102,6 +106,17 @@ fn stream_dispatched(var: &mut [f32], m: &mut [f32], v: &mut [f32], grad: &[f32]
     stream_portable(var, m, v, grad)
 }
 
+/// `len` elements of `buf` (`len + 2` long) that do not start on a 16-byte boundary, so that the
+/// shared kernel, given them beside 16-byte-aligned buffers, copies cell by cell.
+fn off_16(buf: &mut [f32], len: usize) -> &mut [f32] {
+    let start = if (buf.as_ptr() as usize + 4).is_multiple_of(16) {
+        2
+    } else {
+        1
+    };
+    &mut buf[start..start + len]
+}
+
 fn dense() {
     let mut rng = SplitMix64(1);
     let mut var: Vec<f32> = (0..DENSE_LEN).map(|_| centred(&mut rng)).collect();
@@ -127,7 +142,15 @@ fn dense() {
         "AdamAsync apply_dense",
         "AdamAsync nesterov",
         "Optimizer trait apply_dense",
+        "AdamAsync apply_dense_shared (cells)",
+        "same, cell by cell (grad off 16 B alignment)",
     ];
+    let coeffs = AdamCoeffs::new(1e-3f32, 0.9, 0.999, 1e-8, 0.9, 0.999).unwrap();
+    let mut grad_copy = grad.clone();
+    // One element ahead of the rest's 16-byte alignment: the shared kernel then copies cell by
+    // cell (one relaxed atomic access each) instead of a line at a time.
+    let mut grad_skewed = vec![0.0f32; DENSE_LEN + 2];
+    off_16(&mut grad_skewed, DENSE_LEN).copy_from_slice(&grad);
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); names.len()];
     // Interleaved, and the order rotated every rep, so that every kernel sees the same machine
     // noise and no kernel always runs first.
@@ -146,7 +169,25 @@ fn dense() {
                 2 => copy_dst.copy_from_slice(&copy_src),
                 3 => opt.apply_dense(&mut var, &mut state, &grad).unwrap(),
                 4 => nesterov.apply_dense(&mut var, &mut state, &grad).unwrap(),
-                _ => apply_dense(&opt, &mut var, &mut slot_state, &grad).unwrap(),
+                5 => apply_dense(&opt, &mut var, &mut slot_state, &grad).unwrap(),
+                6 => coeffs
+                    .apply_dense_shared(
+                        as_cells(&mut var),
+                        as_cells(&mut state.m),
+                        as_cells(&mut state.v),
+                        as_cells(&mut grad_copy),
+                        false,
+                    )
+                    .unwrap(),
+                _ => coeffs
+                    .apply_dense_shared(
+                        as_cells(&mut var),
+                        as_cells(&mut state.m),
+                        as_cells(&mut state.v),
+                        as_cells(off_16(&mut grad_skewed, DENSE_LEN)),
+                        false,
+                    )
+                    .unwrap(),
             }
             t.push(start.elapsed());
             black_box((&var, &state, &copy_dst));
@@ -170,65 +211,172 @@ fn dense() {
     println!();
 }
 
+/// Asks for the cache lines of `row` to be brought into L2 (the kernels' prefetch, for the
+/// baseline).
+fn prefetch_row(row: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in row.chunks(16) {
+        // SAFETY: a prefetch is a hint that neither reads nor writes memory in the language's
+        // sense and never faults; SSE is part of the x86-64 baseline.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
+                line.as_ptr().cast(),
+            )
+        };
+    }
+}
+
+/// Batches of rows prefetched at once by the baseline: the kernels' 8 KiB of each table.
+const BATCH: usize = 32;
+
+/// `len` zeros starting on a 64-byte boundary, as TensorFlow allocates tensors (a plain `Vec`
+/// of that size starts 16 bytes past a page boundary, so that every row would straddle a line).
+struct Aligned {
+    buf: Vec<f32>,
+    start: usize,
+}
+
+impl Aligned {
+    fn zeros(len: usize) -> Self {
+        let mut buf = vec![0.0f32; len + 16];
+        touch(&mut buf);
+        let start = (64 - buf.as_ptr() as usize % 64) % 64 / 4;
+        Self { buf, start }
+    }
+
+    fn get(&mut self, len: usize) -> &mut [f32] {
+        &mut self.buf[self.start..self.start + len]
+    }
+}
+
 fn sparse() {
     let mut rng = SplitMix64(2);
     let len = ROWS * ROW_LEN;
-    let mut var: Vec<f32> = (0..len).map(|_| centred(&mut rng)).collect();
-    let opt = AdamAsync::new(1e-3f32, 0.9, 0.999, 1e-8);
-    let mut state = AdamAsyncState::new(len, &opt);
-    touch(&mut state.m);
-    touch(&mut state.v);
+    let coeffs = AdamCoeffs::new(1e-3f32, 0.9, 0.999, 1e-8, 0.9, 0.999).unwrap();
+    let (mut var, mut m, mut v) = (
+        Aligned::zeros(len),
+        Aligned::zeros(len),
+        Aligned::zeros(len),
+    );
+    for x in var.get(len) {
+        *x = centred(&mut rng);
+    }
+    let (var, m, v) = (var.get(len), m.get(len), v.get(len));
     println!(
-        "## sparse, {ROWS} x {ROW_LEN} f32 table, random rows, median of {SPARSE_CALLS} calls"
+        "## sparse, {ROWS} x {ROW_LEN} f32 table, fresh random rows, median of {SPARSE_CALLS} calls"
     );
     println!();
     println!(
-        "| rows/call | AdamAsync ms/call | ns/row | copy stream ms/call | ns/row | copy / ours |"
+        "| rows/call | slice kernel ms/call | ns/row | shared kernel ms/call | shared / slice | \
+         shared, cell by cell | / slice | copy stream ms/call | / slice | copy, no prefetch | \
+         / slice |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for touched in [256usize, 1024, 4096] {
-        let grad: Vec<f32> = (0..touched * ROW_LEN)
-            .map(|_| centred(&mut rng) * 0.01)
-            .collect();
-        let calls: Vec<Vec<i64>> = (0..SPARSE_CALLS)
-            .map(|_| {
-                (0..touched)
-                    .map(|_| (rng.next() % ROWS as u64) as i64)
-                    .collect()
-            })
-            .collect();
-        let (mut ours, mut base) = (Vec::new(), Vec::new());
-        for indices in &calls {
-            let start = Instant::now();
-            opt.apply_sparse(&mut var, &mut state, &grad, indices, ROW_LEN)
-                .unwrap();
-            ours.push(start.elapsed());
-            // Baseline on fresh random rows of the same count, so neither finds the other's rows
-            // in cache.
-            let other: Vec<usize> = (0..touched)
-                .map(|_| (rng.next() % ROWS as u64) as usize)
-                .collect();
-            let start = Instant::now();
-            for (&row, g) in other.iter().zip(grad.chunks_exact(ROW_LEN)) {
-                let r = row * ROW_LEN..(row + 1) * ROW_LEN;
-                let (w, m, v) = (
-                    &mut var[r.clone()],
-                    &mut state.m[r.clone()],
-                    &mut state.v[r],
-                );
-                stream_dispatched(w, m, v, g);
-            }
-            base.push(start.elapsed());
-            black_box((&var, &state));
+        let mut grad_buf = Aligned::zeros(touched * ROW_LEN);
+        let grad = grad_buf.get(touched * ROW_LEN);
+        for g in grad.iter_mut() {
+            *g = centred(&mut rng) * 0.01;
         }
-        let (ours, base) = (median(ours), median(base));
+        // One element past the rows' 16-byte alignment: the shared kernel then copies cell by
+        // cell (one relaxed atomic access each) instead of a line at a time.
+        let mut grad_skewed = vec![0.0f32; touched * ROW_LEN + 2];
+        let skewed = off_16(&mut grad_skewed, touched * ROW_LEN);
+        skewed.copy_from_slice(grad);
+        let fresh = |rng: &mut SplitMix64| -> Vec<i64> {
+            (0..touched)
+                .map(|_| (rng.next() % ROWS as u64) as i64)
+                .collect()
+        };
+        let [mut slice, mut shared, mut cellwise, mut base, mut base_np] =
+            [(); 5].map(|_| Vec::new());
+        for call in 0..SPARSE_CALLS {
+            // Each kernel on its own fresh rows, so that none finds another's rows in cache; the
+            // order rotates every call, so that none always follows the same one.
+            for k in 0..5 {
+                let indices = fresh(&mut rng);
+                let start = Instant::now();
+                match (call + k) % 5 {
+                    0 => {
+                        coeffs
+                            .apply_sparse_rows(var, m, v, grad, &indices, ROW_LEN, false)
+                            .unwrap();
+                        slice.push(start.elapsed());
+                    }
+                    1 => {
+                        coeffs
+                            .apply_sparse_rows_shared(
+                                as_cells(var),
+                                as_cells(m),
+                                as_cells(v),
+                                as_cells(grad),
+                                &indices,
+                                ROW_LEN,
+                                false,
+                            )
+                            .unwrap();
+                        shared.push(start.elapsed());
+                    }
+                    2 => {
+                        coeffs
+                            .apply_sparse_rows_shared(
+                                as_cells(var),
+                                as_cells(m),
+                                as_cells(v),
+                                as_cells(skewed),
+                                &indices,
+                                ROW_LEN,
+                                false,
+                            )
+                            .unwrap();
+                        cellwise.push(start.elapsed());
+                    }
+                    3 => {
+                        for (&row, g) in indices.iter().zip(grad.chunks_exact(ROW_LEN)) {
+                            let r = row as usize * ROW_LEN..(row as usize + 1) * ROW_LEN;
+                            let (w, m, v) = (&mut var[r.clone()], &mut m[r.clone()], &mut v[r]);
+                            stream_dispatched(w, m, v, g);
+                        }
+                        base_np.push(start.elapsed());
+                    }
+                    _ => {
+                        let batches = indices.chunks(BATCH).zip(grad.chunks(BATCH * ROW_LEN));
+                        for (rows, grads) in batches {
+                            for &row in rows {
+                                let r = row as usize * ROW_LEN..(row as usize + 1) * ROW_LEN;
+                                prefetch_row(&var[r.clone()]);
+                                prefetch_row(&m[r.clone()]);
+                                prefetch_row(&v[r]);
+                            }
+                            for (&row, g) in rows.iter().zip(grads.chunks_exact(ROW_LEN)) {
+                                let r = row as usize * ROW_LEN..(row as usize + 1) * ROW_LEN;
+                                let (w, m, v) = (&mut var[r.clone()], &mut m[r.clone()], &mut v[r]);
+                                stream_dispatched(w, m, v, g);
+                            }
+                        }
+                        base.push(start.elapsed());
+                    }
+                }
+                black_box((&var, &m, &v));
+            }
+        }
+        let ms = |t: Duration| t.as_secs_f64() * 1e3;
+        let [slice, shared, cellwise, base, base_np] =
+            [slice, shared, cellwise, base, base_np].map(median);
+        let vs = |t: Duration| t.as_secs_f64() / slice.as_secs_f64();
         println!(
-            "| {touched} | {:.3} | {:.0} | {:.3} | {:.0} | {:.2} |",
-            ours.as_secs_f64() * 1e3,
-            ours.as_secs_f64() * 1e9 / touched as f64,
-            base.as_secs_f64() * 1e3,
-            base.as_secs_f64() * 1e9 / touched as f64,
-            base.as_secs_f64() / ours.as_secs_f64()
+            "| {touched} | {:.3} | {:.0} | {:.3} | {:.2} | {:.3} | {:.2} | {:.3} | {:.2} | {:.3} | \
+             {:.2} |",
+            ms(slice),
+            slice.as_secs_f64() * 1e9 / touched as f64,
+            ms(shared),
+            vs(shared),
+            ms(cellwise),
+            vs(cellwise),
+            ms(base),
+            vs(base),
+            ms(base_np),
+            vs(base_np)
         );
     }
     println!();

@@ -18,9 +18,9 @@
 //! atomic as a whole, so a concurrent update of the same element may be lost, which is exactly
 //! Hogwild's contract. The `unsafe` code here is cache prefetch hints (to read, and to write with
 //! `prefetchw`), which change no value, the ownership of the cells' memory (`cells.rs`: a
-//! huge-page mapping for large tables), and row copies four cells per instruction where the
+//! huge-page mapping for large tables), and copies of 16 bytes per instruction where the
 //! processor makes that one atomic access (`bulk.rs`, x86-64 with AVX: the same effect as the
-//! relaxed loop it replaces); `Table` is `Send + Sync` because its fields are, and Miri checks
+//! relaxed loop it replaces; the optimizer's shared-memory kernels copy cache lines that way); `Table` is `Send + Sync` because its fields are, and Miri checks
 //! the tests (`make miri`).
 //!
 //! # Layout
@@ -45,6 +45,9 @@ use crate::{Error, Result};
 pub use atomic::{
     as_cells, cells_from_raw_parts, AtomicBF16, AtomicF16, AtomicF32, AtomicF64, SharedReal,
 };
+pub(crate) use bulk::{line_copy, ByCell, LineCopy, Lines};
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+pub(crate) use bulk::{Avx, Avx512, Sse};
 use cells::Cells;
 pub use local::{LocalRows, SHARED};
 

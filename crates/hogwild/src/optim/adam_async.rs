@@ -45,7 +45,9 @@
 //!
 //! [`sum_duplicate_indices`]: super::sum_duplicate_indices
 
-use super::{check_same_len, check_sparse, row_range, Real, SparseIndex};
+use super::{
+    batch_rows, check_same_len, check_sparse, prefetch_rows, row_range, Real, SparseIndex,
+};
 use crate::{Error, Result};
 
 /// AdamAsync's hyper-parameters.
@@ -270,7 +272,7 @@ impl<T: Real> AdamCoeffs<T> {
     }
 
     /// The compiled loop of `rule` over zipped slices (the shortest length wins; callers check).
-    /// The shared-memory kernels run it on their local copies.
+    /// The mixed-precision kernels run it on their widened local copies.
     pub(super) fn run_rule(
         &self,
         rule: AdamRule,
@@ -285,7 +287,7 @@ impl<T: Real> AdamCoeffs<T> {
 
 /// The rule `RULE` (an [`AdamRule`] as `u8`) over zipped slices: the one loop every path compiles.
 #[inline(always)]
-fn dense_body<T: Real, const RULE: u8>(
+pub(super) fn dense_body<T: Real, const RULE: u8>(
     c: &AdamCoeffs<T>,
     var: &mut [T],
     m: &mut [T],
@@ -305,9 +307,9 @@ fn dense_body<T: Real, const RULE: u8>(
     }
 }
 
-const RULE_ADAM: u8 = 0;
-const RULE_NESTEROV: u8 = 1;
-const RULE_RMSPROP: u8 = 2;
+pub(super) const RULE_ADAM: u8 = 0;
+pub(super) const RULE_NESTEROV: u8 = 1;
+pub(super) const RULE_RMSPROP: u8 = 2;
 
 /// A validated sparse update (every index names one of `rows` rows).
 struct SparseRows<'a, T, I> {
@@ -325,17 +327,23 @@ fn sparse_body<T: Real, I: SparseIndex, const RULE: u8>(
     c: &AdamCoeffs<T>,
     s: SparseRows<'_, T, I>,
 ) -> Result<()> {
-    let grad_rows = s.grad.chunks_exact(s.row_len);
-    for (offset, (&index, g)) in s.indices.iter().zip(grad_rows).enumerate() {
-        // Already validated by `check_sparse`; an error here is impossible, not a fallback.
-        let range = row_range(index, offset, s.rows, s.row_len)?;
-        // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
-        let (w, m, v) = (
-            &mut s.var[range.clone()],
-            &mut s.m[range.clone()],
-            &mut s.v[range],
-        );
-        dense_body::<T, RULE>(c, w, m, v, g);
+    let tables = [s.var.as_ptr(), s.m.as_ptr(), s.v.as_ptr()];
+    let batch = batch_rows::<T>(s.row_len);
+    // `row_len` is positive (`check_sparse`), so the chunk lengths are.
+    let grads = s.grad.chunks(batch * s.row_len);
+    for (b, (chunk, grad)) in s.indices.chunks(batch).zip(grads).enumerate() {
+        prefetch_rows(chunk, s.rows, s.row_len, tables);
+        for (k, (&index, g)) in chunk.iter().zip(grad.chunks_exact(s.row_len)).enumerate() {
+            // Already validated by `check_sparse`; an error here is impossible, not a fallback.
+            let range = row_range(index, b * batch + k, s.rows, s.row_len)?;
+            // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
+            let (w, m, v) = (
+                &mut s.var[range.clone()],
+                &mut s.m[range.clone()],
+                &mut s.v[range],
+            );
+            dense_body::<T, RULE>(c, w, m, v, g);
+        }
     }
     Ok(())
 }

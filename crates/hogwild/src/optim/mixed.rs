@@ -41,9 +41,13 @@ use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
 use super::shared::{load, store};
+use super::SharedReal;
 use super::{check_same_len, check_sparse, row_range, AdamCoeffs, AdamRule, Real, SparseIndex};
-use super::{SharedReal, CHUNK};
 use crate::Result;
+
+/// Elements widened into local arrays per step (five arrays of 256 f64 are 10 KiB, well inside
+/// L1).
+pub(super) const CHUNK: usize = 256;
 
 /// A storage type whose every value the compute type `C` holds exactly.
 pub trait Widen<C: Real>: Real {

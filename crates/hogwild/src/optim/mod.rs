@@ -70,7 +70,7 @@ pub use mixed::Widen;
 pub use real::{Real, SparseIndex};
 pub use rule::{apply_dense, apply_sparse, Adagrad, Optimizer, Sgd, SlotState};
 pub use schedule::LinearDecay;
-pub use shared::{advance_powers_shared, CHUNK};
+pub use shared::advance_powers_shared;
 // The shared kernels' cells live with the store's, in one module (`store/atomic.rs`); they are
 // named here too because the kernels' callers (the TF plugin) know them by this path.
 pub use crate::store::{
@@ -137,6 +137,77 @@ pub(crate) fn row_range<I: SparseIndex>(
             rows,
         }),
     }
+}
+
+/// Bytes of each table's rows that the sparse kernels prefetch at once ([`prefetch_rows`]).
+const BATCH_BYTES: usize = 8 << 10;
+/// Most rows per batch of [`prefetch_rows`].
+const BATCH_ROWS: usize = 32;
+
+/// How many rows of `row_len` elements of `E` the sparse kernels take per batch: as many as fit
+/// in [`BATCH_BYTES`], at least 1 and at most [`BATCH_ROWS`].
+#[inline(always)]
+pub(crate) fn batch_rows<E>(row_len: usize) -> usize {
+    let row_bytes = row_len * std::mem::size_of::<E>();
+    (BATCH_BYTES / row_bytes.max(1)).clamp(1, BATCH_ROWS)
+}
+
+/// Asks for every cache line of the rows that `batch` names in the three `tables` (var, m, v, each
+/// `rows` rows of `row_len` elements of `E`), before the sparse kernels update the first of them
+/// ([`prefetch_l2`]); an index out of range is skipped (the kernels validate all first).
+///
+/// Why: random rows of a table much larger than the caches each cost a cache miss and, with
+/// 4 KiB pages, a TLB miss. A row loop keeps only the few rows its reorder window covers in
+/// flight; asking for a whole batch at once keeps many, and measured faster than both no
+/// prefetching and prefetching a fixed number of rows ahead (docs/benchmarks.md, "Optimizers").
+#[inline(always)]
+pub(crate) fn prefetch_rows<I: SparseIndex, E>(
+    batch: &[I],
+    rows: usize,
+    row_len: usize,
+    tables: [*const E; 3],
+) {
+    for &index in batch {
+        if let Some(row) = index.to_row().filter(|&row| row < rows) {
+            for table in tables {
+                prefetch_l2(table.wrapping_add(row * row_len), row_len);
+            }
+        }
+    }
+}
+
+/// Asks the processor to bring the cache lines of the `len` elements at `first` into its L2 cache
+/// (`prefetcht1`; a no-op off x86-64 and under Miri, which does not model caches). A hint only: it
+/// reads and writes nothing, so `first` may point into memory other threads are writing, and
+/// need not even be valid (it is computed with `wrapping_add`).
+///
+/// L2 rather than L1 (`prefetcht0`): the random-row kernels measured faster with it, presumably
+/// because a batch of requests to L1 overflows its few miss buffers.
+#[inline(always)]
+pub(crate) fn prefetch_l2<E>(first: *const E, len: usize) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+        let bytes = len * std::mem::size_of::<E>();
+        if bytes == 0 {
+            return;
+        }
+        let start = first.cast::<u8>();
+        // From the line holding the first byte to the line holding the last.
+        let skew = start as usize & 63;
+        let mut offset = 0;
+        while offset < skew + bytes {
+            // SAFETY: `_mm_prefetch` is a hint that never faults and neither reads nor writes
+            // memory in the language's sense (it changes no value and cannot race), whatever the
+            // address; SSE, its only requirement, is part of the x86-64 baseline.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T1>(start.wrapping_sub(skew).wrapping_add(offset).cast())
+            };
+            offset += 64;
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = (first, len);
 }
 
 /// Checks that every slice has the length of the first, and that the first is not empty.

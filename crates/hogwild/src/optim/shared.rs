@@ -15,15 +15,33 @@
 //!
 //! Each element is a cell ([`SharedReal::Cell`]): the Hogwild store's atomic floats
 //! ([`AtomicF32`], [`AtomicF64`], [`AtomicF16`], [`AtomicBF16`], whose module,
-//! `store/atomic.rs`, states the rules), loaded and stored with `Ordering::Relaxed`, which
-//! compiles to plain moves on x86-64 and AArch64. The kernels copy up to [`CHUNK`] elements of var, m, v and grad into local
-//! arrays, run the slice kernels' compiled loop on them (the same element rules
-//! [`adam_async_element`](super::adam_async_element) / [`rmsprop_element`](super::rmsprop_element),
-//! vectorised, picked per CPU) and store var, m and v back. With no concurrent writer the results
-//! are therefore bit-identical to the slice kernels', for every element type and rule.
+//! `store/atomic.rs`, states the rules). The kernels go through the cells one cache line at a
+//! time: they copy a line (64 bytes) of var, m, v and grad into local values, run the slice
+//! kernels' element loop on them (the same rules [`adam_async_element`](super::adam_async_element) /
+//! [`rmsprop_element`](super::rmsprop_element), compiled for AVX-512, AVX2 or the build target and
+//! picked per CPU, as the slice kernels are) and copy var, m and v back. On x86-64 with AVX the
+//! copies are aligned 16-byte `vmovaps` accesses, each one atomic access that reads or writes
+//! every cell it covers whole (`store/bulk.rs`): what a relaxed atomic access per cell does, in a
+//! quarter of the instructions or fewer. Elsewhere, under Miri, and for the part of a run before
+//! its first 16-byte boundary or after its last whole line (or a whole run whose four buffers do
+//! not share their alignment), each cell is copied with a relaxed atomic load or store. With no
+//! concurrent writer the results are therefore bit-identical to the slice kernels', for every
+//! element type and rule.
+//!
+//! Why lines: a relaxed atomic access compiles to one scalar move and the compiler may not merge
+//! atomics into vector instructions, so copying cell by cell takes about 3.4x the slice kernel's
+//! time, on a dense step and on a sparse step over random rows alike (docs/benchmarks.md,
+//! "Optimizers"). Line copies cost what the slice kernels cost on a dense step (memory bound
+//! either way) and about 1.3x on random sparse rows: a line takes four 16-byte accesses per tensor
+//! where the slice kernel makes one 64-byte access, plus the moves that assemble the 64-byte
+//! registers, so fewer rows' cache and TLB misses fit in the processor's reorder window. Wider
+//! accesses would close the gap, but only 16-byte ones are guaranteed atomic (`store/bulk.rs`).
+//!
+//! Sparse updates prefetch their rows in batches, as the slice kernels do
+//! ([`prefetch_rows`](super::prefetch_rows)).
 //!
 //! Under concurrency an element's read-modify-write is not atomic as a whole: another kernel's
-//! store between this kernel's load and store of a chunk is overwritten (Hogwild's contract, as in
+//! store between this kernel's load and store of a line is overwritten (Hogwild's contract, as in
 //! [`crate::store`], and what TensorFlow's unlocked updates do).
 //!
 //! The beta powers advance with a compare-and-swap loop ([`advance_powers_shared`]): every call
@@ -40,13 +58,13 @@
 //! [`AtomicF16`]: crate::store::AtomicF16
 //! [`AtomicBF16`]: crate::store::AtomicBF16
 
-use super::{check_same_len, check_sparse, row_range, AdamCoeffs, AdamRule, SparseIndex};
-use crate::store::SharedReal;
+use super::adam_async::{dense_body, RULE_ADAM, RULE_NESTEROV, RULE_RMSPROP};
+use super::{
+    batch_rows, check_same_len, check_sparse, prefetch_rows, row_range, AdamCoeffs, AdamRule,
+    SparseIndex,
+};
+use crate::store::{line_copy, ByCell, LineCopy, Lines, SharedReal};
 use crate::Result;
-
-/// Elements copied into local arrays per step of the shared kernels (four arrays of 256 f64 are
-/// 8 KiB, well inside L1).
-pub const CHUNK: usize = 256;
 
 /// `beta1_power *= beta1; beta2_power *= beta2`, each with a compare-and-swap loop: exactly one
 /// advance per call, even when calls on the same powers run at once (see the module docs).
@@ -77,7 +95,7 @@ impl<T: SharedReal> AdamCoeffs<T> {
             &[var.len(), m.len(), v.len(), grad.len()],
         )?;
         let rule = AdamRule::dense(use_nesterov);
-        Scratch::new(var.len()).run(self, rule, var, m, v, grad);
+        dispatch_shared_dense(self, rule, var, m, v, grad);
         Ok(())
     }
 
@@ -100,70 +118,214 @@ impl<T: SharedReal> AdamCoeffs<T> {
         check_same_len(&["var", "m", "v"], &[var.len(), m.len(), v.len()])?;
         let rows = check_sparse(var.len(), row_len, grad, indices)?;
         let rule = AdamRule::sparse(rmsprop);
-        let mut scratch = Scratch::new(row_len);
-        let grad_rows = grad.chunks_exact(row_len);
-        for (offset, (&index, g)) in indices.iter().zip(grad_rows).enumerate() {
+        let rows = SharedRows {
+            var,
+            m,
+            v,
+            grad,
+            indices,
+            row_len,
+            rows,
+        };
+        dispatch_shared_sparse(self, rule, rows)
+    }
+}
+
+/// A validated sparse update on cells (every index names one of `rows` rows).
+struct SharedRows<'a, T: SharedReal, I> {
+    var: &'a [T::Cell],
+    m: &'a [T::Cell],
+    v: &'a [T::Cell],
+    grad: &'a [T::Cell],
+    indices: &'a [I],
+    row_len: usize,
+    rows: usize,
+}
+
+/// The rule `RULE` over equal-length slices of cells, a line at a time with `L`'s copies where
+/// they apply (see the module docs), cell by cell elsewhere.
+#[inline(always)]
+fn shared_body<T: SharedReal, const RULE: u8, L: LineCopy>(
+    c: &AdamCoeffs<T>,
+    var: &[T::Cell],
+    m: &[T::Cell],
+    v: &[T::Cell],
+    grad: &[T::Cell],
+) {
+    let n = var.len().min(m.len()).min(v.len()).min(grad.len());
+    let per_line = std::mem::size_of::<T::Line>() / std::mem::size_of::<T>();
+    let mut done = 0;
+    let skew = |cells: &[T::Cell]| cells.as_ptr() as usize % 16;
+    if L::LINES && [m, v, grad].iter().all(|x| skew(x) == skew(var)) {
+        // Cells before the first 16-byte boundary (cells are aligned to their size, so this is
+        // a whole number of cells).
+        let head = ((16 - skew(var)) % 16 / std::mem::size_of::<T>()).min(n);
+        if head > 0 {
+            by_cells::<T, RULE>(c, &var[..head], &m[..head], &v[..head], &grad[..head]);
+        }
+        let lines = (n - head) / per_line;
+        let r = head..head + lines * per_line;
+        let (var_l, m_l, v_l, grad_l) = (
+            &var[r.clone()],
+            &m[r.clone()],
+            &v[r.clone()],
+            &grad[r.clone()],
+        );
+        let all = var_l
+            .chunks_exact(per_line)
+            .zip(m_l.chunks_exact(per_line))
+            .zip(v_l.chunks_exact(per_line))
+            .zip(grad_l.chunks_exact(per_line));
+        for (((var, m), v), grad) in all {
+            // SAFETY: every slice is one line long and starts on a 16-byte boundary (`head`
+            // reached it in `var`, the others share its alignment, and `per_line` cells are 64
+            // bytes); the caller picked `L` for this processor (`line_copy`).
+            let (g, mut m_line, mut v_line, mut w) = unsafe {
+                (
+                    L::load::<T>(grad),
+                    L::load::<T>(m),
+                    L::load::<T>(v),
+                    L::load::<T>(var),
+                )
+            };
+            dense_body::<T, RULE>(c, w.as_mut(), m_line.as_mut(), v_line.as_mut(), g.as_ref());
+            // SAFETY: as for the loads.
+            unsafe {
+                L::store::<T>(var, &w);
+                L::store::<T>(m, &m_line);
+                L::store::<T>(v, &v_line);
+            }
+        }
+        done = r.end;
+    }
+    while done < n {
+        let r = done..n.min(done + per_line);
+        done = r.end;
+        by_cells::<T, RULE>(c, &var[r.clone()], &m[r.clone()], &v[r.clone()], &grad[r]);
+    }
+}
+
+/// The rule `RULE` over at most a line of cells, copied one relaxed atomic access per cell.
+#[inline(always)]
+fn by_cells<T: SharedReal, const RULE: u8>(
+    c: &AdamCoeffs<T>,
+    var: &[T::Cell],
+    m: &[T::Cell],
+    v: &[T::Cell],
+    grad: &[T::Cell],
+) {
+    let k = var.len();
+    let (mut w, mut m_line, mut v_line, mut g) =
+        (T::ZERO_LINE, T::ZERO_LINE, T::ZERO_LINE, T::ZERO_LINE);
+    let (w_buf, m_buf) = (&mut w.as_mut()[..k], &mut m_line.as_mut()[..k]);
+    let (v_buf, g_buf) = (&mut v_line.as_mut()[..k], &mut g.as_mut()[..k]);
+    load(var, w_buf);
+    load(m, m_buf);
+    load(v, v_buf);
+    load(grad, g_buf);
+    dense_body::<T, RULE>(c, w_buf, m_buf, v_buf, g_buf);
+    store(var, w_buf);
+    store(m, m_buf);
+    store(v, v_buf);
+}
+
+#[inline(always)]
+fn shared_sparse_body<T: SharedReal, I: SparseIndex, const RULE: u8, L: LineCopy>(
+    c: &AdamCoeffs<T>,
+    s: SharedRows<'_, T, I>,
+) -> Result<()> {
+    let tables = [s.var.as_ptr(), s.m.as_ptr(), s.v.as_ptr()];
+    let batch = batch_rows::<T>(s.row_len);
+    // `row_len` is positive (`check_sparse`), so the chunk lengths are.
+    let grads = s.grad.chunks(batch * s.row_len);
+    for (b, (chunk, grad)) in s.indices.chunks(batch).zip(grads).enumerate() {
+        prefetch_rows(chunk, s.rows, s.row_len, tables);
+        for (k, (&index, g)) in chunk.iter().zip(grad.chunks_exact(s.row_len)).enumerate() {
             // Already validated by `check_sparse`; an error here is impossible, not a fallback.
-            let range = row_range(index, offset, rows, row_len)?;
+            let range = row_range(index, b * batch + k, s.rows, s.row_len)?;
             // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
-            let (w, m, v) = (&var[range.clone()], &m[range.clone()], &v[range]);
-            scratch.run(self, rule, w, m, v, g);
-        }
-        Ok(())
-    }
-}
-
-/// Local copies of up to [`CHUNK`] elements of var, m, v and grad.
-struct Scratch<T> {
-    var: Vec<T>,
-    m: Vec<T>,
-    v: Vec<T>,
-    grad: Vec<T>,
-}
-
-impl<T: SharedReal> Scratch<T> {
-    /// Room for chunks of at most `len` elements.
-    fn new(len: usize) -> Self {
-        let n = len.clamp(1, CHUNK);
-        Self {
-            var: vec![T::zero(); n],
-            m: vec![T::zero(); n],
-            v: vec![T::zero(); n],
-            grad: vec![T::zero(); n],
+            let (w, m, v) = (&s.var[range.clone()], &s.m[range.clone()], &s.v[range]);
+            shared_body::<T, RULE, L>(c, w, m, v, g);
         }
     }
-
-    /// Runs `rule` over equal-length slices of cells, one chunk at a time: load, compute, store.
-    fn run(
-        &mut self,
-        c: &AdamCoeffs<T>,
-        rule: AdamRule,
-        var: &[T::Cell],
-        m: &[T::Cell],
-        v: &[T::Cell],
-        grad: &[T::Cell],
-    ) {
-        let n = self.var.len();
-        let chunks = var
-            .chunks(n)
-            .zip(m.chunks(n))
-            .zip(v.chunks(n))
-            .zip(grad.chunks(n));
-        for (((var, m), v), grad) in chunks {
-            let k = var.len();
-            let (w_buf, m_buf) = (&mut self.var[..k], &mut self.m[..k]);
-            let (v_buf, g_buf) = (&mut self.v[..k], &mut self.grad[..k]);
-            load(var, w_buf);
-            load(m, m_buf);
-            load(v, v_buf);
-            load(grad, g_buf);
-            c.run_rule(rule, w_buf, m_buf, v_buf, g_buf);
-            store(var, w_buf);
-            store(m, m_buf);
-            store(v, v_buf);
-        }
-    }
+    Ok(())
 }
+
+/// Instantiates `$body` for each rule and each line copy the processor may allow, compiled for
+/// AVX-512F, AVX2 or the build target to match, and picks at run time ([`line_copy`]). Every
+/// instantiation runs the same element code, so they give the same bits.
+macro_rules! dispatch_shared {
+    ($name:ident, $body:ident, <$($g:ident: $b:path),*>, ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        fn $name<$($g: $b),*>(c: &AdamCoeffs<T>, rule: AdamRule, $($arg: $ty),*) -> $ret {
+            match rule {
+                AdamRule::Adam => $name::by_cpu::<$($g,)* RULE_ADAM>(c, $($arg),*),
+                AdamRule::Nesterov => $name::by_cpu::<$($g,)* RULE_NESTEROV>(c, $($arg),*),
+                AdamRule::RmsProp => $name::by_cpu::<$($g,)* RULE_RMSPROP>(c, $($arg),*),
+            }
+        }
+
+        mod $name {
+            use super::*;
+
+            #[inline(always)]
+            pub(super) fn by_cpu<$($g: $b,)* const RULE: u8>(
+                c: &AdamCoeffs<T>,
+                $($arg: $ty),*
+            ) -> $ret {
+                match line_copy() {
+                    #[cfg(all(target_arch = "x86_64", not(miri)))]
+                    // SAFETY: `line_copy` found AVX-512F and AVX, all `avx512` needs.
+                    Lines::Avx512 => unsafe { avx512::<$($g,)* RULE>(c, $($arg),*) },
+                    #[cfg(all(target_arch = "x86_64", not(miri)))]
+                    // SAFETY: `line_copy` found AVX2 and AVX, all `avx2` needs.
+                    Lines::Avx2 => unsafe { avx2::<$($g,)* RULE>(c, $($arg),*) },
+                    #[cfg(all(target_arch = "x86_64", not(miri)))]
+                    Lines::Sse => $body::<$($g,)* RULE, crate::store::Sse>(c, $($arg),*),
+                    Lines::ByCell => $body::<$($g,)* RULE, ByCell>(c, $($arg),*),
+                }
+            }
+
+            /// The loop compiled for AVX-512F.
+            ///
+            /// # Safety
+            /// The CPU must support AVX-512F and AVX.
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn avx512<$($g: $b,)* const RULE: u8>(
+                c: &AdamCoeffs<T>,
+                $($arg: $ty),*
+            ) -> $ret {
+                $body::<$($g,)* RULE, crate::store::Avx512>(c, $($arg),*)
+            }
+
+            /// The loop compiled for AVX2.
+            ///
+            /// # Safety
+            /// The CPU must support AVX2.
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            #[target_feature(enable = "avx2")]
+            unsafe fn avx2<$($g: $b,)* const RULE: u8>(
+                c: &AdamCoeffs<T>,
+                $($arg: $ty),*
+            ) -> $ret {
+                $body::<$($g,)* RULE, crate::store::Avx>(c, $($arg),*)
+            }
+        }
+    };
+}
+
+dispatch_shared!(
+    dispatch_shared_dense,
+    shared_body,
+    <T: SharedReal>,
+    (var: &[T::Cell], m: &[T::Cell], v: &[T::Cell], grad: &[T::Cell]) -> ()
+);
+dispatch_shared!(
+    dispatch_shared_sparse,
+    shared_sparse_body,
+    <T: SharedReal, I: SparseIndex>,
+    (rows: SharedRows<'_, T, I>) -> Result<()>
+);
 
 /// Copies `cells` into `out`, one relaxed atomic load each (also the mixed kernels' copy).
 #[inline(always)]
@@ -216,35 +378,102 @@ mod tests {
         AdamCoeffs::new_rmsprop(t(0.01), t(0.9), t(0.99), t(1e-3)).unwrap()
     }
 
-    /// Lengths around the chunk size: the tails and the chunk boundaries (fewer under Miri, which
-    /// interprets every element).
-    fn lengths() -> &'static [usize] {
-        if cfg!(miri) {
-            &[1, 7, CHUNK + 1]
-        } else {
-            &[1, 7, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 5]
+    /// Elements per line (64 bytes) of `T`.
+    fn per_line<T: SharedReal>() -> usize {
+        std::mem::size_of::<T::Line>() / std::mem::size_of::<T>()
+    }
+
+    /// Cells holding `xs` that start `skew` elements past a 64-byte boundary: with equal skews
+    /// the kernels take the line path from the first 16-byte boundary on (where the processor
+    /// allows), with unequal ones the cell-by-cell path.
+    struct Placed<T: SharedReal> {
+        buf: Vec<T::Cell>,
+        start: usize,
+        len: usize,
+    }
+
+    impl<T: SharedReal> Placed<T> {
+        fn new(xs: &[T], skew: usize) -> Self {
+            let size = std::mem::size_of::<T>();
+            let mut buf: Vec<T::Cell> = (0..xs.len() + 2 * per_line::<T>())
+                .map(|_| T::cell(T::zero()))
+                .collect();
+            let start = (64 - buf.as_ptr() as usize % 64) % 64 / size + skew;
+            for (cell, &x) in buf[start..].iter_mut().zip(xs) {
+                *cell = T::cell(x);
+            }
+            Self {
+                buf,
+                start,
+                len: xs.len(),
+            }
         }
+
+        fn cells(&self) -> &[T::Cell] {
+            &self.buf[self.start..self.start + self.len]
+        }
+
+        fn values(&self) -> Vec<T> {
+            loaded::<T>(self.cells())
+        }
+    }
+
+    /// Lengths around the line size: the heads, tails and line boundaries (fewer under Miri,
+    /// which interprets every element).
+    fn lengths<T: SharedReal>() -> Vec<usize> {
+        let l = per_line::<T>();
+        if cfg!(miri) {
+            vec![1, 7, l + 3]
+        } else {
+            vec![1, 7, l - 1, l, l + 1, 2 * l + 5, 9 * l + 3]
+        }
+    }
+
+    /// Skews (in elements) of var, m, v and grad: equal ones at several offsets from a line
+    /// boundary, and unequal ones.
+    fn skews<T: SharedReal>() -> Vec<[usize; 4]> {
+        let quarter = 16 / std::mem::size_of::<T>();
+        let mut all = vec![[0; 4], [1; 4], [quarter; 4], [quarter + 1; 4], [0, 0, 0, 1]];
+        if cfg!(miri) {
+            all.truncate(2);
+        }
+        all
     }
 
     fn dense_matches_slices<T: SharedReal>(name: &str) {
         let c = coeffs::<T>();
-        for &n in lengths() {
-            for nesterov in [false, true] {
-                let seed = n as u64;
-                let var0 = values::<T>(seed, n, 4.0, false);
-                let m0 = values::<T>(seed + 1, n, 0.2, false);
-                let v0 = values::<T>(seed + 2, n, 0.05, true);
-                let g = values::<T>(seed + 3, n, 1.0, false);
-                let (mut w, mut m, mut v) = (var0.clone(), m0.clone(), v0.clone());
-                c.apply_dense_chunk(&mut w, &mut m, &mut v, &g, nesterov)
-                    .unwrap();
-                let (sw, sm, sv) = (cells(&var0), cells(&m0), cells(&v0));
-                c.apply_dense_shared(&sw, &sm, &sv, &cells(&g), nesterov)
-                    .unwrap();
-                let what = format!("{name}, n {n}, nesterov {nesterov}");
-                assert_eq!(bits(&loaded::<T>(&sw)), bits(&w), "{what}: var");
-                assert_eq!(bits(&loaded::<T>(&sm)), bits(&m), "{what}: m");
-                assert_eq!(bits(&loaded::<T>(&sv)), bits(&v), "{what}: v");
+        for n in lengths::<T>() {
+            for skew in skews::<T>() {
+                for nesterov in [false, true] {
+                    let seed = n as u64;
+                    let var0 = values::<T>(seed, n, 4.0, false);
+                    let m0 = values::<T>(seed + 1, n, 0.2, false);
+                    let v0 = values::<T>(seed + 2, n, 0.05, true);
+                    let g = values::<T>(seed + 3, n, 1.0, false);
+                    let (mut w, mut m, mut v) = (var0.clone(), m0.clone(), v0.clone());
+                    c.apply_dense_chunk(&mut w, &mut m, &mut v, &g, nesterov)
+                        .unwrap();
+                    let sw = Placed::new(&var0, skew[0]);
+                    let sm = Placed::new(&m0, skew[1]);
+                    let sv = Placed::new(&v0, skew[2]);
+                    let sg = Placed::new(&g, skew[3]);
+                    c.apply_dense_shared(sw.cells(), sm.cells(), sv.cells(), sg.cells(), nesterov)
+                        .unwrap();
+                    let what = format!("{name}, n {n}, skews {skew:?}, nesterov {nesterov}");
+                    assert_eq!(bits(&sw.values()), bits(&w), "{what}: var");
+                    assert_eq!(bits(&sm.values()), bits(&m), "{what}: m");
+                    assert_eq!(bits(&sv.values()), bits(&v), "{what}: v");
+                    assert_eq!(bits(&sg.values()), bits(&g), "{what}: grad");
+                    // Nothing outside the run was written.
+                    let zeros = |p: &Placed<T>| {
+                        let (before, after) = (&p.buf[..p.start], &p.buf[p.start + p.len..]);
+                        loaded::<T>(before)
+                            .iter()
+                            .chain(&loaded::<T>(after))
+                            .all(|x| x.is_zero())
+                    };
+                    assert!([&sw, &sm, &sv].into_iter().all(zeros), "{what}: outside");
+                }
             }
         }
     }
@@ -258,41 +487,64 @@ mod tests {
     }
 
     fn sparse_matches_slices<T: SharedReal>(name: &str) {
-        // Duplicates (row 4 three times, row 0 twice) apply one after the other.
-        let indices = [4i64, 0, 4, 5, 0, 4];
-        let row_lens: &[usize] = if cfg!(miri) {
-            &[1, CHUNK + 3]
+        // Duplicates (row 4 three times, row 0 twice) apply one after the other; the long list
+        // spans several prefetch batches.
+        let short = vec![4i64, 0, 4, 5, 0, 4];
+        let long: Vec<i64> = (0..if cfg!(miri) { 40 } else { 300 })
+            .map(|i| [0, 4, 5][(i * 7 + i / 5) % 3])
+            .collect();
+        let l = per_line::<T>();
+        let row_lens: Vec<usize> = if cfg!(miri) {
+            vec![1, l + 3]
         } else {
-            &[1, 19, CHUNK + 3]
+            vec![1, 3, l / 4, l, 19, l + 3, 4 * l]
         };
-        for &row_len in row_lens {
-            for rmsprop in [false, true] {
-                let c = if rmsprop {
-                    rmsprop_coeffs::<T>()
-                } else {
-                    coeffs::<T>()
-                };
-                let n = 6 * row_len;
-                let var0 = values::<T>(11, n, 4.0, false);
-                let m0 = values::<T>(12, n, 0.2, false);
-                let v0 = values::<T>(13, n, 0.05, true);
-                let g = values::<T>(14, indices.len() * row_len, 1.0, false);
-                let (mut w, mut m, mut v) = (var0.clone(), m0.clone(), v0.clone());
-                c.apply_sparse_rows(&mut w, &mut m, &mut v, &g, &indices, row_len, rmsprop)
-                    .unwrap();
-                let (sw, sm, sv) = (cells(&var0), cells(&m0), cells(&v0));
-                c.apply_sparse_rows_shared(&sw, &sm, &sv, &cells(&g), &indices, row_len, rmsprop)
-                    .unwrap();
-                let what = format!("{name}, row_len {row_len}, rmsprop {rmsprop}");
-                assert_eq!(bits(&loaded::<T>(&sw)), bits(&w), "{what}: var");
-                assert_eq!(bits(&loaded::<T>(&sm)), bits(&m), "{what}: m");
-                assert_eq!(bits(&loaded::<T>(&sv)), bits(&v), "{what}: v");
-                // Row 1, 2 and 3 are not named: untouched (lazy).
-                assert_eq!(
-                    bits(&loaded::<T>(&sw[row_len..4 * row_len])),
-                    bits(&var0[row_len..4 * row_len]),
-                    "{what}: rows not named"
-                );
+        for indices in [&short, &long] {
+            for &row_len in &row_lens {
+                for skew in skews::<T>() {
+                    for rmsprop in [false, true] {
+                        let c = if rmsprop {
+                            rmsprop_coeffs::<T>()
+                        } else {
+                            coeffs::<T>()
+                        };
+                        let n = 6 * row_len;
+                        let var0 = values::<T>(11, n, 4.0, false);
+                        let m0 = values::<T>(12, n, 0.2, false);
+                        let v0 = values::<T>(13, n, 0.05, true);
+                        let g = values::<T>(14, indices.len() * row_len, 1.0, false);
+                        let (mut w, mut m, mut v) = (var0.clone(), m0.clone(), v0.clone());
+                        c.apply_sparse_rows(&mut w, &mut m, &mut v, &g, indices, row_len, rmsprop)
+                            .unwrap();
+                        let sw = Placed::new(&var0, skew[0]);
+                        let sm = Placed::new(&m0, skew[1]);
+                        let sv = Placed::new(&v0, skew[2]);
+                        let sg = Placed::new(&g, skew[3]);
+                        c.apply_sparse_rows_shared(
+                            sw.cells(),
+                            sm.cells(),
+                            sv.cells(),
+                            sg.cells(),
+                            indices,
+                            row_len,
+                            rmsprop,
+                        )
+                        .unwrap();
+                        let what = format!(
+                            "{name}, {} indices, row_len {row_len}, skews {skew:?}, rmsprop {rmsprop}",
+                            indices.len()
+                        );
+                        assert_eq!(bits(&sw.values()), bits(&w), "{what}: var");
+                        assert_eq!(bits(&sm.values()), bits(&m), "{what}: m");
+                        assert_eq!(bits(&sv.values()), bits(&v), "{what}: v");
+                        // Rows 1, 2 and 3 are not named: untouched (lazy).
+                        assert_eq!(
+                            bits(&sw.values()[row_len..4 * row_len]),
+                            bits(&var0[row_len..4 * row_len]),
+                            "{what}: rows not named"
+                        );
+                    }
+                }
             }
         }
     }

@@ -23,8 +23,9 @@
 //!   beta powers), which every step advances; a failed exchange backs off
 //!   ([`crossbeam_utils::Backoff`]) so that threads finishing steps together do not keep
 //!   stealing the line from each other.
-//! - A run of cells may be copied four at a time where the processor makes an aligned 16-byte
-//!   access one atomic access (`bulk.rs`, x86-64 with AVX): the same effect as the relaxed loop.
+//! - A run of cells, or a cache line of them, may be copied 16 bytes at a time where the
+//!   processor makes an aligned 16-byte access one atomic access (`bulk.rs`, x86-64 with AVX):
+//!   the same effect as the relaxed loop.
 //!
 //! # Why Hogwild's races are not undefined behaviour here
 //!
@@ -69,12 +70,18 @@ pub trait SharedReal: Real + sealed::Sealed {
     fn store(cell: &Self::Cell, x: Self);
     /// Replaces the value with `f(old)` atomically (a compare-and-swap loop); returns the new value.
     fn update(cell: &Self::Cell, f: impl Fn(Self) -> Self) -> Self;
+
+    /// One 64-byte cache line of values (`[Self; 64 / size_of::<Self>()]`): the unit in which the
+    /// shared-memory optimizer kernels copy cells into registers and back (`optim/shared.rs`).
+    type Line: Copy + AsRef<[Self]> + AsMut<[Self]>;
+    /// A line of zeros.
+    const ZERO_LINE: Self::Line;
 }
 
 /// Defines an atomic float cell over the atomic integer of the float's size, and its
 /// [`SharedReal`] implementation.
 macro_rules! atomic_float {
-    ($(#[$doc:meta])* $name:ident, $float:ty, $atomic:ty) => {
+    ($(#[$doc:meta])* $name:ident, $float:ty, $atomic:ty, $zero:expr) => {
         $(#[$doc])*
         #[derive(Debug, Default)]
         #[repr(transparent)]
@@ -135,12 +142,16 @@ macro_rules! atomic_float {
             fn update(cell: &$name, f: impl Fn(Self) -> Self) -> Self {
                 cell.update(f)
             }
+
+            type Line = [$float; 64 / std::mem::size_of::<$float>()];
+            const ZERO_LINE: Self::Line = [$zero; 64 / std::mem::size_of::<$float>()];
         }
 
         // The layout guarantee of `SharedReal`: a target where it fails does not compile.
         const _: () = assert!(
             std::mem::size_of::<$name>() == std::mem::size_of::<$float>()
                 && std::mem::align_of::<$name>() == std::mem::align_of::<$float>()
+                && std::mem::size_of::<<$float as SharedReal>::Line>() == 64
         );
     };
 }
@@ -150,26 +161,30 @@ atomic_float!(
     /// element type).
     AtomicF32,
     f32,
-    AtomicU32
+    AtomicU32,
+    0.0
 );
 atomic_float!(
     /// An `f64` shared between threads: relaxed atomic loads and stores of its bits.
     AtomicF64,
     f64,
-    AtomicU64
+    AtomicU64,
+    0.0
 );
 atomic_float!(
     /// An IEEE binary16 (`half::f16`) shared between threads: relaxed atomic loads and stores of its
     /// bits.
     AtomicF16,
     f16,
-    AtomicU16
+    AtomicU16,
+    f16::ZERO
 );
 atomic_float!(
     /// A bfloat16 (`half::bf16`) shared between threads: relaxed atomic loads and stores of its bits.
     AtomicBF16,
     bf16,
-    AtomicU16
+    AtomicU16,
+    bf16::ZERO
 );
 
 /// Views an exclusively borrowed slice as cells, to hand a plain buffer to the shared kernels (and

@@ -1,20 +1,118 @@
-//! Copying a run of cells to and from plain `f32`s, four elements per instruction where the
-//! processor guarantees that is atomic.
+//! Copying cells to and from plain values 16 bytes per instruction, where the processor
+//! guarantees that such an access is atomic: runs of `f32` cells ([`load`], [`store`]) for the
+//! store's rows, and whole cache lines of any cell type ([`LineCopy`]) for the optimizer's
+//! shared-memory kernels (`optim/shared.rs`).
 //!
 //! A relaxed atomic load or store is one scalar instruction, and the compiler may not merge
 //! atomics into vector instructions. A model that copies whole rows in and out (word2vec moves
 //! six 100-float rows per pair) then spends as long copying as computing: with vector copies a
-//! word2vec epoch on GCIDE trained in 9.5 s instead of 12.5 s (1 thread).
+//! word2vec epoch on GCIDE trained in 9.5 s instead of 12.5 s (1 thread). The optimizer's shared
+//! kernels lose more: with one relaxed access per element, dense AdamAsync steps and sparse ones
+//! over random rows take about 3.4x the time of the same kernels on `&mut` slices, with line
+//! copies 1.0x (dense) and 1.3x (sparse; `benches/optim.rs`).
 //!
 //! On x86-64 processors with AVX, Intel and AMD guarantee that an aligned 16-byte load or store
 //! by `vmovaps` is one atomic access (Intel SDM vol. 3A, "Guaranteed Atomic Operations"; AMD APM
 //! vol. 2, "Memory Access Atomicity"). Such an access is stronger than what it stands for here,
-//! four relaxed atomic accesses of the four `AtomicU32` cells it covers, so the copy below does
-//! exactly what the portable loop does, with the same result whatever other threads do. It runs
-//! the aligned 16-byte middle of a run through inline assembly and the unaligned ends, other
-//! processors, other architectures and Miri through the portable loop.
+//! one relaxed atomic access of each of the cells it covers (four `AtomicU32`, two `AtomicU64`
+//! or eight `AtomicU16`, each naturally aligned inside the 16 bytes), so the copies below do
+//! exactly what the portable loops do, with the same result whatever other threads do. Wider
+//! accesses (32 or 64 bytes) carry no such guarantee, not even per element, so none is used,
+//! though one 64-byte access per line would be cheaper still. Only the `vmovaps` instructions in
+//! the assembly touch memory; the other instructions there move registers. Runs go through inline
+//! assembly for their aligned 16-byte middle and through the portable loop for the unaligned
+//! ends, other processors, other architectures and Miri.
 
 use super::AtomicF32;
+use super::SharedReal;
+
+/// How a kernel copies a line (64 bytes) of cells into a line of values and back: [`ByCell`]
+/// everywhere, and on x86-64 with AVX (outside Miri, which runs no inline assembly) four 16-byte
+/// accesses, assembled into vector registers for code compiled for the build target ([`Sse`]),
+/// AVX2 ([`Avx`]) or AVX-512F ([`Avx512`]). Each hands the values over in registers: writing each
+/// 16 bytes
+/// into a local line instead made the compiler spill the lines to the stack and reload them in
+/// pieces of another size, which stalls on store forwarding (the sparse shared kernel ran 2.5x
+/// slower).
+pub(crate) trait LineCopy {
+    /// Whether [`LineCopy::load`] and [`LineCopy::store`] copy whole lines; when false the
+    /// kernels copy cell by cell and never call them.
+    const LINES: bool;
+
+    /// The line of values the line of `cells` holds.
+    ///
+    /// # Safety
+    ///
+    /// `cells` is one line long (`size_of::<T::Line>()` bytes) and starts on a 16-byte boundary,
+    /// and the processor has what the type needs ([`line_copy`] says which apply).
+    unsafe fn load<T: SharedReal>(cells: &[T::Cell]) -> T::Line;
+
+    /// Stores `line` into the line of `cells`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`LineCopy::load`].
+    unsafe fn store<T: SharedReal>(cells: &[T::Cell], line: &T::Line);
+}
+
+/// One relaxed atomic access per cell (the portable copy: the kernels do it themselves).
+pub(crate) struct ByCell;
+
+impl LineCopy for ByCell {
+    const LINES: bool = false;
+
+    #[inline(always)]
+    unsafe fn load<T: SharedReal>(cells: &[T::Cell]) -> T::Line {
+        let mut line = T::ZERO_LINE;
+        for (x, cell) in line.as_mut().iter_mut().zip(cells) {
+            *x = T::load(cell);
+        }
+        line
+    }
+
+    #[inline(always)]
+    unsafe fn store<T: SharedReal>(cells: &[T::Cell], line: &T::Line) {
+        for (cell, &x) in cells.iter().zip(line.as_ref()) {
+            T::store(cell, x);
+        }
+    }
+}
+
+/// Which code the shared kernels run on this processor: compiled for AVX-512F, AVX2 or the build
+/// target with 16-byte line copies ([`Avx512`], [`Avx`], [`Sse`]; AVX is required for any), or
+/// cell by cell ([`ByCell`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lines {
+    ByCell,
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    Sse,
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    Avx2,
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    Avx512,
+}
+
+/// The [`Lines`] this processor allows, the widest first.
+#[inline(always)]
+pub(crate) fn line_copy() -> Lines {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx") {
+            if has!("avx512f") {
+                return Lines::Avx512;
+            }
+            if has!("avx2") {
+                return Lines::Avx2;
+            }
+            return Lines::Sse;
+        }
+    }
+    Lines::ByCell
+}
+
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+pub(crate) use x86::{Avx, Avx512, Sse};
 
 /// Copies `cells` into `out`, element by element a relaxed atomic load (lengths must match).
 #[inline(always)]
@@ -51,7 +149,259 @@ mod x86 {
     use std::arch::asm;
     use std::arch::x86_64::{__m128, _mm_loadu_ps, _mm_storeu_ps};
 
-    use super::AtomicF32;
+    use super::{AtomicF32, LineCopy, SharedReal};
+
+    /// The four 16-byte pieces of the line of cells at `cells`, each loaded by one aligned
+    /// `vmovaps`.
+    ///
+    /// Not `#[target_feature]`: it inlines into every variant (AVX-512, AVX2, build target), and
+    /// its only AVX instructions are in the assembly, which the callers vouch for.
+    ///
+    /// # Safety
+    /// The processor supports AVX; `cells` starts on a 16-byte boundary and is 64 bytes long.
+    #[inline(always)]
+    unsafe fn load4<C>(cells: &[C]) -> [__m128; 4] {
+        let (a, b, c, d): (__m128, __m128, __m128, __m128);
+        // SAFETY: the four 16-byte ranges lie inside the 64-byte line (the contract) and start
+        // on 16-byte boundaries (the line does), so each is an aligned 16-byte `vmovaps` load,
+        // one atomic access on an AVX processor: each cell it covers (2, 4 or 8 bytes, naturally
+        // aligned, so never split by a 16-byte boundary) is read whole, as a relaxed atomic load
+        // reads it. The pointer comes from the shared slice of cells, which allows reads; nothing
+        // else is touched.
+        unsafe {
+            asm!(
+                "vmovaps {a}, xmmword ptr [{p}]",
+                "vmovaps {b}, xmmword ptr [{p} + 16]",
+                "vmovaps {c}, xmmword ptr [{p} + 32]",
+                "vmovaps {d}, xmmword ptr [{p} + 48]",
+                p = in(reg) cells.as_ptr(),
+                a = out(xmm_reg) a,
+                b = out(xmm_reg) b,
+                c = out(xmm_reg) c,
+                d = out(xmm_reg) d,
+                options(nostack, preserves_flags, readonly),
+            );
+        }
+        [a, b, c, d]
+    }
+
+    /// Stores four 16-byte pieces into the line of cells at `cells`, each by one aligned
+    /// `vmovaps`.
+    ///
+    /// # Safety
+    /// As for [`load4`].
+    #[inline(always)]
+    unsafe fn store4<C>(cells: &[C], [a, b, c, d]: [__m128; 4]) {
+        // SAFETY: as in `load4`, four aligned 16-byte `vmovaps` stores inside the line of cells,
+        // each one atomic access on an AVX processor that writes every cell it covers whole, as
+        // a relaxed atomic store writes it. The cells are atomics (interior mutability), so
+        // writing them through a pointer derived from a shared reference is allowed.
+        unsafe {
+            asm!(
+                "vmovaps xmmword ptr [{p}], {a}",
+                "vmovaps xmmword ptr [{p} + 16], {b}",
+                "vmovaps xmmword ptr [{p} + 32], {c}",
+                "vmovaps xmmword ptr [{p} + 48], {d}",
+                p = in(reg) cells.as_ptr(),
+                a = in(xmm_reg) a,
+                b = in(xmm_reg) b,
+                c = in(xmm_reg) c,
+                d = in(xmm_reg) d,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
+
+    /// Line copies for code compiled for the build target on an AVX processor: the values as four
+    /// 16-byte registers.
+    pub(crate) struct Sse;
+
+    impl LineCopy for Sse {
+        const LINES: bool = true;
+
+        /// # Safety
+        /// As for [`LineCopy::load`]; the processor supports AVX.
+        #[inline(always)]
+        unsafe fn load<T: SharedReal>(cells: &[T::Cell]) -> T::Line {
+            // SAFETY: the contract (AVX, aligned, one line).
+            let regs = unsafe { load4(cells) };
+            // SAFETY: both are 64 bytes (`SharedReal` asserts it of every line), and any bits
+            // are a valid line of floats (`SharedReal`'s types accept every bit pattern).
+            unsafe { std::mem::transmute_copy::<[__m128; 4], T::Line>(&regs) }
+        }
+
+        /// # Safety
+        /// As for [`LineCopy::store`]; the processor supports AVX.
+        #[inline(always)]
+        unsafe fn store<T: SharedReal>(cells: &[T::Cell], line: &T::Line) {
+            // SAFETY: both are 64 bytes; any bits are valid registers.
+            let regs = unsafe { std::mem::transmute_copy::<T::Line, [__m128; 4]>(line) };
+            // SAFETY: the contract (AVX, aligned, one line).
+            unsafe { store4(cells, regs) }
+        }
+    }
+
+    /// Line copies for code compiled for AVX2: the values as two 32-byte registers.
+    pub(crate) struct Avx;
+
+    impl LineCopy for Avx {
+        const LINES: bool = true;
+
+        /// # Safety
+        /// As for [`LineCopy::load`]; the processor supports AVX (the caller's code is compiled
+        /// for AVX2).
+        #[inline(always)]
+        unsafe fn load<T: SharedReal>(cells: &[T::Cell]) -> T::Line {
+            // SAFETY: the contract.
+            unsafe { avx::load::<T>(cells) }
+        }
+
+        /// # Safety
+        /// As for [`LineCopy::store`]; the processor supports AVX.
+        #[inline(always)]
+        unsafe fn store<T: SharedReal>(cells: &[T::Cell], line: &T::Line) {
+            // SAFETY: the contract.
+            unsafe { avx::store::<T>(cells, line) }
+        }
+    }
+
+    /// Line copies for code compiled for AVX-512F: the values as one 64-byte register.
+    pub(crate) struct Avx512;
+
+    impl LineCopy for Avx512 {
+        const LINES: bool = true;
+
+        /// # Safety
+        /// As for [`LineCopy::load`]; the processor supports AVX-512F and AVX.
+        #[inline(always)]
+        unsafe fn load<T: SharedReal>(cells: &[T::Cell]) -> T::Line {
+            // SAFETY: the contract.
+            unsafe { avx512::load::<T>(cells) }
+        }
+
+        /// # Safety
+        /// As for [`LineCopy::store`]; the processor supports AVX-512F and AVX.
+        #[inline(always)]
+        unsafe fn store<T: SharedReal>(cells: &[T::Cell], line: &T::Line) {
+            // SAFETY: the contract.
+            unsafe { avx512::store::<T>(cells, line) }
+        }
+    }
+
+    /// The 64-byte register is assembled inside the assembly block (`vinsertf32x4`), since the
+    /// AVX-512 intrinsics that would do it in Rust need Rust 1.89, beyond the workspace's
+    /// minimum; only the four `vmovaps` in each block touch memory.
+    mod avx512 {
+        use std::arch::asm;
+        use std::arch::x86_64::__m512;
+
+        use super::SharedReal;
+
+        /// # Safety
+        /// As for `LineCopy::load`; the processor supports AVX-512F and AVX.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        pub(super) unsafe fn load<T: SharedReal>(cells: &[T::Cell]) -> T::Line {
+            let line: __m512;
+            // SAFETY: as in `load4`: four aligned 16-byte `vmovaps` loads inside the line of
+            // cells (the contract), each one atomic access on an AVX processor that reads every
+            // cell it covers whole, as a relaxed atomic load reads it; the `vinsertf32x4` only
+            // move registers. The pointer comes from the shared slice of cells, which allows
+            // reads; nothing else is touched.
+            unsafe {
+                asm!(
+                    "vmovaps {a}, xmmword ptr [{p}]",
+                    "vmovaps {b}, xmmword ptr [{p} + 16]",
+                    "vmovaps {c}, xmmword ptr [{p} + 32]",
+                    "vmovaps {d}, xmmword ptr [{p} + 48]",
+                    "vinsertf32x4 {line}, {a:z}, {b}, 1",
+                    "vinsertf32x4 {line}, {line}, {c}, 2",
+                    "vinsertf32x4 {line}, {line}, {d}, 3",
+                    p = in(reg) cells.as_ptr(),
+                    a = out(xmm_reg) _,
+                    b = out(xmm_reg) _,
+                    c = out(xmm_reg) _,
+                    d = out(xmm_reg) _,
+                    line = out(zmm_reg) line,
+                    options(nostack, preserves_flags, readonly),
+                );
+            }
+            // SAFETY: both are 64 bytes (`SharedReal` asserts it of every line), and any bits
+            // are a valid line of floats.
+            unsafe { std::mem::transmute_copy::<__m512, T::Line>(&line) }
+        }
+
+        /// # Safety
+        /// As for `LineCopy::store`; the processor supports AVX-512F and AVX.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        pub(super) unsafe fn store<T: SharedReal>(cells: &[T::Cell], line: &T::Line) {
+            // SAFETY: both are 64 bytes; any bits are a valid register.
+            let line = unsafe { std::mem::transmute_copy::<T::Line, __m512>(line) };
+            // SAFETY: as in `store4`: four aligned 16-byte `vmovaps` stores inside the line of
+            // cells, each one atomic access on an AVX processor that writes every cell it covers
+            // whole, as a relaxed atomic store writes it; the `vextractf32x4` only move
+            // registers. The cells are atomics (interior mutability), so writing them through a
+            // pointer derived from a shared reference is allowed.
+            unsafe {
+                asm!(
+                    "vextractf32x4 {a}, {line}, 0",
+                    "vextractf32x4 {b}, {line}, 1",
+                    "vextractf32x4 {c}, {line}, 2",
+                    "vextractf32x4 {d}, {line}, 3",
+                    "vmovaps xmmword ptr [{p}], {a}",
+                    "vmovaps xmmword ptr [{p} + 16], {b}",
+                    "vmovaps xmmword ptr [{p} + 32], {c}",
+                    "vmovaps xmmword ptr [{p} + 48], {d}",
+                    p = in(reg) cells.as_ptr(),
+                    line = in(zmm_reg) line,
+                    a = out(xmm_reg) _,
+                    b = out(xmm_reg) _,
+                    c = out(xmm_reg) _,
+                    d = out(xmm_reg) _,
+                    options(nostack, preserves_flags),
+                );
+            }
+        }
+    }
+
+    mod avx {
+        use std::arch::x86_64::{
+            __m256, _mm256_castps256_ps128, _mm256_extractf128_ps, _mm256_set_m128,
+        };
+
+        use super::{load4, store4, SharedReal};
+
+        /// # Safety
+        /// As for `LineCopy::load`; the processor supports AVX.
+        #[inline]
+        #[target_feature(enable = "avx")]
+        pub(super) unsafe fn load<T: SharedReal>(cells: &[T::Cell]) -> T::Line {
+            // SAFETY: the contract (AVX, aligned, one line).
+            let [a, b, c, d] = unsafe { load4(cells) };
+            let halves = [_mm256_set_m128(b, a), _mm256_set_m128(d, c)];
+            // SAFETY: both are 64 bytes (`SharedReal` asserts it of every line), and any bits
+            // are a valid line of floats.
+            unsafe { std::mem::transmute_copy::<[__m256; 2], T::Line>(&halves) }
+        }
+
+        /// # Safety
+        /// As for `LineCopy::store`; the processor supports AVX.
+        #[inline]
+        #[target_feature(enable = "avx")]
+        pub(super) unsafe fn store<T: SharedReal>(cells: &[T::Cell], line: &T::Line) {
+            // SAFETY: both are 64 bytes; any bits are valid registers.
+            let [lo, hi] = unsafe { std::mem::transmute_copy::<T::Line, [__m256; 2]>(line) };
+            let regs = [
+                _mm256_castps256_ps128(lo),
+                _mm256_extractf128_ps::<1>(lo),
+                _mm256_castps256_ps128(hi),
+                _mm256_extractf128_ps::<1>(hi),
+            ];
+            // SAFETY: the contract (AVX, aligned, one line).
+            unsafe { store4(cells, regs) }
+        }
+    }
 
     /// Cells before the first 16-byte boundary of `cells` (at most `cells.len()`).
     #[inline(always)]
@@ -170,6 +520,141 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// Two lines of `T` cells starting on a 64-byte boundary, holding distinct bit patterns.
+    fn two_lines<T: SharedReal>() -> (Vec<T::Cell>, usize) {
+        let per_line = std::mem::size_of::<T::Line>() / std::mem::size_of::<T>();
+        let cells: Vec<T::Cell> = (0..4 * per_line)
+            .map(|i| T::cell(T::from(i as f64 * 0.25 - 3.0).unwrap()))
+            .collect();
+        let start = (64 - cells.as_ptr() as usize % 64) % 64 / std::mem::size_of::<T>();
+        (cells, start)
+    }
+
+    /// Every line copy this processor allows reads and writes what the cell-by-cell copy does.
+    fn line_copies_match_the_cell_copy<T: SharedReal>(name: &str) {
+        let per_line = std::mem::size_of::<T::Line>() / std::mem::size_of::<T>();
+        let bits =
+            |xs: &[T]| -> Vec<u64> { xs.iter().map(|x| x.to_f64_lossy().to_bits()).collect() };
+        let copies: Vec<(&str, LineCopyFns<T>)> = line_copies::<T>();
+        for (copy, (load, store)) in copies {
+            let (cells, start) = two_lines::<T>();
+            // A line at a 64-byte boundary and one 16 bytes past it (a 16-byte boundary).
+            for first in [start, start + 16 / std::mem::size_of::<T>()] {
+                let line = &cells[first..first + per_line];
+                // SAFETY: one line, 16-byte aligned; `line_copies` lists only the copies this
+                // processor allows.
+                let got = unsafe { load(line) };
+                // SAFETY: as above.
+                let want = unsafe { ByCell::load::<T>(line) };
+                assert_eq!(
+                    bits(got.as_ref()),
+                    bits(want.as_ref()),
+                    "{name} {copy}: load"
+                );
+                let mut doubled = want;
+                for x in doubled.as_mut() {
+                    *x = *x + *x;
+                }
+                let before: Vec<T> = cells.iter().map(T::load).collect();
+                // SAFETY: as above.
+                unsafe { store(line, &doubled) };
+                for (i, cell) in cells.iter().enumerate() {
+                    let want = if (first..first + per_line).contains(&i) {
+                        doubled.as_ref()[i - first]
+                    } else {
+                        before[i]
+                    };
+                    assert_eq!(
+                        T::load(cell).to_f64_lossy().to_bits(),
+                        want.to_f64_lossy().to_bits(),
+                        "{name} {copy}: store, cell {i}"
+                    );
+                }
+            }
+        }
+    }
+
+    type LineCopyFns<T> = (
+        unsafe fn(&[<T as SharedReal>::Cell]) -> <T as SharedReal>::Line,
+        unsafe fn(&[<T as SharedReal>::Cell], &<T as SharedReal>::Line),
+    );
+
+    /// The line copies this processor allows, by name.
+    fn line_copies<T: SharedReal>() -> Vec<(&'static str, LineCopyFns<T>)> {
+        let by_cell: LineCopyFns<T> = (ByCell::load::<T>, ByCell::store::<T>);
+        let mut all = vector_copies::<T>();
+        all.insert(0, ("by cell", by_cell));
+        all
+    }
+
+    /// The 16-byte line copies this processor allows (none under Miri or off x86-64).
+    fn vector_copies<T: SharedReal>() -> Vec<(&'static str, LineCopyFns<T>)> {
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        {
+            let lines = line_copy();
+            let mut all: Vec<(&str, LineCopyFns<T>)> = Vec::new();
+            if lines != Lines::ByCell {
+                all.push(("sse", (Sse::load::<T>, Sse::store::<T>)));
+            }
+            if matches!(lines, Lines::Avx2 | Lines::Avx512) {
+                all.push(("avx", (Avx::load::<T>, Avx::store::<T>)));
+            }
+            if lines == Lines::Avx512 {
+                all.push(("avx512", (Avx512::load::<T>, Avx512::store::<T>)));
+            }
+            all
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+        Vec::new()
+    }
+
+    #[test]
+    fn line_copies_match_the_cell_copy_for_every_type() {
+        line_copies_match_the_cell_copy::<f32>("f32");
+        line_copies_match_the_cell_copy::<f64>("f64");
+        line_copies_match_the_cell_copy::<half::f16>("f16");
+        line_copies_match_the_cell_copy::<half::bf16>("bf16");
+    }
+
+    /// Two writers store whole lines of one pattern each while a reader copies the line, with
+    /// every copy this processor allows: every element read is one of the values written, never
+    /// a mix of two.
+    #[test]
+    fn concurrent_line_copies_see_only_whole_elements() {
+        let (cells, start) = two_lines::<f32>();
+        let line = &cells[start..start + 16];
+        let patterns = [f32::from_bits(0x3f80_0000), f32::from_bits(0xc0a5_5a5a)];
+        let initial: Vec<u32> = line.iter().map(|c| c.load().to_bits()).collect();
+        let rounds = if cfg!(miri) { 20 } else { 20_000 };
+        for (copy, (load, store)) in line_copies::<f32>() {
+            let stop = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                for &p in &patterns {
+                    let stop = &stop;
+                    s.spawn(move || {
+                        while !stop.load(Ordering::Relaxed) {
+                            // SAFETY: one 64-byte-aligned line; a copy this processor allows.
+                            unsafe { store(line, &[p; 16]) };
+                        }
+                    });
+                }
+                for _ in 0..rounds {
+                    // SAFETY: as above.
+                    let got = unsafe { load(line) };
+                    for (i, x) in got.iter().enumerate() {
+                        assert!(
+                            patterns.iter().any(|p| p.to_bits() == x.to_bits())
+                                || x.to_bits() == initial[i],
+                            "{copy}: element {i} read as {:#x}",
+                            x.to_bits()
+                        );
+                    }
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
         }
     }
 
