@@ -271,6 +271,32 @@ impl Table {
         }
     }
 
+    /// Writes every memory page of row `row`'s weights without changing a value: one atomic
+    /// write per 4 KiB the row spans ([`AtomicF32::touch_to_write`]). For a model about to read,
+    /// then update, rows of a region that may still be untouched zero pages: a page read first is
+    /// mapped to the kernel's shared zero page and faults again at the first write, which also
+    /// flushes it from the other cores' TLBs; a page written first faults once. Values and
+    /// concurrent updates are unaffected (each touch rewrites what the cell holds, atomically).
+    #[inline(always)]
+    pub fn touch_to_write(&self, row: usize) {
+        /// The smallest base page of the platforms Linux runs on.
+        const PAGE_CELLS: usize = (4 << 10) / std::mem::size_of::<AtomicF32>();
+        let weights = self.weights(row);
+        let Some(first) = weights.first() else {
+            return;
+        };
+        first.touch_to_write();
+        // The first cell of each later page (cells are 4-byte aligned, so pages start on cells).
+        let into_page = weights.as_ptr() as usize % (4 << 10) / std::mem::size_of::<AtomicF32>();
+        for cell in weights
+            .iter()
+            .skip(PAGE_CELLS - into_page)
+            .step_by(PAGE_CELLS)
+        {
+            cell.touch_to_write();
+        }
+    }
+
     /// `out += scale * weights(row)`.
     #[inline(always)]
     pub fn add_weights_to(&self, row: usize, scale: f32, out: &mut [f32]) {
@@ -703,6 +729,86 @@ mod tests {
         assert!(out_of_range.is_err());
         let out_of_range = std::panic::catch_unwind(|| t.prefetch_weights_to_write(2));
         assert!(out_of_range.is_err());
+    }
+
+    // A touch writes each cell back as it is, atomically: rows of every width (within a page,
+    // across pages) keep their values, and updates racing with touches all land.
+    #[test]
+    fn touch_to_write_changes_nothing_and_loses_no_update() {
+        for dim in [1, 3, 100, 1100, 2500] {
+            let t = Table::with_layout("t", 3, dim, 0, &[]).unwrap();
+            let values: Vec<f32> = (0..dim).map(|i| i as f32 - 2.5).collect();
+            t.write_weights(1, &values);
+            for r in 0..3 {
+                t.touch_to_write(r);
+            }
+            let mut got = vec![0.0f32; dim];
+            t.read_weights(1, &mut got);
+            assert_eq!(got, values, "dim {dim}");
+            t.read_weights(0, &mut got);
+            assert!(got.iter().all(|&x| x == 0.0), "dim {dim}");
+        }
+        let (dim, adds) = (1100, if cfg!(miri) { 3 } else { 200 });
+        let t = Table::with_layout("t", 1, dim, 0, &[]).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..adds {
+                    t.weights(0).iter().for_each(|c| {
+                        c.update(|x| x + 1.0);
+                    });
+                }
+            });
+            s.spawn(|| {
+                for _ in 0..adds {
+                    t.touch_to_write(0);
+                }
+            });
+        });
+        let mut got = vec![0.0f32; dim];
+        t.read_weights(0, &mut got);
+        assert!(got.iter().all(|&x| x == adds as f32), "{got:?}");
+    }
+
+    /// Minor page faults of the calling thread so far.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn thread_minor_faults() -> i64 {
+        // SAFETY: `getrusage` fills the `rusage` it is given, a plain C struct for which zero bits
+        // are valid; RUSAGE_THREAD asks for the calling thread's counts.
+        let usage = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            assert_eq!(libc::getrusage(libc::RUSAGE_THREAD, &mut usage), 0);
+            usage
+        };
+        usage.ru_minflt
+    }
+
+    // What the touch is for: in a region of base pages that nothing has touched, a row read and
+    // then updated costs two page faults per page (the zero page, then its replacement); touched
+    // to write first, one.
+    #[test]
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn a_touched_row_faults_once_per_page() {
+        let (rows, dim) = (4096, 1024); // 16 MiB: mapped memory, 4 KiB per row
+        let t = Table::with_layout("t", rows, dim, 0, &[]).unwrap();
+        t.prefer_base_pages(0..rows);
+        let mut sum = vec![0.0f32; dim];
+        let ones = vec![1.0f32; dim];
+        let mut faults = |row: usize, touch: bool| {
+            let before = thread_minor_faults();
+            if touch {
+                t.touch_to_write(row);
+            }
+            t.add_weights_to(row, 1.0, &mut sum);
+            t.write_weights(row, &ones);
+            thread_minor_faults() - before
+        };
+        // Rows in the middle, away from the ends the kernel may back with huge pages; a row spans
+        // one or two pages.
+        let (read_first, touched_first) = (faults(1500, false), faults(2500, true));
+        assert!(
+            (1..=2).contains(&touched_first) && read_first == 2 * touched_first,
+            "read first: {read_first} faults, touched first: {touched_first}"
+        );
     }
 
     #[test]

@@ -105,6 +105,15 @@ macro_rules! atomic_float {
                 self.0.store(x.to_bits(), Ordering::Relaxed)
             }
 
+            /// Writes the cell without changing its value: one atomic compare-and-swap of zero
+            /// for zero, which a processor performs as a write (x86-64's `lock cmpxchg` writes
+            /// back the old value when the comparison fails). For memory not yet touched: see
+            /// `Table::touch_to_write`.
+            #[inline(always)]
+            pub fn touch_to_write(&self) {
+                let _ = self.0.compare_exchange(0, 0, Ordering::Relaxed, Ordering::Relaxed);
+            }
+
             /// Replaces the value with `f(old)` atomically, retrying (after a back-off) when
             /// another thread got there first; returns the new value.
             pub fn update(&self, f: impl Fn($float) -> $float) -> $float {
