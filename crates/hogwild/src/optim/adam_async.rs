@@ -45,9 +45,7 @@
 //!
 //! [`sum_duplicate_indices`]: super::sum_duplicate_indices
 
-use super::{
-    batch_rows, check_same_len, check_sparse, prefetch_rows, row_range, Real, SparseIndex,
-};
+use super::{check_same_len, check_sparse, for_each_row, Real, SparseIndex};
 use crate::{Error, Result};
 
 /// AdamAsync's hyper-parameters.
@@ -328,24 +326,15 @@ fn sparse_body<T: Real, I: SparseIndex, const RULE: u8>(
     s: SparseRows<'_, T, I>,
 ) -> Result<()> {
     let tables = [s.var.as_ptr(), s.m.as_ptr(), s.v.as_ptr()];
-    let batch = batch_rows::<T>(s.row_len);
-    // `row_len` is positive (`check_sparse`), so the chunk lengths are.
-    let grads = s.grad.chunks(batch * s.row_len);
-    for (b, (chunk, grad)) in s.indices.chunks(batch).zip(grads).enumerate() {
-        prefetch_rows(chunk, s.rows, s.row_len, tables);
-        for (k, (&index, g)) in chunk.iter().zip(grad.chunks_exact(s.row_len)).enumerate() {
-            // Already validated by `check_sparse`; an error here is impossible, not a fallback.
-            let range = row_range(index, b * batch + k, s.rows, s.row_len)?;
-            // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
-            let (w, m, v) = (
-                &mut s.var[range.clone()],
-                &mut s.m[range.clone()],
-                &mut s.v[range],
-            );
-            dense_body::<T, RULE>(c, w, m, v, g);
-        }
-    }
-    Ok(())
+    for_each_row(s.indices, s.grad, s.rows, s.row_len, tables, |range, g| {
+        // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
+        let (w, m, v) = (
+            &mut s.var[range.clone()],
+            &mut s.m[range.clone()],
+            &mut s.v[range],
+        );
+        dense_body::<T, RULE>(c, w, m, v, g);
+    })
 }
 
 /// Instantiates `$body` for each rule and, on x86-64, for AVX2 and AVX-512F, and picks at run

@@ -147,7 +147,7 @@ const BATCH_ROWS: usize = 32;
 /// How many rows of `row_len` elements of `E` the sparse kernels take per batch: as many as fit
 /// in [`BATCH_BYTES`], at least 1 and at most [`BATCH_ROWS`].
 #[inline(always)]
-pub(crate) fn batch_rows<E>(row_len: usize) -> usize {
+fn batch_rows<E>(row_len: usize) -> usize {
     let row_bytes = row_len * std::mem::size_of::<E>();
     (BATCH_BYTES / row_bytes.max(1)).clamp(1, BATCH_ROWS)
 }
@@ -161,7 +161,7 @@ pub(crate) fn batch_rows<E>(row_len: usize) -> usize {
 /// flight; asking for a whole batch at once keeps many, and measured faster than both no
 /// prefetching and prefetching a fixed number of rows ahead (docs/benchmarks.md, "Optimizers").
 #[inline(always)]
-pub(crate) fn prefetch_rows<I: SparseIndex, E>(
+fn prefetch_rows<I: SparseIndex, E>(
     batch: &[I],
     rows: usize,
     row_len: usize,
@@ -208,6 +208,32 @@ pub(crate) fn prefetch_l2<E>(first: *const E, len: usize) {
     }
     #[cfg(not(all(target_arch = "x86_64", not(miri))))]
     let _ = (first, len);
+}
+
+/// Walks a sparse update validated by [`check_sparse`] in batches of [`batch_rows`] rows: asks
+/// for each batch's rows in the three `tables` (var, m, v; [`prefetch_rows`]), then calls
+/// `f(range, grad_row)` for each index in order, `range` being the index's row in var, m and v.
+/// The slice and the shared-memory kernels both walk their rows here.
+#[inline(always)]
+pub(crate) fn for_each_row<I: SparseIndex, E, G>(
+    indices: &[I],
+    grad: &[G],
+    rows: usize,
+    row_len: usize,
+    tables: [*const E; 3],
+    mut f: impl FnMut(Range<usize>, &[G]),
+) -> Result<()> {
+    let batch = batch_rows::<E>(row_len);
+    // `row_len` is positive (`check_sparse`), so the chunk lengths are.
+    let grads = grad.chunks(batch * row_len);
+    for (b, (chunk, grad)) in indices.chunks(batch).zip(grads).enumerate() {
+        prefetch_rows(chunk, rows, row_len, tables);
+        for (k, (&index, g)) in chunk.iter().zip(grad.chunks_exact(row_len)).enumerate() {
+            // Already validated by `check_sparse`; an error here is impossible, not a fallback.
+            f(row_range(index, b * batch + k, rows, row_len)?, g);
+        }
+    }
+    Ok(())
 }
 
 /// Checks that every slice has the length of the first, and that the first is not empty.

@@ -59,10 +59,7 @@
 //! [`AtomicBF16`]: crate::store::AtomicBF16
 
 use super::adam_async::{dense_body, RULE_ADAM, RULE_NESTEROV, RULE_RMSPROP};
-use super::{
-    batch_rows, check_same_len, check_sparse, prefetch_rows, row_range, AdamCoeffs, AdamRule,
-    SparseIndex,
-};
+use super::{check_same_len, check_sparse, for_each_row, AdamCoeffs, AdamRule, SparseIndex};
 use crate::store::{line_copy, ByCell, LineCopy, Lines, SharedReal};
 use crate::Result;
 
@@ -235,20 +232,11 @@ fn shared_sparse_body<T: SharedReal, I: SparseIndex, const RULE: u8, L: LineCopy
     s: SharedRows<'_, T, I>,
 ) -> Result<()> {
     let tables = [s.var.as_ptr(), s.m.as_ptr(), s.v.as_ptr()];
-    let batch = batch_rows::<T>(s.row_len);
-    // `row_len` is positive (`check_sparse`), so the chunk lengths are.
-    let grads = s.grad.chunks(batch * s.row_len);
-    for (b, (chunk, grad)) in s.indices.chunks(batch).zip(grads).enumerate() {
-        prefetch_rows(chunk, s.rows, s.row_len, tables);
-        for (k, (&index, g)) in chunk.iter().zip(grad.chunks_exact(s.row_len)).enumerate() {
-            // Already validated by `check_sparse`; an error here is impossible, not a fallback.
-            let range = row_range(index, b * batch + k, s.rows, s.row_len)?;
-            // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
-            let (w, m, v) = (&s.var[range.clone()], &s.m[range.clone()], &s.v[range]);
-            shared_body::<T, RULE, L>(c, w, m, v, g);
-        }
-    }
-    Ok(())
+    for_each_row(s.indices, s.grad, s.rows, s.row_len, tables, |range, g| {
+        // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
+        let (w, m, v) = (&s.var[range.clone()], &s.m[range.clone()], &s.v[range]);
+        shared_body::<T, RULE, L>(c, w, m, v, g);
+    })
 }
 
 /// Instantiates `$body` for each rule and each line copy the processor may allow, compiled for
