@@ -45,7 +45,7 @@
 //!
 //! [`sum_duplicate_indices`]: super::sum_duplicate_indices
 
-use super::{check_same_len, check_sparse, for_each_row, Real, SparseIndex};
+use super::{check_same_len, check_sparse, for_each_row, Real, RowTable, SparseIndex};
 use crate::{Error, Result};
 
 /// AdamAsync's hyper-parameters.
@@ -325,7 +325,7 @@ fn sparse_body<T: Real, I: SparseIndex, const RULE: u8>(
     c: &AdamCoeffs<T>,
     s: SparseRows<'_, T, I>,
 ) -> Result<()> {
-    let tables = [s.var.as_ptr(), s.m.as_ptr(), s.v.as_ptr()];
+    let tables = [RowTable::of(s.var), RowTable::of(s.m), RowTable::of(s.v)];
     for_each_row(s.indices, s.grad, s.rows, s.row_len, tables, |range, g| {
         // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
         let (w, m, v) = (

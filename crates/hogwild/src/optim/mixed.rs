@@ -42,7 +42,9 @@ use half::{bf16, f16};
 
 use super::shared::{load, store};
 use super::SharedReal;
-use super::{check_same_len, check_sparse, row_range, AdamCoeffs, AdamRule, Real, SparseIndex};
+use super::{
+    check_same_len, check_sparse, for_each_row, AdamCoeffs, AdamRule, Real, RowTable, SparseIndex,
+};
 use crate::Result;
 
 /// Elements widened into local arrays per step (five arrays of 256 f64 are 10 KiB, well inside
@@ -127,9 +129,8 @@ impl<C: Real> AdamCoeffs<C> {
         let rows = check_sparse(var.len(), row_len, grad, indices)?;
         let rule = AdamRule::sparse(rmsprop);
         let mut wide = Wide::<S, C>::new(row_len);
-        for (offset, (&index, g)) in indices.iter().zip(grad.chunks_exact(row_len)).enumerate() {
-            // Already validated by `check_sparse`; an error here is impossible, not a fallback.
-            let range = row_range(index, offset, rows, row_len)?;
+        let tables = [RowTable::of(var), RowTable::of(m), RowTable::of(v)];
+        for_each_row(indices, grad, rows, row_len, tables, |range, g| {
             // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
             let (w, m, v) = (
                 &mut var[range.clone()],
@@ -137,8 +138,7 @@ impl<C: Real> AdamCoeffs<C> {
                 &mut v[range],
             );
             wide.run_slices(self, rule, w, m, v, g);
-        }
-        Ok(())
+        })
     }
 }
 
@@ -179,14 +179,12 @@ impl<C: SharedReal> AdamCoeffs<C> {
         let rows = check_sparse(var.len(), row_len, grad, indices)?;
         let rule = AdamRule::sparse(rmsprop);
         let mut wide = Wide::<S, C>::new(row_len);
-        for (offset, (&index, g)) in indices.iter().zip(grad.chunks_exact(row_len)).enumerate() {
-            // Already validated by `check_sparse`; an error here is impossible, not a fallback.
-            let range = row_range(index, offset, rows, row_len)?;
+        let tables = [RowTable::of(var), RowTable::of(m), RowTable::of(v)];
+        for_each_row(indices, grad, rows, row_len, tables, |range, g| {
             // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
             let (w, m, v) = (&var[range.clone()], &m[range.clone()], &v[range]);
             wide.run_cells(self, rule, w, m, v, g);
-        }
-        Ok(())
+        })
     }
 }
 

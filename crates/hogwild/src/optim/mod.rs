@@ -144,16 +144,34 @@ const BATCH_BYTES: usize = 8 << 10;
 /// Most rows per batch of [`prefetch_rows`].
 const BATCH_ROWS: usize = 32;
 
-/// How many rows of `row_len` elements of `E` the sparse kernels take per batch: as many as fit
-/// in [`BATCH_BYTES`], at least 1 and at most [`BATCH_ROWS`].
+/// One of the three tables (var, m, v) a sparse kernel updates, for prefetching: where it starts
+/// and how many bytes an element takes (var may be narrower than m and v).
+#[derive(Clone, Copy)]
+pub(crate) struct RowTable {
+    start: *const u8,
+    element_bytes: usize,
+}
+
+impl RowTable {
+    #[inline(always)]
+    pub(crate) fn of<E>(table: &[E]) -> Self {
+        Self {
+            start: table.as_ptr().cast(),
+            element_bytes: std::mem::size_of::<E>(),
+        }
+    }
+}
+
+/// How many rows of `row_len` elements the sparse kernels take per batch: as many as fit in
+/// [`BATCH_BYTES`] of the widest table, at least 1 and at most [`BATCH_ROWS`].
 #[inline(always)]
-fn batch_rows<E>(row_len: usize) -> usize {
-    let row_bytes = row_len * std::mem::size_of::<E>();
-    (BATCH_BYTES / row_bytes.max(1)).clamp(1, BATCH_ROWS)
+fn batch_rows(row_len: usize, tables: &[RowTable; 3]) -> usize {
+    let widest = tables.iter().map(|t| t.element_bytes).max().unwrap_or(1);
+    (BATCH_BYTES / (row_len * widest).max(1)).clamp(1, BATCH_ROWS)
 }
 
 /// Asks for every cache line of the rows that `batch` names in the three `tables` (var, m, v, each
-/// `rows` rows of `row_len` elements of `E`), before the sparse kernels update the first of them
+/// `rows` rows of `row_len` elements), before the sparse kernels update the first of them
 /// ([`prefetch_l2`]); an index out of range is skipped (the kernels validate all first).
 ///
 /// Why: random rows of a table much larger than the caches each cost a cache miss and, with
@@ -161,16 +179,12 @@ fn batch_rows<E>(row_len: usize) -> usize {
 /// flight; asking for a whole batch at once keeps many, and measured faster than both no
 /// prefetching and prefetching a fixed number of rows ahead (docs/benchmarks.md, "Optimizers").
 #[inline(always)]
-fn prefetch_rows<I: SparseIndex, E>(
-    batch: &[I],
-    rows: usize,
-    row_len: usize,
-    tables: [*const E; 3],
-) {
+fn prefetch_rows<I: SparseIndex>(batch: &[I], rows: usize, row_len: usize, tables: &[RowTable; 3]) {
     for &index in batch {
         if let Some(row) = index.to_row().filter(|&row| row < rows) {
-            for table in tables {
-                prefetch_l2(table.wrapping_add(row * row_len), row_len);
+            for t in tables {
+                let row_bytes = row_len * t.element_bytes;
+                prefetch_l2(t.start.wrapping_add(row * row_bytes), row_bytes);
             }
         }
     }
@@ -213,21 +227,21 @@ pub(crate) fn prefetch_l2<E>(first: *const E, len: usize) {
 /// Walks a sparse update validated by [`check_sparse`] in batches of [`batch_rows`] rows: asks
 /// for each batch's rows in the three `tables` (var, m, v; [`prefetch_rows`]), then calls
 /// `f(range, grad_row)` for each index in order, `range` being the index's row in var, m and v.
-/// The slice and the shared-memory kernels both walk their rows here.
+/// Every sparse kernel (slices, shared cells, mixed precision) walks its rows here.
 #[inline(always)]
-pub(crate) fn for_each_row<I: SparseIndex, E, G>(
+pub(crate) fn for_each_row<I: SparseIndex, G>(
     indices: &[I],
     grad: &[G],
     rows: usize,
     row_len: usize,
-    tables: [*const E; 3],
+    tables: [RowTable; 3],
     mut f: impl FnMut(Range<usize>, &[G]),
 ) -> Result<()> {
-    let batch = batch_rows::<E>(row_len);
+    let batch = batch_rows(row_len, &tables);
     // `row_len` is positive (`check_sparse`), so the chunk lengths are.
     let grads = grad.chunks(batch * row_len);
     for (b, (chunk, grad)) in indices.chunks(batch).zip(grads).enumerate() {
-        prefetch_rows(chunk, rows, row_len, tables);
+        prefetch_rows(chunk, rows, row_len, &tables);
         for (k, (&index, g)) in chunk.iter().zip(grad.chunks_exact(row_len)).enumerate() {
             // Already validated by `check_sparse`; an error here is impossible, not a fallback.
             f(row_range(index, b * batch + k, rows, row_len)?, g);

@@ -59,7 +59,9 @@
 //! [`AtomicBF16`]: crate::store::AtomicBF16
 
 use super::adam_async::{dense_body, RULE_ADAM, RULE_NESTEROV, RULE_RMSPROP};
-use super::{check_same_len, check_sparse, for_each_row, AdamCoeffs, AdamRule, SparseIndex};
+use super::{
+    check_same_len, check_sparse, for_each_row, AdamCoeffs, AdamRule, RowTable, SparseIndex,
+};
 use crate::store::{line_copy, ByCell, LineCopy, Lines, SharedReal};
 use crate::Result;
 
@@ -231,7 +233,7 @@ fn shared_sparse_body<T: SharedReal, I: SparseIndex, const RULE: u8, L: LineCopy
     c: &AdamCoeffs<T>,
     s: SharedRows<'_, T, I>,
 ) -> Result<()> {
-    let tables = [s.var.as_ptr(), s.m.as_ptr(), s.v.as_ptr()];
+    let tables = [RowTable::of(s.var), RowTable::of(s.m), RowTable::of(s.v)];
     for_each_row(s.indices, s.grad, s.rows, s.row_len, tables, |range, g| {
         // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
         let (w, m, v) = (&s.var[range.clone()], &s.m[range.clone()], &s.v[range]);
