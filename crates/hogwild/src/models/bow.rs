@@ -228,7 +228,7 @@ impl<O: Optimizer<f32>> Bow<O> {
     /// A model with fresh tables (zero weights; call [`Bow::init`], the startup step, before training).
     pub fn new(cfg: BowConfig, opt: O) -> Result<Self> {
         cfg.check()?;
-        let emb = Table::new("embedding", Self::embedding_rows(&cfg), cfg.dim, &opt)?;
+        let mut emb = Table::new("embedding", Self::embedding_rows(&cfg), cfg.dim, &opt)?;
         if emb.stride() * 4 >= WIDE_ROW_BYTES {
             emb.prefer_base_pages(cfg.vocab..cfg.vocab + cfg.bigram_buckets);
         }
@@ -361,16 +361,13 @@ impl<O: Optimizer<f32>> Bow<O> {
         Ok(())
     }
 
-    /// Before a training step reads its rows: writes the pages of its bigram rows without changing
-    /// a value ([`Table::touch_to_write`]). The bigram region is zero pages that nothing has
-    /// touched (`init`); read first, a page is mapped to the kernel's shared zero page, and the
-    /// update's write then faults again to replace it, which also flushes the page from every
-    /// other core's TLB (an interrupt to each). Written first, it faults once. At dim 100 with
-    /// 2 M buckets the two faults per page were most of a small set's run at 2 threads (tweets,
-    /// 5 epochs: 0.85 s, then 0.26 s).
+    /// Before a training step reads its rows: has the table write the pages of those it keeps on
+    /// base pages, the wide bigram rows (`new`), before anything reads them
+    /// ([`Table::touch_to_write`]). At dim 100 with 2 M buckets, reading first cost most of a
+    /// small set's run at 2 threads (tweets, 5 epochs: 0.85 s, then 0.26 s).
     #[inline]
     pub(crate) fn claim_rows(&self, w: &BowWorker) {
-        for &r in w.rows.iter().filter(|&&r| r >= self.cfg.vocab) {
+        for &r in &w.rows {
             self.emb.touch_to_write(r);
         }
     }
