@@ -49,7 +49,7 @@ pub(crate) use bulk::{line_copy, ByCell, LineCopy, Lines};
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 pub(crate) use bulk::{Avx, Avx512, Sse};
 use cells::Cells;
-pub use local::{LocalRows, SHARED};
+pub use local::{LocalRows, TableCopy, SHARED};
 
 /// Most optimizer slots per element a table supports (AdamAsync uses 2).
 pub const MAX_SLOTS: usize = 4;
@@ -310,9 +310,8 @@ impl Table {
     /// `out += scale * weights(row)`.
     #[inline(always)]
     pub fn add_weights_to(&self, row: usize, scale: f32, out: &mut [f32]) {
-        for (o, w) in out.iter_mut().zip(self.weights(row)) {
-            *o += scale * w.load();
-        }
+        let n = self.dim.min(out.len());
+        bulk::add_to(&self.weights(row)[..n], scale, &mut out[..n]);
     }
 
     /// The dot product of row `row`'s weights with `x`.
@@ -421,6 +420,65 @@ pub(crate) fn element_value<O: Optimizer<f32>>(opt: &O, dim: usize, i: usize, st
         stored
     } else {
         opt.slot_value(i / dim - 1, stored)
+    }
+}
+
+/// Whether `opt` stores each slot's value itself (no stand-in, [`Optimizer::slot_fill`]), so
+/// that a copied row's slots need no translation.
+#[inline(always)]
+fn stores_slot_values<O: Optimizer<f32>>(opt: &O) -> bool {
+    (0..O::SLOTS).all(|s| opt.slot_fill(s).to_bits() == opt.slot_init(s).to_bits())
+}
+
+/// Copies a shared row laid out as a table's (`dim` weights, then each slot's `dim` values)
+/// into `out`, its slots as `opt` reads them ([`element_value`]): the start of a worker's
+/// private copy, which [`merge_row`] adds back.
+#[inline]
+pub(crate) fn copy_row<O: Optimizer<f32>>(
+    opt: &O,
+    dim: usize,
+    cells: &[AtomicF32],
+    out: &mut [f32],
+) {
+    bulk::load(cells, out);
+    if !stores_slot_values(opt) {
+        for (i, x) in out.iter_mut().enumerate().skip(dim) {
+            *x = element_value(opt, dim, i, *x);
+        }
+    }
+}
+
+/// Adds the change of a worker's copy of a row (`start` as [`copy_row`] took it, `now` after
+/// the worker's steps) to the shared row `cells`: an element that nobody else changed since
+/// gets the copy's value itself (so one thread gives exactly the result of stepping the shared
+/// row), any other the shared value plus the copy's change, reading the shared slots as `opt`
+/// does. One relaxed load and store per element, racy in Hogwild's way (a concurrent store
+/// between the two can be lost), 16 bytes at a time where the processor allows
+/// ([`bulk::merge`]).
+#[inline]
+pub(crate) fn merge_row<O: Optimizer<f32>>(
+    opt: &O,
+    dim: usize,
+    cells: &[AtomicF32],
+    start: &[f32],
+    now: &[f32],
+) {
+    let plain = if stores_slot_values(opt) {
+        cells.len()
+    } else {
+        dim
+    };
+    bulk::merge(&cells[..plain], &start[..plain], &now[..plain]);
+    for (i, cell) in cells.iter().enumerate().skip(plain) {
+        let (start, now) = (start[i], now[i]);
+        if now.to_bits() == start.to_bits() {
+            continue;
+        }
+        cell.store(bulk::merged(
+            element_value(opt, dim, i, cell.load()),
+            start,
+            now,
+        ));
     }
 }
 

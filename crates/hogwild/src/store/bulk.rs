@@ -144,12 +144,64 @@ pub(crate) fn store(cells: &[AtomicF32], values: &[f32]) {
     }
 }
 
+/// `out += scale * cells`, each cell read by a relaxed atomic load (lengths must match).
+#[inline(always)]
+pub(crate) fn add_to(cells: &[AtomicF32], scale: f32, out: &mut [f32]) {
+    assert_eq!(cells.len(), out.len(), "bulk add of unequal lengths");
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the processor has AVX (checked just above) and the lengths are equal.
+        unsafe { x86::add_to(cells, scale, out) };
+        return;
+    }
+    for (o, c) in out.iter_mut().zip(cells) {
+        *o += scale * c.load();
+    }
+}
+
+/// Adds a worker copy's change to `cells`: a cell that still holds `start` (the same bits) gets
+/// `now` itself, any other cell `cell + (now - start)`, so that what other threads stored since
+/// the copy was taken is kept. Each cell is one relaxed load and one relaxed store, racy in
+/// Hogwild's way (a store by another thread between the two is lost), never torn. Lengths must
+/// match.
+#[inline(always)]
+pub(crate) fn merge(cells: &[AtomicF32], start: &[f32], now: &[f32]) {
+    assert!(
+        cells.len() == start.len() && cells.len() == now.len(),
+        "bulk merge of unequal lengths"
+    );
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the processor has AVX (checked just above) and the lengths are equal.
+        unsafe { x86::merge(cells, start, now) };
+        return;
+    }
+    for ((cell, &start), &now) in cells.iter().zip(start).zip(now) {
+        cell.store(merged(cell.load(), start, now));
+    }
+}
+
+/// A cell's value after [`merge`]: `now` where the cell still holds `start`, else the cell
+/// plus the copy's change.
+#[inline(always)]
+pub(crate) fn merged(shared: f32, start: f32, now: f32) -> f32 {
+    if shared.to_bits() == start.to_bits() {
+        now
+    } else {
+        shared + (now - start)
+    }
+}
+
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 mod x86 {
     use std::arch::asm;
-    use std::arch::x86_64::{__m128, _mm_loadu_ps, _mm_storeu_ps};
+    use std::arch::x86_64::{
+        __m128, _mm_add_ps, _mm_and_ps, _mm_andnot_ps, _mm_castps_si128, _mm_castsi128_ps,
+        _mm_cmpeq_epi32, _mm_loadu_ps, _mm_mul_ps, _mm_or_ps, _mm_set1_ps, _mm_storeu_ps,
+        _mm_sub_ps,
+    };
 
-    use super::{AtomicF32, LineCopy, SharedReal};
+    use super::{merged, AtomicF32, LineCopy, SharedReal};
 
     /// The four 16-byte pieces of the line of cells at `cells`, each loaded by one aligned
     /// `vmovaps`.
@@ -476,6 +528,94 @@ mod x86 {
             cells[k].store(values[k]);
         }
     }
+
+    /// # Safety
+    /// The processor must support AVX, and `out.len() == cells.len()`.
+    #[target_feature(enable = "avx")]
+    pub(super) unsafe fn add_to(cells: &[AtomicF32], scale: f32, out: &mut [f32]) {
+        let n = cells.len();
+        let mut i = head(cells);
+        for k in 0..i {
+            out[k] += scale * cells[k].load();
+        }
+        let base = cells.as_ptr();
+        let scale4 = _mm_set1_ps(scale);
+        while i + 4 <= n {
+            let v: __m128;
+            // SAFETY: as in `load`: cells `i..i + 4` are in bounds and 16-byte aligned, so this
+            // is one atomic 16-byte load that reads each cell whole.
+            unsafe {
+                asm!(
+                    "vmovaps {v}, xmmword ptr [{p}]",
+                    p = in(reg) base.add(i),
+                    v = out(xmm_reg) v,
+                    options(nostack, preserves_flags, readonly),
+                );
+            }
+            // SAFETY: `i + 4 <= n == out.len()`, so the 16 bytes read and written are in `out`.
+            unsafe {
+                let o = out.as_mut_ptr().add(i);
+                _mm_storeu_ps(o, _mm_add_ps(_mm_loadu_ps(o), _mm_mul_ps(scale4, v)));
+            }
+            i += 4;
+        }
+        for k in i..n {
+            out[k] += scale * cells[k].load();
+        }
+    }
+
+    /// # Safety
+    /// The processor must support AVX, and `start` and `now` are as long as `cells`.
+    #[target_feature(enable = "avx")]
+    pub(super) unsafe fn merge(cells: &[AtomicF32], start: &[f32], now: &[f32]) {
+        let n = cells.len();
+        let mut i = head(cells);
+        for k in 0..i {
+            cells[k].store(merged(cells[k].load(), start[k], now[k]));
+        }
+        let base = cells.as_ptr();
+        while i + 4 <= n {
+            let shared: __m128;
+            // SAFETY: as in `load`: cells `i..i + 4` are in bounds and 16-byte aligned, so this
+            // is one atomic 16-byte load that reads each cell whole.
+            unsafe {
+                asm!(
+                    "vmovaps {v}, xmmword ptr [{p}]",
+                    p = in(reg) base.add(i),
+                    v = out(xmm_reg) shared,
+                    options(nostack, preserves_flags, readonly),
+                );
+            }
+            // SAFETY: `i + 4 <= n`, the length of both, so the 16 bytes read are inside them.
+            let (s, v) = unsafe {
+                (
+                    _mm_loadu_ps(start.as_ptr().add(i)),
+                    _mm_loadu_ps(now.as_ptr().add(i)),
+                )
+            };
+            // `merged` four lanes at a time: bitwise equality, then a select.
+            let same = _mm_castsi128_ps(_mm_cmpeq_epi32(
+                _mm_castps_si128(shared),
+                _mm_castps_si128(s),
+            ));
+            let moved = _mm_add_ps(shared, _mm_sub_ps(v, s));
+            let out = _mm_or_ps(_mm_and_ps(same, v), _mm_andnot_ps(same, moved));
+            // SAFETY: as in `store`: one atomic 16-byte store of the four aligned, in-bounds
+            // cells, through their interior mutability.
+            unsafe {
+                asm!(
+                    "vmovaps xmmword ptr [{p}], {v}",
+                    p = in(reg) base.add(i),
+                    v = in(xmm_reg) out,
+                    options(nostack, preserves_flags),
+                );
+            }
+            i += 4;
+        }
+        for k in i..n {
+            cells[k].store(merged(cells[k].load(), start[k], now[k]));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -655,6 +795,85 @@ mod tests {
                 }
                 stop.store(true, Ordering::Relaxed);
             });
+        }
+    }
+
+    #[test]
+    fn add_to_and_merge_match_the_element_loop_at_every_offset_and_length() {
+        for start in 0..8 {
+            for len in 0..40 {
+                let all = cells(64);
+                let run = &all[start..start + len];
+                let mut got = vec![1.5f32; len];
+                add_to(run, -0.75, &mut got);
+                let want: Vec<f32> = run.iter().map(|c| 1.5 + -0.75 * c.load()).collect();
+                assert_eq!(got, want, "add_to at offset {start}, length {len}");
+
+                // A copy taken now, stepped, and merged after other threads changed every
+                // third cell: those get their value plus the copy's change, the others the
+                // copy's value.
+                let copied: Vec<f32> = run.iter().map(AtomicF32::load).collect();
+                let stepped: Vec<f32> = copied.iter().map(|x| x * 0.5 + 0.1).collect();
+                for c in run.iter().step_by(3) {
+                    c.store(c.load() + 100.0);
+                }
+                let shared: Vec<f32> = run.iter().map(AtomicF32::load).collect();
+                merge(run, &copied, &stepped);
+                for (i, c) in run.iter().enumerate() {
+                    let want = if i % 3 == 0 {
+                        shared[i] + (stepped[i] - copied[i])
+                    } else {
+                        stepped[i]
+                    };
+                    assert_eq!(
+                        c.load().to_bits(),
+                        want.to_bits(),
+                        "merge at offset {start}, length {len}, element {i}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "unequal lengths")]
+    fn merge_of_unequal_lengths_panics() {
+        merge(&cells(4), &[0.0; 4], &[0.0; 3]);
+    }
+
+    #[test]
+    fn concurrent_merges_see_only_whole_elements_and_keep_unraced_changes() {
+        // Two threads merge copies into disjoint halves of every 16-byte piece they share, so
+        // that a merge tearing or rewriting a cell it did not read would show.
+        let run = cells(37);
+        let rounds = if cfg!(miri) { 10 } else { 5_000 };
+        std::thread::scope(|s| {
+            for parity in 0..2 {
+                let run = &run;
+                s.spawn(move || {
+                    let mut copy = vec![0.0f32; run.len()];
+                    for _ in 0..rounds {
+                        load(run, &mut copy);
+                        // Only this thread's cells change: the other's get their own value.
+                        let now: Vec<f32> = copy
+                            .iter()
+                            .enumerate()
+                            .map(|(i, &x)| if i % 2 == parity { x + 1.0 } else { x })
+                            .collect();
+                        merge(run, &copy, &now);
+                    }
+                });
+            }
+        });
+        // A merge writes back every cell it covers, so a cell of one thread can lose a step to
+        // the other thread's merge of the same piece, but never gains one or takes a torn value.
+        for (i, c) in run.iter().enumerate() {
+            let initial = i as f32 * 0.5 - 3.0;
+            let steps = c.load() - initial;
+            assert!(
+                steps == steps.trunc() && (1.0..=rounds as f32).contains(&steps),
+                "cell {i} moved by {steps}"
+            );
         }
     }
 
