@@ -49,7 +49,7 @@ pub(crate) use bulk::{line_copy, ByCell, LineCopy, Lines};
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 pub(crate) use bulk::{Avx, Avx512, Sse};
 use cells::Cells;
-pub use local::{LocalRows, TableCopy, SHARED};
+pub use local::{LocalRows, SHARED};
 
 /// Most optimizer slots per element a table supports (AdamAsync uses 2).
 pub const MAX_SLOTS: usize = 4;
@@ -317,11 +317,8 @@ impl Table {
     /// The dot product of row `row`'s weights with `x`.
     #[inline(always)]
     pub fn dot(&self, row: usize, x: &[f32]) -> f32 {
-        self.weights(row)
-            .iter()
-            .zip(x)
-            .map(|(w, &x)| w.load() * x)
-            .sum()
+        let n = self.dim.min(x.len());
+        bulk::dot(&self.weights(row)[..n], &x[..n])
     }
 
     /// The current scalars.
@@ -367,7 +364,8 @@ impl Table {
     }
 
     /// Applies `opt`'s rule to row `row` with gradient `scale * grad` (`dim` long): each weight and
-    /// its slots are loaded into locals, updated, and stored back.
+    /// its slots are loaded into locals, updated, and stored back (plain SGD's rule 16 bytes at a
+    /// time where the processor allows, [`bulk::sgd_step`]: the same arithmetic, the same bits).
     #[inline(always)]
     pub fn update_row<O: Optimizer<f32>>(
         &self,
@@ -378,6 +376,10 @@ impl Table {
         scale: f32,
     ) {
         let cells = self.row(row);
+        if let Some(lr) = opt.plain_lr(step) {
+            bulk::sgd_step(&cells[..self.dim], &grad[..self.dim], scale, lr);
+            return;
+        }
         step_row(
             opt,
             step,
@@ -420,65 +422,6 @@ pub(crate) fn element_value<O: Optimizer<f32>>(opt: &O, dim: usize, i: usize, st
         stored
     } else {
         opt.slot_value(i / dim - 1, stored)
-    }
-}
-
-/// Whether `opt` stores each slot's value itself (no stand-in, [`Optimizer::slot_fill`]), so
-/// that a copied row's slots need no translation.
-#[inline(always)]
-fn stores_slot_values<O: Optimizer<f32>>(opt: &O) -> bool {
-    (0..O::SLOTS).all(|s| opt.slot_fill(s).to_bits() == opt.slot_init(s).to_bits())
-}
-
-/// Copies a shared row laid out as a table's (`dim` weights, then each slot's `dim` values)
-/// into `out`, its slots as `opt` reads them ([`element_value`]): the start of a worker's
-/// private copy, which [`merge_row`] adds back.
-#[inline]
-pub(crate) fn copy_row<O: Optimizer<f32>>(
-    opt: &O,
-    dim: usize,
-    cells: &[AtomicF32],
-    out: &mut [f32],
-) {
-    bulk::load(cells, out);
-    if !stores_slot_values(opt) {
-        for (i, x) in out.iter_mut().enumerate().skip(dim) {
-            *x = element_value(opt, dim, i, *x);
-        }
-    }
-}
-
-/// Adds the change of a worker's copy of a row (`start` as [`copy_row`] took it, `now` after
-/// the worker's steps) to the shared row `cells`: an element that nobody else changed since
-/// gets the copy's value itself (so one thread gives exactly the result of stepping the shared
-/// row), any other the shared value plus the copy's change, reading the shared slots as `opt`
-/// does. One relaxed load and store per element, racy in Hogwild's way (a concurrent store
-/// between the two can be lost), 16 bytes at a time where the processor allows
-/// ([`bulk::merge`]).
-#[inline]
-pub(crate) fn merge_row<O: Optimizer<f32>>(
-    opt: &O,
-    dim: usize,
-    cells: &[AtomicF32],
-    start: &[f32],
-    now: &[f32],
-) {
-    let plain = if stores_slot_values(opt) {
-        cells.len()
-    } else {
-        dim
-    };
-    bulk::merge(&cells[..plain], &start[..plain], &now[..plain]);
-    for (i, cell) in cells.iter().enumerate().skip(plain) {
-        let (start, now) = (start[i], now[i]);
-        if now.to_bits() == start.to_bits() {
-            continue;
-        }
-        cell.store(bulk::merged(
-            element_value(opt, dim, i, cell.load()),
-            start,
-            now,
-        ));
     }
 }
 

@@ -28,7 +28,7 @@ use crate::feed::{Batch, DataFeedDesc, SlotType};
 use crate::model::{Model, RunPlan, StageTimes};
 use crate::optim::{LinearDecay, Optimizer};
 use crate::rng::{fasttext_bigram, mix64, unit_f32};
-use crate::store::{in_row_ranges, Table, TableCopy};
+use crate::store::{in_row_ranges, Table};
 use crate::{Error, Result};
 
 /// How the embedding rows of an instance are combined.
@@ -212,10 +212,6 @@ pub struct BowWorker {
     pub(crate) hidden: Vec<f32>,
     pub(crate) grad_hidden: Vec<f32>,
     pub(crate) probs: Vec<f32>,
-    /// The gradient of the loss by each class's score (after `backward`).
-    pub(crate) grad_scores: Vec<f32>,
-    /// The output layer as this worker reads and steps it (see [`Bow::claim_rows`]).
-    pub(crate) fc: TableCopy,
     /// Positions of the words and label slots in a batch.
     pub(crate) words_at: usize,
     pub(crate) label_at: Option<usize>,
@@ -326,8 +322,6 @@ impl<O: Optimizer<f32>> Bow<O> {
             hidden: vec![0.0; self.cfg.dim + 1],
             grad_hidden: vec![0.0; self.cfg.dim],
             probs: vec![0.0; self.cfg.classes],
-            grad_scores: vec![0.0; self.cfg.classes],
-            fc: TableCopy::default(),
             words_at: 0,
             label_at: None,
         }
@@ -369,24 +363,17 @@ impl<O: Optimizer<f32>> Bow<O> {
 
     /// Before a training step reads its rows: has the table write the pages of those it keeps on
     /// base pages, the wide bigram rows (`new`), before anything reads them
-    /// ([`Table::touch_to_write`]; at dim 100 with 2 M buckets, reading first cost most of a
-    /// small set's run at 2 threads: tweets, 5 epochs, 0.85 s, then 0.26 s), and takes the
-    /// worker's copy of the output layer, which [`Bow::update`] adds back. Every instance
-    /// reads and steps every class's row, three passes over `classes * (dim + 1)` weights: on
-    /// the shared table each multiply-add is a scalar atomic access, on the copy vector code
-    /// (wordnet, 45 classes, dim 100, 5 epochs, 1 thread: 3.7 s through the shared table).
+    /// ([`Table::touch_to_write`]). At dim 100 with 2 M buckets, reading first cost most of a
+    /// small set's run at 2 threads (tweets, 5 epochs: 0.85 s, then 0.26 s).
     #[inline]
-    pub(crate) fn claim_rows(&self, w: &mut BowWorker) {
+    pub(crate) fn claim_rows(&self, w: &BowWorker) {
         for &r in &w.rows {
             self.emb.touch_to_write(r);
         }
-        w.fc.load(&self.opt, &self.fc);
     }
 
     /// Forward pass over `w.rows`: pooled hidden vector (with a trailing 1 for the bias, 0 without
-    /// one, so that the bias column stays at zero) and class probabilities in `w.probs`, from
-    /// the output layer in `w.fc` (taken by [`Bow::claim_rows`] to train, or by
-    /// [`Bow::read_output`]).
+    /// one, so that the bias column stays at zero) and class probabilities in `w.probs`.
     #[inline]
     pub(crate) fn forward(&self, w: &mut BowWorker) {
         let dim = self.cfg.dim;
@@ -408,7 +395,7 @@ impl<O: Optimizer<f32>> Bow<O> {
         w.hidden[dim] = if self.cfg.bias { 1.0 } else { 0.0 };
         let mut max = f32::NEG_INFINITY;
         for (c, p) in w.probs.iter_mut().enumerate() {
-            *p = dot(w.fc.weights(c), &w.hidden);
+            *p = self.fc.dot(c, &w.hidden);
             max = max.max(*p);
         }
         let mut sum = 0.0;
@@ -427,26 +414,23 @@ impl<O: Optimizer<f32>> Bow<O> {
         (loss, argmax(&w.probs) == label)
     }
 
-    /// Backward pass after `forward`: the gradient by each class's score in `w.grad_scores`,
-    /// and the gradient reaching the pooled vector in `w.grad_hidden`.
+    /// Backward pass after `forward`: the gradient reaching the pooled vector, in `w.grad_hidden`.
     #[inline]
     pub(crate) fn backward(&self, w: &mut BowWorker, label: usize) {
         w.grad_hidden.fill(0.0);
-        for (c, (&p, g)) in w.probs.iter().zip(&mut w.grad_scores).enumerate() {
-            *g = p - f32::from(u8::from(c == label));
-            let g = *g;
-            let row = &w.fc.weights(c)[..w.grad_hidden.len()];
-            for (o, &x) in w.grad_hidden.iter_mut().zip(row) {
-                *o += g * x;
-            }
+        for (c, &p) in w.probs.iter().enumerate() {
+            let g = p - f32::from(u8::from(c == label));
+            self.fc.add_weights_to(c, g, &mut w.grad_hidden);
         }
     }
 
-    /// Applies the instance's gradients (after `backward`): output rows (stepped from the
-    /// worker's copy and added back to the shared layer), then its embedding rows.
+    /// Applies the instance's gradients: output rows, then its embedding rows.
     #[inline]
-    pub(crate) fn update(&self, w: &mut BowWorker, steps: &BowSteps<O>) {
-        w.fc.step_and_merge(&self.opt, &steps.fc, &self.fc, &w.hidden, &w.grad_scores);
+    pub(crate) fn update(&self, w: &BowWorker, label: usize, steps: &BowSteps<O>) {
+        for (c, &p) in w.probs.iter().enumerate() {
+            let g = p - f32::from(u8::from(c == label));
+            self.fc.update_row(&self.opt, &steps.fc, c, &w.hidden, g);
+        }
         let scale = match self.cfg.pool {
             Pool::Mean if !w.rows.is_empty() => 1.0 / w.rows.len() as f32,
             _ => 1.0,
@@ -509,7 +493,7 @@ impl<O: Optimizer<f32>> Bow<O> {
         self.forward(w);
         let scored = self.score(w, label);
         self.backward(w, label);
-        self.update(w, steps);
+        self.update(w, label, steps);
         Ok(scored)
     }
 
@@ -517,14 +501,8 @@ impl<O: Optimizer<f32>> Bow<O> {
     pub fn predict_instance<'w>(&self, w: &'w mut BowWorker, ids: &[u64]) -> Result<&'w [f32]> {
         self.gather_rows(w, ids)
             .map_err(|e| self.instance_error(e, 0))?;
-        self.read_output(w);
         self.forward(w);
         Ok(&w.probs)
-    }
-
-    /// Takes the worker's copy of the output layer for prediction.
-    pub(crate) fn read_output(&self, w: &mut BowWorker) {
-        w.fc.load(&self.opt, &self.fc);
     }
 
     pub(crate) fn check_label(&self, label: u64) -> Result<usize> {
@@ -623,7 +601,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
             let t1 = t0.map(|_| Instant::now());
             self.backward(w, label);
             let t2 = t0.map(|_| Instant::now());
-            self.update(w, &steps);
+            self.update(w, label, &steps);
             if let (Some(st), Some(t0), Some(t1), Some(t2)) = (stages.as_deref_mut(), t0, t1, t2) {
                 let t3 = Instant::now();
                 st.forward += t1 - t0;
@@ -649,7 +627,6 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
         mut predictions: Option<&mut String>,
     ) -> Result<()> {
         let (mut loss, mut right) = (0.0f64, 0usize);
-        self.read_output(w);
         for i in 0..batch.len {
             let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
             self.gather_rows(w, ids)
@@ -734,29 +711,6 @@ impl<O: Optimizer<f32>> Bow<O> {
 pub struct BowSteps<O: Optimizer<f32>> {
     emb: O::Step,
     fc: O::Step,
-}
-
-/// The dot product of `w` and `x` (as long as the shorter). In eight running sums: one sum
-/// waits on each addition in turn, and the forward pass is mostly these products.
-#[inline(always)]
-fn dot(w: &[f32], x: &[f32]) -> f32 {
-    let n = w.len().min(x.len());
-    let (w, x) = (&w[..n], &x[..n]);
-    let mut sums = [0.0f32; 8];
-    let (w8, x8) = (w.chunks_exact(8), x.chunks_exact(8));
-    let tail: f32 = w8
-        .remainder()
-        .iter()
-        .zip(x8.remainder())
-        .map(|(a, b)| a * b)
-        .sum();
-    for (a, b) in w8.zip(x8) {
-        for k in 0..8 {
-            sums[k] += a[k] * b[k];
-        }
-    }
-    let [a, b, c, d, e, f, g, h] = sums;
-    ((a + e) + (b + f)) + ((c + g) + (d + h)) + tail
 }
 
 /// The index of the largest value (the first on ties).

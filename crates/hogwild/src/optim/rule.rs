@@ -43,6 +43,13 @@ pub trait Optimizer<T: Real>: Send + Sync {
     fn finish(&self, scalars: &mut [T], sparse: bool, touched: usize);
     /// The rule for one element; `slots` holds `SLOTS` values.
     fn element(&self, step: &Self::Step, w: &mut T, slots: &mut [T], g: T);
+    /// `Some(lr)` when [`Optimizer::element`] is exactly `w - lr * g` with no slots (plain
+    /// SGD), so that a shared row can be stepped several elements per instruction; `None`
+    /// for any other rule.
+    #[inline(always)]
+    fn plain_lr(&self, _step: &Self::Step) -> Option<T> {
+        None
+    }
     /// The learning rate.
     fn lr(&self) -> T;
     /// The same optimizer with learning rate `lr` (a schedule's rate for one call).
@@ -185,6 +192,10 @@ impl<T: Real> Optimizer<T> for Sgd<T> {
     #[inline(always)]
     fn element(&self, lr: &T, w: &mut T, _slots: &mut [T], g: T) {
         *w = *w - *lr * g;
+    }
+    #[inline(always)]
+    fn plain_lr(&self, lr: &T) -> Option<T> {
+        Some(*lr)
     }
     fn lr(&self) -> T {
         self.lr

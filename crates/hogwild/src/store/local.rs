@@ -30,7 +30,7 @@
 
 use std::cell::Cell;
 
-use super::{copy_row, merge_row, step_row, Table};
+use super::{element_value, step_row, Table};
 use crate::optim::Optimizer;
 
 /// `LocalRows::plan`'s entry for a feature whose row stays in the shared table.
@@ -176,12 +176,10 @@ impl LocalRows {
         for c in &self.copies {
             let t = &tables[c.table as usize];
             let cells = t.row(c.row);
-            copy_row(
-                opt,
-                t.dim(),
-                cells,
-                &mut self.start[c.at..c.at + cells.len()],
-            );
+            let start = &mut self.start[c.at..c.at + cells.len()];
+            for (i, (x, cell)) in start.iter_mut().zip(cells).enumerate() {
+                *x = element_value(opt, t.dim(), i, cell.load());
+            }
         }
         self.now.copy_from_slice(&self.start);
     }
@@ -294,13 +292,15 @@ impl LocalRows {
         grad: &[f32],
     ) {
         let at = self.copies[local as usize].at;
-        step_copy(
+        let row = Cell::from_mut(&mut self.now[at..at + dim * (1 + O::SLOTS)]).as_slice_of_cells();
+        step_row(
             opt,
             step,
             dim,
-            &mut self.now[at..at + dim * (1 + O::SLOTS)],
             grad,
             1.0,
+            |i| row[i].get(),
+            |i, x| row[i].set(x),
         );
     }
 
@@ -328,120 +328,26 @@ impl LocalRows {
         for copy in &self.copies {
             let table = &tables[copy.table as usize];
             let cells = table.row(copy.row);
-            let at = copy.at..copy.at + cells.len();
-            merge_row(
-                opt,
-                table.dim(),
-                cells,
-                &self.start[at.clone()],
-                &self.now[at],
-            );
+            let start = &self.start[copy.at..copy.at + cells.len()];
+            let now = &self.now[copy.at..copy.at + cells.len()];
+            for (i, ((cell, &start), &now)) in cells.iter().zip(start).zip(now).enumerate() {
+                if now.to_bits() == start.to_bits() {
+                    continue;
+                }
+                let shared = element_value(opt, table.dim(), i, cell.load());
+                cell.store(if shared.to_bits() == start.to_bits() {
+                    now
+                } else {
+                    shared + (now - start)
+                });
+            }
         }
     }
 }
-/// Applies `opt`'s rule with gradient `scale * grad` to a private copy of a row laid out as a
-/// table's, as [`Table::update_row`] does to a shared row (the same code, so the same bits).
-#[inline(always)]
-fn step_copy<O: Optimizer<f32>>(
-    opt: &O,
-    step: &O::Step,
-    dim: usize,
-    row: &mut [f32],
-    grad: &[f32],
-    scale: f32,
-) {
-    let row = Cell::from_mut(row).as_slice_of_cells();
-    step_row(
-        opt,
-        step,
-        dim,
-        grad,
-        scale,
-        |i| row[i].get(),
-        |i, x| row[i].set(x),
-    );
-}
-
-/// A worker's private copy of a whole small table that every instance reads and updates in
-/// full, such as a classifier's output layer (one row per class): taken before an instance
-/// ([`TableCopy::load`]), read as plain memory, which the compiler turns into vector code, then
-/// stepped row by row into a scratch row that is added back at once
-/// ([`TableCopy::step_and_merge`], the same rule as [`LocalRows::merge`]). Element by element
-/// through the shared table, every multiply-add is a scalar relaxed atomic access (at 45 classes
-/// and dim 100, three passes of 4,545 each per instance). One thread gets exactly the result of
-/// stepping the shared table; other threads' changes during the instance are kept, as they are
-/// on the shared table, except a store racing the merge's load and store of an element.
-#[derive(Debug, Default)]
-pub struct TableCopy {
-    dim: usize,
-    stride: usize,
-    start: Vec<f32>,
-    /// One row after its step, before it is merged.
-    row: Vec<f32>,
-}
-
-impl TableCopy {
-    /// Copies every row of `table`, with its slots as `opt` reads them.
-    pub fn load<O: Optimizer<f32>>(&mut self, opt: &O, table: &Table) {
-        assert_eq!(
-            table.slots(),
-            O::SLOTS,
-            "a table copy for another optimizer"
-        );
-        self.dim = table.dim();
-        self.stride = table.stride();
-        self.start.resize(table.rows() * self.stride, 0.0);
-        self.row.resize(self.stride, 0.0);
-        for (r, start) in self.start.chunks_exact_mut(self.stride).enumerate() {
-            copy_row(opt, self.dim, table.row(r), start);
-        }
-    }
-
-    /// Row `row`'s weights as loaded.
-    #[inline(always)]
-    pub fn weights(&self, row: usize) -> &[f32] {
-        let at = row * self.stride;
-        &self.start[at..at + self.dim]
-    }
-
-    /// Steps every row `r` of the copy with `opt`'s rule and gradient `scales[r] * grad` (as
-    /// [`Table::update_row`] would step the shared row), and adds each row's change to `table`,
-    /// the table it was loaded from, right after its step.
-    #[inline]
-    pub fn step_and_merge<O: Optimizer<f32>>(
-        &mut self,
-        opt: &O,
-        step: &O::Step,
-        table: &Table,
-        grad: &[f32],
-        scales: &[f32],
-    ) {
-        assert_eq!(
-            scales.len() * self.stride,
-            self.start.len(),
-            "one scale per row"
-        );
-        for (r, start) in self.start.chunks_exact(self.stride).enumerate() {
-            let row = Cell::from_mut(&mut self.row[..]).as_slice_of_cells();
-            step_row(
-                opt,
-                step,
-                self.dim,
-                grad,
-                scales[r],
-                |i| start[i],
-                |i, x| row[i].set(x),
-            );
-            merge_row(opt, self.dim, table.row(r), start, &self.row);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::optim::Adagrad;
-    use crate::store::AtomicF32;
 
     fn adagrad() -> Adagrad<f32> {
         Adagrad {
@@ -617,73 +523,6 @@ mod tests {
         let bits =
             |t: &Table| -> Vec<u32> { t.row(2).iter().map(|c| c.load().to_bits()).collect() };
         assert_eq!(bits(&staged[0]), bits(&direct[0]));
-    }
-
-    /// A table copy stepped instance by instance gives the bits of stepping the shared rows,
-    /// slots included (Adagrad's fresh zero accumulators too).
-    fn a_table_copy_steps_as_the_shared_rows<O: Optimizer<f32>>(opt: O) {
-        let (rows, dim) = (3, 5);
-        let direct = Table::new("t", rows, dim, &opt).unwrap();
-        let copied = Table::new("t", rows, dim, &opt).unwrap();
-        for t in [&direct, &copied] {
-            for r in 0..rows {
-                let w: Vec<f32> = (0..dim).map(|i| (r * dim + i) as f32 * 0.3 - 2.0).collect();
-                t.write_weights(r, &w);
-            }
-        }
-        let mut copy = TableCopy::default();
-        for instance in 0..4 {
-            let grad: Vec<f32> = (0..dim)
-                .map(|i| (i + instance) as f32 * 0.25 - 0.5)
-                .collect();
-            let scales: Vec<f32> = (0..rows)
-                .map(|r| (r + instance) as f32 * 0.5 - 1.0)
-                .collect();
-            copy.load(&opt, &copied);
-            let shared: Vec<f32> = direct.weights(1).iter().map(AtomicF32::load).collect();
-            assert_eq!(copy.weights(1), &shared[..]);
-            let step = direct.begin(&opt, false).unwrap();
-            for (r, &scale) in scales.iter().enumerate() {
-                direct.update_row(&opt, &step, r, &grad, scale);
-            }
-            direct.finish(&opt, false, rows);
-            let step = copied.begin(&opt, false).unwrap();
-            copy.step_and_merge(&opt, &step, &copied, &grad, &scales);
-            copied.finish(&opt, false, rows);
-        }
-        let bits =
-            |t: &Table| -> Vec<u32> { t.elements().iter().map(|c| c.load().to_bits()).collect() };
-        assert_eq!(bits(&copied), bits(&direct));
-        assert_eq!(copied.scalars(), direct.scalars());
-    }
-
-    #[test]
-    fn a_table_copy_steps_as_the_shared_rows_with_each_optimizer() {
-        a_table_copy_steps_as_the_shared_rows(crate::optim::Sgd { lr: 0.1f32 });
-        a_table_copy_steps_as_the_shared_rows(adagrad());
-        a_table_copy_steps_as_the_shared_rows(crate::optim::AdamAsync::new(
-            0.01f32, 0.9, 0.999, 1e-8,
-        ));
-    }
-
-    /// What another worker stores between a copy's load and its merge is kept.
-    #[test]
-    fn a_table_copy_keeps_changes_made_elsewhere_during_its_step() {
-        let opt = crate::optim::Sgd { lr: 1.0f32 };
-        let t = Table::new("t", 2, 2, &opt).unwrap();
-        t.write_weights(0, &[0.0, 0.25]);
-        t.write_weights(1, &[2.5, 2.75]);
-        let mut copy = TableCopy::default();
-        copy.load(&opt, &t);
-        t.row(1)[0].store(t.row(1)[0].load() + 8.0);
-        let step = t.begin(&opt, false).unwrap();
-        copy.step_and_merge(&opt, &step, &t, &[1.0, 2.0], &[0.5, 0.25]);
-        // Row 0 [0, 0.25] steps by -0.5 * [1, 2]; row 1 [2.5, 2.75] by -0.25 * [1, 2], and its
-        // first weight keeps the +8 stored meanwhile.
-        assert_eq!(t.row(0)[0].load(), -0.5);
-        assert_eq!(t.row(0)[1].load(), 0.25 - 1.0);
-        assert_eq!(t.row(1)[0].load(), 2.5 + 8.0 - 0.25);
-        assert_eq!(t.row(1)[1].load(), 2.75 - 0.5);
     }
 
     /// Two workers' copies of row 1 of a one-weight table, planned before either steps, then
