@@ -7,6 +7,7 @@ mod demo;
 mod eval;
 mod export;
 mod interrupt;
+mod labels;
 mod models;
 mod paths;
 mod predict;

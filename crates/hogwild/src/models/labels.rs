@@ -101,7 +101,7 @@ pub(crate) struct LabelScratch {
 
 impl Labels {
     /// `classes` labels without names, predictions written as [`PredictionFormat::Table`].
-    pub(crate) fn new(classes: usize) -> Self {
+    pub fn new(classes: usize) -> Self {
         Self {
             classes,
             names: None,
@@ -209,6 +209,13 @@ impl Labels {
             name: LABELS_SECTION.into(),
             bytes: text.into_bytes(),
         }]
+    }
+
+    /// Label `id`'s name (its id without names).
+    pub fn name(&self, id: usize) -> String {
+        let mut text = String::new();
+        self.push_name(&mut text, id);
+        text
     }
 
     /// Appends label `id`'s name (its id without names).
