@@ -32,8 +32,8 @@ pub struct Args {
     /// Worker threads (default: every core).
     #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
-    /// With -k or --threshold (bag-of-words models): precision and recall of the labels they
-    /// select, as fastText's test prints them (N, P@k, R@k).
+    // With -k or --threshold (bag-of-words models): precision and recall of the labels they
+    // select, as fastText's test prints them (N, P@k, R@k).
     #[command(flatten)]
     pub top: TopArgs,
     /// Bag-of-words models: also each label's F1, precision and recall of the labels -k and

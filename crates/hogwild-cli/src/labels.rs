@@ -16,7 +16,7 @@ use crate::paths;
 #[derive(ClapArgs, Debug, Clone)]
 pub struct TopArgs {
     /// Bag-of-words models: the N most probable labels of each instance (fastText's k;
-    /// default 1).
+    /// default 1), which `predict` writes and `eval` measures (fastText's N, P@k and R@k).
     #[arg(short = 'k', value_name = "N", value_parser = parse_k)]
     pub k: Option<usize>,
     /// Bag-of-words models: only labels of probability at least P, from 0 to 1 (fastText's

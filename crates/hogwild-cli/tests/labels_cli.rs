@@ -397,6 +397,26 @@ fn eval_prints_precision_and_recall_at_k_as_fasttext_test() {
     let p = right as f64 / 8.0;
     want.push_str(&format!("N\t8\nP@1\t{p:.3}\nR@1\t{p:.3}\n"));
     assert_eq!(eval(d, "named.ckpt", &["--per-label"]), want);
+    // Counted by several threads, a batch of two lines each: the same counts.
+    let desc = std::fs::read_to_string(d.join("data.prototxt")).unwrap();
+    assert!(desc.contains("batch_size: 32"), "{desc}");
+    std::fs::write(
+        d.join("small.prototxt"),
+        desc.replace("batch_size: 32", "batch_size: 2"),
+    )
+    .unwrap();
+    let threads = [
+        "eval",
+        "--model",
+        "named.ckpt",
+        "--feed",
+        "small.prototxt",
+        "test.ms",
+        "--threads",
+        "3",
+        "--per-label",
+    ];
+    assert_eq!(ok(d, &threads), want);
 
     // A threshold no label reaches: no prediction, so no precision (nan), and a recall of 0; a
     // label never predicted has no precision either.
