@@ -321,6 +321,13 @@ pub fn run(args: Args) -> Result<()> {
         );
         say!(to_stdout, "  vocab = {vocab}");
         say!(to_stdout, "  classes = {classes}");
+        if let Some(path) = &args.vocab {
+            say!(
+                to_stdout,
+                "note: train with --labels {} to keep the label names in the model",
+                path.display()
+            );
+        }
     }
     if let Some(keys) = ctr_keys {
         say!(

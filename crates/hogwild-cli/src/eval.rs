@@ -1,5 +1,7 @@
 //! `hogwild eval`: the metrics of a saved model on data files, printed as `hogwild train --test`
-//! prints them.
+//! prints them; for the bag-of-words classifier, with `-k`, `--threshold` or `--per-label`, then
+//! also fastText's `test` lines (`N`, `P@k`, `R@k`), after its `test-label` lines with
+//! `--per-label` (each label's F1, precision and recall).
 
 use std::path::PathBuf;
 
@@ -9,6 +11,7 @@ use hogwild::executor::{self, RunReport};
 use hogwild::feed::DataFeedDesc;
 
 use crate::bad_lines::BadLineArgs;
+use crate::labels::{self, general_metrics, label_line, TopArgs};
 use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::paths;
 use crate::preflight::{self, parse_threads};
@@ -29,6 +32,14 @@ pub struct Args {
     /// Worker threads (default: every core).
     #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
+    // With -k or --threshold (bag-of-words models): precision and recall of the labels they
+    // select, as fastText's test prints them (N, P@k, R@k).
+    #[command(flatten)]
+    pub top: TopArgs,
+    /// Bag-of-words models: also each label's F1, precision and recall of the labels -k and
+    /// --threshold select, as fastText's test-label prints them.
+    #[arg(long)]
+    pub per_label: bool,
     #[command(flatten)]
     pub bad_lines: BadLineArgs,
     #[command(flatten)]
@@ -40,7 +51,25 @@ pub fn run(args: Args) -> Result<()> {
     // The inputs before the model, which may take long to load.
     let files = expand_files(&args.files)?;
     paths::check_inputs("data file", files.iter().map(PathBuf::as_path))?;
-    let (config, model) = AnyModel::load(&args.model)?;
+    let (config, mut model) = AnyModel::load(&args.model)?;
+    let counting = args.top.given() || args.per_label;
+    let top = args.top.top();
+    match model.labels_mut() {
+        Some(labels) if counting => {
+            if args.per_label {
+                labels::note_unnamed(labels, &args.model);
+            }
+            labels.count_top(Some(top));
+        }
+        None if counting => {
+            return Err(labels::not_bow(
+                &config,
+                &args.model,
+                "-k, --threshold and --per-label",
+            ))
+        }
+        _ => {}
+    }
     let desc = DataFeedDesc::from_file(&args.feed)?;
     let mut options = args.report.options();
     options.stop = interrupt::install()?;
@@ -51,6 +80,15 @@ pub fn run(args: Args) -> Result<()> {
     args.bad_lines
         .warn_skipped("evaluation files", &report.feed);
     println!("{}", test_line(&report));
+    if let Some(labels) = model.labels_mut().filter(|_| counting) {
+        let counts = labels.take_counts();
+        if args.per_label {
+            for id in 0..labels.classes() {
+                println!("{}", label_line(&labels.name(id), &counts.label(id)));
+            }
+        }
+        println!("{}", general_metrics(&counts, top.k, args.per_label));
+    }
     Ok(())
 }
 

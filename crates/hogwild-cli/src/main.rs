@@ -7,6 +7,7 @@ mod demo;
 mod eval;
 mod export;
 mod interrupt;
+mod labels;
 mod models;
 mod paths;
 mod predict;
@@ -38,9 +39,10 @@ enum Command {
     Export(export::Args),
     /// Train a model on data files (or resume a saved one).
     Train(train::Args),
-    /// Metrics of a saved model on data files.
+    /// Metrics of a saved model on data files (bag-of-words: also fastText's P@k, R@k and
+    /// per-label F1).
     Eval(eval::Args),
-    /// Predictions of a saved model, one line per instance.
+    /// Predictions of a saved model, one line per instance (bag-of-words: fastText's labels).
     Predict(predict::Args),
     /// Generate a small corpus, train the bag-of-words model on it and print the results.
     Demo(demo::Args),

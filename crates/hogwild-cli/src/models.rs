@@ -8,7 +8,7 @@ use hogwild::feed::DataFeedDesc;
 use hogwild::files::StaleTemps;
 use hogwild::model::Model;
 use hogwild::models::{
-    text_to_ids, Bow, Ctr, CtrKind, Input, ModelConfig, ModelKind, OptimizerConfig, Vocab,
+    text_to_ids, Bow, Ctr, CtrKind, Input, Labels, ModelConfig, ModelKind, OptimizerConfig, Vocab,
     VocabSource, Word2Vec, Word2VecConfig,
 };
 use hogwild::optim::{Adagrad, AdamAsync, Sgd};
@@ -176,6 +176,26 @@ impl AnyModel {
             }
         }
         Ok((config, model, epochs))
+    }
+
+    /// A bag-of-words model's labels.
+    pub fn labels(&self) -> Option<&Labels> {
+        match self {
+            Self::BowSgd(m) => Some(m.labels()),
+            Self::BowAdagrad(m) => Some(m.labels()),
+            Self::BowAdam(m) => Some(m.labels()),
+            _ => None,
+        }
+    }
+
+    /// A bag-of-words model's labels (names, prediction format, evaluation counts).
+    pub fn labels_mut(&mut self) -> Option<&mut Labels> {
+        match self {
+            Self::BowSgd(m) => Some(m.labels_mut()),
+            Self::BowAdagrad(m) => Some(m.labels_mut()),
+            Self::BowAdam(m) => Some(m.labels_mut()),
+            _ => None,
+        }
     }
 
     /// A word2vec model's vocabulary.

@@ -1,4 +1,8 @@
-//! `hogwild predict`: one line per instance (`class<TAB>probabilities`) from a saved model.
+//! `hogwild predict`: one line per instance from a saved model. The bag-of-words classifier writes
+//! its most probable labels as fastText's `predict` does (`__label__a`; `-k`, `--threshold`), with
+//! `--prob` each followed by its probability as `predict-prob` does (`__label__a 0.93`), or with
+//! `--all-probs` a table (`class<TAB>p0 p1 ...`); the other models write their own lines (a
+//! click probability).
 
 use std::path::PathBuf;
 
@@ -6,8 +10,10 @@ use anyhow::Result;
 use clap::Args as ClapArgs;
 use hogwild::executor;
 use hogwild::feed::DataFeedDesc;
+use hogwild::models::PredictionFormat;
 
 use crate::bad_lines::BadLineArgs;
+use crate::labels::{self, TopArgs};
 use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::paths;
 use crate::preflight::{self, parse_threads};
@@ -34,6 +40,15 @@ pub struct Args {
     /// in sequence whichever thread finishes first.
     #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
+    #[command(flatten)]
+    pub top: TopArgs,
+    /// Bag-of-words models: each label followed by its probability (fastText's predict-prob).
+    #[arg(long)]
+    pub prob: bool,
+    /// Bag-of-words models: write `class<TAB>p0 p1 ...` instead, the most probable class id,
+    /// then every class's probability in id order.
+    #[arg(long, conflicts_with_all = ["k", "threshold", "prob"])]
+    pub all_probs: bool,
     /// With a budget, a skipped line gets an empty output line: output line n is always the
     /// prediction of input line n.
     #[command(flatten)]
@@ -54,7 +69,25 @@ pub fn run(args: Args) -> Result<()> {
         "the output",
         inputs.into_iter().chain(files.iter().map(PathBuf::as_path)),
     )?;
-    let (config, model) = AnyModel::load(&args.model)?;
+    let (config, mut model) = AnyModel::load(&args.model)?;
+    match model.labels_mut() {
+        Some(labels) if args.all_probs => labels.set_format(PredictionFormat::Table),
+        Some(labels) => {
+            labels::note_unnamed(labels, &args.model);
+            labels.set_format(PredictionFormat::Labels {
+                top: args.top.top(),
+                probs: args.prob,
+            });
+        }
+        None if args.top.given() || args.prob || args.all_probs => {
+            return Err(labels::not_bow(
+                &config,
+                &args.model,
+                "-k, --threshold, --prob and --all-probs",
+            ))
+        }
+        None => {}
+    }
     let desc = DataFeedDesc::from_file(&args.feed)?;
     let mut options = args.report.options();
     options.stop = interrupt::install()?;

@@ -11,6 +11,7 @@ use hogwild::feed::{DataFeedDesc, FeedMode, InMemoryDataset};
 use hogwild::models::ModelConfig;
 
 use crate::bad_lines::BadLineArgs;
+use crate::labels;
 use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::paths;
 use crate::preflight::{self, parse_epochs, parse_threads};
@@ -24,6 +25,12 @@ pub struct Args {
     /// Continue training a saved model (its configuration is stored in it).
     #[arg(long)]
     pub resume: Option<PathBuf>,
+    /// Bag-of-words models: name the labels with the `label` lines of this vocabulary (written
+    /// by `hogwild convert --from fasttext --build-vocab --vocab FILE` for the training data).
+    /// The names are saved in the model, so that `predict` and `eval` write them as fastText
+    /// does; a resumed model keeps its names without it.
+    #[arg(long, value_name = "FILE")]
+    pub labels: Option<PathBuf>,
     /// DataFeedDesc in protobuf text format (slots, batch size).
     #[arg(long)]
     pub feed: PathBuf,
@@ -129,6 +136,29 @@ pub fn run(args: Args) -> Result<()> {
             model.map_or("".into(), |p| p.display().to_string())
         )
     })?;
+    let names = match &args.labels {
+        Some(path) => Some(labels::read_names(path, &config)?),
+        None => None,
+    };
+    if let (Some(path), Some(new), Some(old)) = (
+        &args.labels,
+        &names,
+        saved
+            .as_ref()
+            .and_then(AnyModel::labels)
+            .and_then(|l| l.names()),
+    ) {
+        if let Some(id) = (0..old.len()).find(|&id| new[id] != old[id]) {
+            bail!(
+                "--labels {}: label {id} is {} there, but {} names it {}: a saved model keeps \
+                 the names it was trained with",
+                path.display(),
+                new[id],
+                args.resume.as_deref().unwrap_or(Path::new("")).display(),
+                old[id]
+            );
+        }
+    }
     paths::stdin_once(args.files.iter().chain(&args.test).map(String::as_str))?;
     let given = expand_files(&args.files)?;
     paths::check_inputs("data file", given.iter().map(PathBuf::as_path))?;
@@ -140,7 +170,11 @@ pub fn run(args: Args) -> Result<()> {
         test
     };
     if let Some(save) = &args.save {
-        let inputs = [args.config.as_deref(), Some(args.feed.as_path())];
+        let inputs = [
+            args.config.as_deref(),
+            Some(args.feed.as_path()),
+            args.labels.as_deref(),
+        ];
         paths::refuse_overwrite(
             save,
             "--save",
@@ -190,7 +224,7 @@ pub fn run(args: Args) -> Result<()> {
             .warn_skipped("training files", data.load_stats());
     }
     let loaded = started.elapsed();
-    let model = match saved {
+    let mut model = match saved {
         Some(model) => model,
         None => {
             let model = AnyModel::new(&config, prepared.vocab.take())?;
@@ -198,6 +232,9 @@ pub fn run(args: Args) -> Result<()> {
             model
         }
     };
+    if let (Some(names), Some(labels)) = (names, model.labels_mut()) {
+        labels.set_names(names)?;
+    }
     let ready = started.elapsed();
     let verbose = !args.report.quiet;
     let saves = Mutex::new(Saves {

@@ -365,6 +365,7 @@ fn eval_averages_over_instances_and_refuses_what_it_cannot_measure() {
             "train.ms",
             "-o",
             "p.tsv",
+            "--all-probs",
         ],
     );
     let labels: Vec<usize> = (0..200).map(|i| i % 2).collect();

@@ -183,8 +183,27 @@ fn text_classification_walkthrough_runs() {
         "convert asks for vocab = {asked}; examples/text/model.toml has another"
     );
     assert!(printed.contains("test: 150 instances"), "{printed}");
-    let predictions = dir.path().join("build/text/predictions.tsv");
-    assert_eq!(lines(&predictions), 150);
+    // eval -k 2 --per-label: a line per label, then fastText's N, P@2 and R@2.
+    for label in ["sports", "weather", "cooking"] {
+        assert!(
+            printed.contains(&format!("   __label__{label}\n")),
+            "{label}: {printed}"
+        );
+    }
+    assert!(printed.contains("\nN\t150\nP@2\t"), "{printed}");
+    // The predictions name the labels (one, or two with their probabilities).
+    let read = |file: &str| std::fs::read_to_string(dir.path().join(file)).unwrap();
+    let predictions = read("build/text/predictions.txt");
+    assert_eq!(predictions.lines().count(), 150);
+    assert!(
+        predictions
+            .lines()
+            .all(|l| l.starts_with("__label__") && !l.contains(' ')),
+        "{predictions}"
+    );
+    let two = read("build/text/predictions-k2.txt");
+    assert_eq!(two.lines().count(), 150);
+    assert!(two.lines().all(|l| l.split(' ').count() == 4), "{two}");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Saving and loading models: every table's weights, optimizer slots and scalars, a text
 //! description of the model (its configuration) and the named sections of bytes the model needs
-//! besides its tables (word2vec's vocabulary: the word of every row), in one checksummed file, so
-//! that a checkpoint is all a model needs, wherever it is loaded.
+//! besides its tables (word2vec's vocabulary: the word of every row; the bag-of-words model's
+//! label names), in one checksummed file, so that a checkpoint is all a model needs, wherever it
+//! is loaded.
 //!
 //! Format (little-endian; a row is `stride = dim * (1 + slots)` f32s, its weights then slots):
 //! ```text

@@ -137,7 +137,8 @@ pub trait Model: Send + Sync {
     }
 
     /// Writes back to the shared tables what `worker` has trained but holds privately (a CTR
-    /// model's copies of its hot rows, written back every few batches). The executor calls it
+    /// model's copies of its hot rows, written back every few batches), and to the model what it
+    /// has counted in an evaluation (the bag-of-words model's top-k counts). The executor calls it
     /// whenever a thread leaves an epoch's batches (before the epoch is counted as trained, so
     /// that its report and checkpoint hold every batch of it) and when a thread stops; whoever
     /// calls [`Model::train_batch`] directly calls it before reading or saving the tables. The

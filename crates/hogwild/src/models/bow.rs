@@ -23,7 +23,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::labels::{LabelScratch, Labels};
 use super::{ModelConfig, ModelKind, OptimizerDesc};
+use crate::checkpoint::Section;
 use crate::feed::{Batch, DataFeedDesc, SlotType};
 use crate::model::{Model, RunPlan, StageTimes};
 use crate::optim::{LinearDecay, Optimizer};
@@ -194,7 +196,8 @@ const PREFETCH_ROWS: usize = 8;
 
 /// The bag-of-words model: the embedding table (`vocab` word rows, `bigram_buckets` bigram rows,
 /// then the end-of-text row when `end_of_text` is set; `dim` wide) and the
-/// output table (`classes` rows of `dim + 1`: weights then bias), shared by every worker.
+/// output table (`classes` rows of `dim + 1`: weights then bias), shared by every worker; and its
+/// labels' names, prediction format and evaluation counts ([`Labels`]).
 #[derive(Debug)]
 pub struct Bow<O> {
     cfg: BowConfig,
@@ -203,6 +206,7 @@ pub struct Bow<O> {
     fc: Table,
     /// The training run's progress, in instances.
     decay: LinearDecay,
+    labels: Labels,
 }
 
 /// One worker's scratch buffers: allocated once, reused for every instance.
@@ -212,6 +216,7 @@ pub struct BowWorker {
     pub(crate) hidden: Vec<f32>,
     pub(crate) grad_hidden: Vec<f32>,
     pub(crate) probs: Vec<f32>,
+    pub(crate) labels: LabelScratch,
     /// Positions of the words and label slots in a batch.
     pub(crate) words_at: usize,
     pub(crate) label_at: Option<usize>,
@@ -236,7 +241,8 @@ impl<O: Optimizer<f32>> Bow<O> {
         Ok(Self::assemble(cfg, opt, emb, fc))
     }
 
-    /// A model from a checkpoint's tables (which must fit `cfg` and `opt`).
+    /// A model from a checkpoint's tables (which must fit `cfg` and `opt`) and label names (a
+    /// checkpoint without them gives a model without them).
     pub fn from_checkpoint(
         cfg: BowConfig,
         opt: O,
@@ -247,11 +253,16 @@ impl<O: Optimizer<f32>> Bow<O> {
         let fc = ck.take_table("output", cfg.classes, cfg.dim + 1)?;
         emb.check_optimizer::<O>()?;
         fc.check_optimizer::<O>()?;
-        Ok(Self::assemble(cfg, opt, emb, fc))
+        let labels = Labels::from_checkpoint(ck, cfg.classes)?;
+        Ok(Self {
+            labels,
+            ..Self::assemble(cfg, opt, emb, fc)
+        })
     }
 
     fn assemble(cfg: BowConfig, opt: O, emb: Table, fc: Table) -> Self {
         Self {
+            labels: Labels::new(cfg.classes),
             cfg,
             opt,
             emb,
@@ -279,6 +290,14 @@ impl<O: Optimizer<f32>> Bow<O> {
     /// The output table (one row per class: weights, then the bias).
     pub fn output(&self) -> &Table {
         &self.fc
+    }
+    /// The labels: their names, the prediction format, evaluation counts.
+    pub fn labels(&self) -> &Labels {
+        &self.labels
+    }
+    /// The labels, to name them or set how predictions are written and counted.
+    pub fn labels_mut(&mut self) -> &mut Labels {
+        &mut self.labels
     }
 
     /// The startup step on a fresh model: word rows and the end-of-text row uniform in
@@ -322,6 +341,7 @@ impl<O: Optimizer<f32>> Bow<O> {
             hidden: vec![0.0; self.cfg.dim + 1],
             grad_hidden: vec![0.0; self.cfg.dim],
             probs: vec![0.0; self.cfg.classes],
+            labels: LabelScratch::default(),
             words_at: 0,
             label_at: None,
         }
@@ -637,9 +657,10 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
                 let (l, ok) = self.score(w, label);
                 loss += l as f64;
                 right += usize::from(ok);
+                self.labels.count(&mut w.labels, label, &w.probs);
             }
             if let Some(text) = predictions.as_deref_mut() {
-                write_prediction(text, &w.probs);
+                self.labels.write(&mut w.labels, text, &w.probs);
             }
         }
         let n = batch.len.max(1) as f64;
@@ -668,8 +689,18 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
         }
     }
 
+    /// An evaluation's top-k counts of the worker go to the model's ([`Labels::take_counts`]).
+    fn flush(&self, w: &mut BowWorker) {
+        self.labels.flush(&mut w.labels);
+    }
+
     fn tables(&self) -> Vec<&Table> {
         vec![&self.emb, &self.fc]
+    }
+
+    /// The label names, when the model has them.
+    fn sections(&self) -> Vec<Section> {
+        self.labels.sections()
     }
 
     fn describe(&self) -> String {
@@ -678,16 +709,6 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
             optimizer: self.opt.describe(),
         }
         .to_toml()
-    }
-}
-
-/// Appends `predicted<TAB>p0 p1 ...` and a newline.
-fn write_prediction(text: &mut String, probs: &[f32]) {
-    use std::fmt::Write;
-    let _ = write!(text, "{}\t", argmax(probs));
-    for (c, p) in probs.iter().enumerate() {
-        let sep = if c + 1 == probs.len() { '\n' } else { ' ' };
-        let _ = write!(text, "{p:.6}{sep}");
     }
 }
 
