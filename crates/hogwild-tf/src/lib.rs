@@ -28,14 +28,17 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod cli;
+mod cluster;
 mod error;
 mod files;
 mod graph;
 mod inputs;
 mod model;
 mod proto;
+mod server;
 
 pub use cli::{summary_line, tf_train, TfTrainArgs, TfTrainReport};
+pub use cluster::ClusterArgs;
 pub use error::{Error, Result};
 pub use files::used_slots;
 pub use graph::{SessionConfig, TrainGraph};
