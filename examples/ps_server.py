@@ -5,8 +5,9 @@ next to their variables).
 Usage:
     python examples/ps_server.py --ps-hosts h0:2222,h1:2222 --worker-hosts h2:2222,h3:2222 --task-index 0
 
-The workers are `hogwild tf-train` runners given the same --ps-hosts and --worker-hosts (or
-Python workers of the same cluster).
+The workers are `hogwild tf-train` runners given the same --ps-hosts and --worker-hosts, which
+serve their own tasks (or Python workers of the same cluster). With --job-name worker this serves
+a worker task instead, for a runner that connects to it with --target.
 """
 
 import argparse
@@ -24,12 +25,15 @@ def main():
     hosts = dict(type=lambda s: s.split(","), required=True, metavar="HOST:PORT,...")
     p.add_argument("--ps-hosts", help="the cluster's ps tasks", **hosts)
     p.add_argument("--worker-hosts", help="the cluster's worker tasks", **hosts)
-    p.add_argument("--task-index", type=int, required=True, help="this ps task (from 0)")
+    p.add_argument("--task-index", type=int, required=True, help="this task (from 0)")
+    p.add_argument("--job-name", choices=("ps", "worker"), default="ps")
     a = p.parse_args()
     adam_async.load_library()  # before the server: its kernels run the graph's update ops
-    cluster = tf.train.ClusterSpec({"ps": a.ps_hosts, "worker": a.worker_hosts})
-    server = tf.distribute.Server(cluster, job_name="ps", task_index=a.task_index)
-    print(f"ps task {a.task_index} serving at {a.ps_hosts[a.task_index]}", flush=True)
+    hosts = {"ps": a.ps_hosts, "worker": a.worker_hosts}
+    server = tf.distribute.Server(tf.train.ClusterSpec(hosts), job_name=a.job_name,
+                                  task_index=a.task_index)
+    print(f"{a.job_name} task {a.task_index} serving at {hosts[a.job_name][a.task_index]}",
+          flush=True)
     server.join()
 
 

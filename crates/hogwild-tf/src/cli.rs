@@ -96,7 +96,8 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
         run_in_caller: args.inline_steps,
         ..SessionConfig::default()
     };
-    // Lives as long as the session, whose master it is.
+    // Started before the session is created, which then finds its in-process master; lives as
+    // long as the session.
     let _server = match &cluster {
         Some(cluster) => cluster.join(&mut config)?,
         None => None,
@@ -114,6 +115,7 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
                             .into(),
                 });
             }
+            cluster.reach(&config)?;
             cluster.start(graph, args.restore.as_deref())?;
         }
         None if graph.is_cluster_graph() => {

@@ -296,6 +296,7 @@ impl TrainGraph {
             operation_timeout_in_ms: config
                 .operation_timeout
                 .map_or(0, |t| t.as_millis().clamp(1, i64::MAX as u128) as i64),
+            rpc_options: None,
         };
         options
             .set_config(&config_proto.encode_to_vec())

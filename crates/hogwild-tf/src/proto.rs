@@ -100,6 +100,16 @@ pub struct ConfigProto {
     /// that sets none of its own; 0: none.
     #[prost(int64, tag = "11")]
     pub operation_timeout_in_ms: i64,
+    #[prost(message, optional, tag = "13")]
+    pub rpc_options: Option<RpcOptions>,
+}
+
+/// `RPCOptions`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RpcOptions {
+    /// Talk to an in-process master over gRPC too, so that every call has a gRPC deadline.
+    #[prost(bool, tag = "1")]
+    pub use_rpc_for_inprocess_master: bool,
 }
 
 /// `ServerDef`: the task an in-process server serves.
