@@ -160,6 +160,28 @@ def test_a_worker_waits_for_the_chief_a_bounded_time(hogwild_bin, cluster, tmp_p
     assert elapsed < 20, elapsed
 
 
+def test_the_chief_restores_a_checkpoint_and_the_powers_count_on(hogwild_bin, cluster, tmp_path):
+    """A checkpoint of the local runner restored by a one-worker cluster's chief: the finished
+    workers' counter, which checkpoints leave out, starts at 0 (the chief's wait ends), and the
+    powers count the steps of both runs."""
+    files = write_data(tmp_path, files=1, lines=32)
+    local, graph = tmp_path / "bow.meta", tmp_path / "bow_ps.meta"
+    hosts = loopback_cluster(ps=1, worker=1)
+    export_bow_graph.export(local, vocab=200, dim=8)
+    export_bow_graph.export(graph, vocab=200, dim=8, ps_hosts=hosts["ps"])
+    cluster.start_server(hosts, "ps", 0)
+    feed = ["--op-library", PLUGIN, "--feed", tmp_path / "data.prototxt", "--print-period", 0]
+    r, _ = run(hogwild_bin, "--graph", local, *feed, "--save", tmp_path / "first", files[0])
+    assert r.returncode == 0, r.stderr
+    r, _ = run(hogwild_bin, "--graph", graph, *feed, *cluster_args(hosts, 0),
+               "--restore", tmp_path / "first", "--save", tmp_path / "second", files[0])
+    assert r.returncode == 0, r.stderr
+    assert "the chief): restored the variables" in r.stderr, r.stderr
+    reader = tf.train.load_checkpoint(str(tmp_path / "second"))
+    got = [float(reader.get_tensor(f"embedding/AdamAsync_{k}")) for k in (2, 3)]
+    assert got == powers(2 * 32 // 16), got
+
+
 @pytest.mark.parametrize("master", ["in-process", "target"])
 def test_an_unreachable_cluster_fails_within_the_wait_timeout(hogwild_bin, setup_graph, master):
     """Nothing listens at the ps ports (nor at the --target): the runner gives up after the wait
