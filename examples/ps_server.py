@@ -3,7 +3,7 @@ ops loaded (the update ops of a graph exported with export_bow_graph.py --ps-hos
 next to their variables).
 
 Usage:
-    python examples/ps_server.py --ps-hosts h0:2222,h1:2222 --worker-hosts h2:2222,h3:2222 --task-index 0
+    python examples/ps_server.py --ps-hosts h0:2222,h1:2222 --worker-hosts h2:2222 --task-index 0
 
 The workers are `hogwild tf-train` runners given the same --ps-hosts and --worker-hosts, which
 serve their own tasks (or Python workers of the same cluster). With --job-name worker this serves

@@ -125,7 +125,9 @@ fn parse_target(text: &str) -> std::result::Result<String, String> {
 fn parse_seconds(text: &str) -> std::result::Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(s),
-        Ok(s) => Err(format!("{s} is not a number of seconds (more than 0)")),
+        Ok(s) => Err(format!(
+            "{s} is not a number of seconds (more than 0, less than 1e9)"
+        )),
         Err(e) => Err(format!("\"{text}\" is not a number: {e}")),
     }
 }
@@ -405,8 +407,8 @@ impl Cluster {
                 return Ok(Some(Error::Cluster {
                     task: self.describe(),
                     reason: format!(
-                        "only {finished} of {all} workers finished training within {}; what \
-                         the ps tasks held then was saved and evaluated",
+                        "only {finished} of {all} workers finished training within {} (a \
+                         checkpoint or evaluation asked for holds what the ps tasks held then)",
                         self.wait_text()
                     ),
                 }));
