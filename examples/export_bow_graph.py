@@ -17,8 +17,20 @@ The MetaGraphDef written to `--out` names everything the runner needs:
   * saver_def: tf.compat.v1.train.Saver's filename tensor, save tensor and restore op, so the
     runner's checkpoints are ordinary TF checkpoints (`saver.restore(sess, prefix)`).
 
+With --ps-hosts the graph is for a parameter-server cluster (between-graph replication, the
+runner's --ps-hosts/--worker-hosts/--task-index): tf.compat.v1.train.replica_device_setter puts
+the variables round-robin on the ps tasks (their optimizer slots and update ops follow them) and
+leaves every other op unplaced, so each worker's master places those on its own task and one
+file serves every worker. It also has
+  * collection "ready_op": report_uninitialized_variables(), which the workers other than the
+    chief poll until the chief has initialised the variables;
+  * collections "hogwild/finish_op", "hogwild/finished_workers", "hogwild/finished_workers_init":
+    a counter of finished workers on a ps task (left out of checkpoints), which the chief waits on
+    before it saves.
+
 Usage:
     python examples/export_bow_graph.py --out build/bow.meta [--optimizer adam_async] ...
+    python examples/export_bow_graph.py --out build/bow_ps.meta --ps-hosts h0:2222,h1:2222
 """
 
 import argparse
@@ -44,10 +56,17 @@ def make_optimizer(name, lr):
     raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
 
 
-def build_graph(vocab, dim, classes, optimizer, lr, seed):
-    """Builds the network in a fresh graph and returns (graph, signature, init_op, train_op, saver)."""
+def build_graph(vocab, dim, classes, optimizer, lr, seed, ps_hosts=None):
+    """Builds the network in a fresh graph and returns (graph, signature, init_op, train_op, saver);
+    with `ps_hosts` (a list of host:port), for that cluster's ps tasks."""
     graph = tf.Graph()
-    with graph.as_default():
+    placement = None
+    if ps_hosts:
+        # No worker_device: the ops other than variables stay unplaced, for the master (each
+        # worker's own task) to place.
+        placement = tf.compat.v1.train.replica_device_setter(
+            cluster=tf.train.ClusterSpec({"ps": list(ps_hosts)}))
+    with graph.as_default(), tf.compat.v1.device(placement):
         tf.compat.v1.set_random_seed(seed)
         words = tf.compat.v1.placeholder(tf.int64, [None], name="words")
         row_splits = tf.compat.v1.placeholder(tf.int64, [None], name="words_row_splits")
@@ -78,10 +97,13 @@ def build_graph(vocab, dim, classes, optimizer, lr, seed):
         accuracy = tf.reduce_mean(correct, name="accuracy")
 
         train_op = make_optimizer(optimizer, lr).minimize(loss, name="train")
+        saved = tf.compat.v1.global_variables()
+        if ps_hosts:
+            add_cluster_protocol()
         init_op = tf.compat.v1.global_variables_initializer()
         # minimize() already put train_op into the "train_op" collection.
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.INIT_OP, init_op)
-        saver = tf.compat.v1.train.Saver()
+        saver = tf.compat.v1.train.Saver(saved)
 
         info = tf.compat.v1.saved_model.utils.build_tensor_info
         signature = tf.compat.v1.saved_model.signature_def_utils.build_signature_def(
@@ -92,9 +114,24 @@ def build_graph(vocab, dim, classes, optimizer, lr, seed):
     return graph, signature, init_op, train_op, saver
 
 
-def export(out, vocab=10000, dim=16, classes=2, optimizer="adam_async", lr=0.01, seed=1):
-    """Writes the MetaGraphDef to `out` and returns it."""
-    graph, signature, _, _, saver = build_graph(vocab, dim, classes, optimizer, lr, seed)
+def add_cluster_protocol():
+    """The ops of the runner's chief/worker protocol in a cluster (see the module docstring)."""
+    finished = tf.compat.v1.get_variable(
+        "hogwild/finished_workers", [], tf.int64, initializer=tf.compat.v1.zeros_initializer(),
+        trainable=False, use_resource=True)
+    add = tf.compat.v1.add_to_collection
+    add(tf.compat.v1.GraphKeys.READY_OP, tf.compat.v1.report_uninitialized_variables())
+    add("hogwild/finish_op", finished.assign_add(1, read_value=False))
+    add("hogwild/finished_workers", finished.read_value())
+    add("hogwild/finished_workers_init", finished.initializer)
+
+
+def export(out, vocab=10000, dim=16, classes=2, optimizer="adam_async", lr=0.01, seed=1,
+           ps_hosts=None):
+    """Writes the MetaGraphDef to `out` and returns it; with `ps_hosts` (a list of host:port), for
+    that parameter-server cluster."""
+    graph, signature, _, _, saver = build_graph(vocab, dim, classes, optimizer, lr, seed,
+                                                ps_hosts)
     with graph.as_default():
         meta = saver.export_meta_graph()
     meta.signature_def["train"].CopyFrom(signature)
@@ -113,9 +150,12 @@ def main():
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam_async")
     p.add_argument("--lr", type=float, default=0.01, help="learning rate")
     p.add_argument("--seed", type=int, default=1, help="graph-level random seed (initial values)")
+    p.add_argument("--ps-hosts", type=lambda s: s.split(","), metavar="HOST:PORT,...",
+                   help="export for a parameter-server cluster with these ps tasks")
     a = p.parse_args()
-    export(a.out, a.vocab, a.dim, a.classes, a.optimizer, a.lr, a.seed)
-    print(f"wrote {a.out} (optimizer {a.optimizer}, vocab {a.vocab}, dim {a.dim})")
+    export(a.out, a.vocab, a.dim, a.classes, a.optimizer, a.lr, a.seed, a.ps_hosts)
+    where = f", variables on {len(a.ps_hosts)} ps tasks" if a.ps_hosts else ""
+    print(f"wrote {a.out} (optimizer {a.optimizer}, vocab {a.vocab}, dim {a.dim}{where})")
 
 
 if __name__ == "__main__":

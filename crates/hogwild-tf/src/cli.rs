@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use hogwild::executor::{self, EpochReport, Progress, RunOptions, RunReport};
 use hogwild::feed::{DataFeedDesc, FeedMode, FeedOptions};
 
+use crate::cluster::{Cluster, ClusterArgs};
 use crate::graph::SessionConfig;
 use crate::model::TfModel;
-use crate::Result;
+use crate::{Error, Result};
 
 /// Options of `hogwild tf-train`.
 #[derive(Debug, Clone, clap::Args)]
@@ -37,11 +38,13 @@ pub struct TfTrainArgs {
     /// Print the step, instances/s and the fetched values every this many batches (0: never).
     #[arg(long, default_value_t = 100)]
     pub print_period: usize,
-    /// Start from this checkpoint (a saver prefix) instead of running the init op.
+    /// Start from this checkpoint (a saver prefix) instead of running the init op (in a
+    /// cluster: the chief only).
     #[arg(long)]
     pub restore: Option<PathBuf>,
     /// Save a checkpoint to this prefix after training (restorable with
-    /// tf.compat.v1.train.Saver.restore).
+    /// tf.compat.v1.train.Saver.restore; in a cluster: the chief only, once every worker has
+    /// finished).
     #[arg(long)]
     pub save: Option<PathBuf>,
     /// After training, evaluate on these files (repeatable) and print the averaged values.
@@ -51,6 +54,8 @@ pub struct TfTrainArgs {
     /// (faster for small graphs; a failing op is then reported without its node name).
     #[arg(long)]
     pub inline_steps: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 /// What `tf-train` did.
@@ -77,18 +82,56 @@ pub fn summary_line(what: &str, r: &RunReport) -> String {
 
 /// Runs `tf-train`: loads the graph, initialises or restores it, trains, saves, evaluates, and
 /// prints one summary line per pass to stdout.
+/// In a cluster, the worker reaches the ps tasks, waits for or does the chief's part (see
+/// [`crate::cluster`]), and the chief saves and evaluates once every worker has finished.
 pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
-    let config = SessionConfig {
+    let cluster = Cluster::from_args(&args.cluster)?;
+    if let Some(cluster) = &cluster {
+        check_cluster_options(args, cluster)?;
+    }
+    let desc = DataFeedDesc::from_file(&args.data_desc)?;
+    let mut config = SessionConfig {
         inter_op_threads: args.threads.max(1),
         intra_op_threads: 1,
         run_in_caller: args.inline_steps,
+        ..SessionConfig::default()
     };
-    let model = TfModel::load(&args.graph, &args.op_libraries, &config)?;
-    match &args.restore {
-        Some(prefix) => model.graph().restore(prefix)?,
-        None => model.graph().init()?,
+    // Started before the session is created, which then finds its in-process master; lives as
+    // long as the session.
+    let _server = match &cluster {
+        Some(cluster) => cluster.join(&mut config)?,
+        None => None,
+    };
+    let mut model = TfModel::load(&args.graph, &args.op_libraries, &config)?;
+    let graph = model.graph();
+    match &cluster {
+        Some(cluster) => {
+            if !graph.is_cluster_graph() {
+                return Err(Error::BadGraph {
+                    path: args.graph.clone(),
+                    reason:
+                        "not exported for a parameter-server cluster (no \"hogwild/finish_op\" \
+                             collection): export it with --ps-hosts"
+                            .into(),
+                });
+            }
+            cluster.reach(&config)?;
+            cluster.start(graph, args.restore.as_deref())?;
+        }
+        None if graph.is_cluster_graph() => {
+            return Err(Error::BadGraph {
+                path: args.graph.clone(),
+                reason: "exported for a parameter-server cluster (its variables live on /job:ps \
+                         tasks): train it as a worker of that cluster with --ps-hosts, \
+                         --worker-hosts and --task-index"
+                    .into(),
+            });
+        }
+        None => match &args.restore {
+            Some(prefix) => graph.restore(prefix)?,
+            None => graph.init()?,
+        },
     }
-    let desc = DataFeedDesc::from_file(&args.data_desc)?;
     let options = RunOptions {
         print_period: args.print_period,
         progress: Progress::Lines,
@@ -116,6 +159,10 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
         Some(&hook),
     )?;
     println!("{}", summary_line("train", &train));
+    let unfinished = match &cluster {
+        Some(cluster) => cluster.finish(model.graph())?,
+        None => None,
+    };
     if let Some(prefix) = &args.save {
         model.graph().save(prefix)?;
         println!("saved checkpoint {}", prefix.display());
@@ -139,5 +186,34 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
         println!("{}", summary_line("eval", &r));
         Some(r)
     };
-    Ok(TfTrainReport { train, eval })
+    if cluster.is_some() {
+        model.close()?;
+    }
+    match unfinished {
+        Some(error) => Err(error),
+        None => Ok(TfTrainReport { train, eval }),
+    }
+}
+
+/// The options a worker of a cluster cannot take, refused before it starts.
+fn check_cluster_options(args: &TfTrainArgs, cluster: &Cluster) -> Result<()> {
+    let refuse = |option: &'static str, reason: &str| {
+        Err(Error::BadOption {
+            option,
+            reason: format!("{}: {reason}", cluster.describe()),
+        })
+    };
+    if !cluster.is_chief() && args.save.is_some() {
+        return refuse("--save", "only the chief (worker task 0) saves");
+    }
+    if !cluster.is_chief() && args.restore.is_some() {
+        return refuse("--restore", "only the chief (worker task 0) restores");
+    }
+    if args.inline_steps {
+        return refuse(
+            "--inline-steps",
+            "a local session's option; in a cluster the master's executors run the steps",
+        );
+    }
+    Ok(())
 }

@@ -47,6 +47,18 @@ pub enum Error {
         tensor: String,
         reason: String,
     },
+    /// An option's value does not fit the others (checked before any work starts).
+    #[error("{option}: {reason}")]
+    BadOption {
+        option: &'static str,
+        reason: String,
+    },
+    /// The in-process TensorFlow server of the runner's cluster task could not start.
+    #[error("cannot start the TensorFlow server of {task}: {message}")]
+    Server { task: String, message: String },
+    /// The rest of the cluster did not answer or did not do its part in time.
+    #[error("{task}: {reason}")]
+    Cluster { task: String, reason: String },
     /// The data feed or the executor failed.
     #[error(transparent)]
     Hogwild(#[from] hogwild::Error),

@@ -6,8 +6,13 @@
 //! optimizer ops of the exported graph use no locks (`use_locking=False`), so concurrent train
 //! steps update the parameters Hogwild-style. Kernels run single-threaded and the inter-op pool
 //! has one thread per worker: the worker threads are the only parallelism.
+//!
+//! A graph exported for a parameter-server cluster keeps its variables on the ps tasks and is
+//! run through a session on a cluster's master ([`SessionConfig::target`]); it has a few more
+//! collections, for the chief's and the other workers' protocol ([`crate::cluster`]).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use prost::Message;
 use tensorflow::{
@@ -24,6 +29,15 @@ pub const SIGNATURE: &str = "train";
 pub const INIT_COLLECTION: &str = "init_op";
 /// The collection holding the training op.
 pub const TRAIN_COLLECTION: &str = "train_op";
+/// The collection holding the tensor of the names of uninitialised variables (TensorFlow's
+/// `ready_op`, `report_uninitialized_variables`); a cluster graph has it.
+pub const READY_COLLECTION: &str = "ready_op";
+/// The collection holding the op that counts one worker as finished; a cluster graph has it.
+pub const FINISH_COLLECTION: &str = "hogwild/finish_op";
+/// The collection holding the tensor of the number of finished workers.
+pub const FINISHED_COLLECTION: &str = "hogwild/finished_workers";
+/// The collection holding the initialiser of that counter, which checkpoints leave out.
+pub const FINISHED_INIT_COLLECTION: &str = "hogwild/finished_workers_init";
 /// The suffix of an input key that marks a slot fed as values plus row offsets.
 pub const ROW_SPLITS_SUFFIX: &str = "/row_splits";
 
@@ -52,6 +66,14 @@ struct Saver {
     restore: Operation,
 }
 
+/// The ops of a graph exported for a parameter-server cluster.
+struct ClusterOps {
+    ready: Endpoint,
+    finish: Operation,
+    finished: Endpoint,
+    finished_init: Operation,
+}
+
 /// Session configuration.
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
@@ -64,6 +86,12 @@ pub struct SessionConfig {
     /// Saves a context switch per op, but TensorFlow then reports a failing kernel's error
     /// without the name of its node, so it is off by default.
     pub run_in_caller: bool,
+    /// The master to connect to (`grpc://host:port`); `None`: a local, in-process session.
+    pub target: Option<String>,
+    /// The only devices the session sees (e.g. `/job:ps`, `/job:worker/task:1`); empty: all.
+    pub device_filters: Vec<String>,
+    /// The deadline of each blocking call of the session, creating it included; `None`: none.
+    pub operation_timeout: Option<Duration>,
 }
 
 impl Default for SessionConfig {
@@ -72,6 +100,9 @@ impl Default for SessionConfig {
             inter_op_threads: 1,
             intra_op_threads: 1,
             run_in_caller: false,
+            target: None,
+            device_filters: Vec::new(),
+            operation_timeout: None,
         }
     }
 }
@@ -85,6 +116,8 @@ pub struct TrainGraph {
     init: Operation,
     train: Operation,
     saver: Saver,
+    cluster: Option<ClusterOps>,
+    target: Option<String>,
     run_options: Vec<u8>,
     // Declared last: dropped after the session that runs their kernels.
     _libraries: Vec<Library>,
@@ -101,7 +134,7 @@ impl std::fmt::Debug for TrainGraph {
     }
 }
 
-fn run_error(during: impl Into<String>, status: Status) -> Error {
+pub(crate) fn run_error(during: impl Into<String>, status: Status) -> Error {
     Error::Run {
         during: during.into(),
         message: status.to_string(),
@@ -177,17 +210,24 @@ impl TrainGraph {
                 index,
             })
         };
-        let collection_op = |key: &str| -> Result<Operation> {
-            let name = meta
-                .collection_def
+        let collection_name = |key: &str| -> Option<&String> {
+            meta.collection_def
                 .get(key)
                 .and_then(|c| c.node_list.as_ref())
                 .and_then(|l| l.value.first())
+        };
+        let collection_op = |key: &str| -> Result<Operation> {
+            let name = collection_name(key)
                 .ok_or_else(|| bad(format!("no \"{key}\" collection naming an op")))?;
             op(
                 &format!("collection \"{key}\""),
                 name.split(':').next().unwrap_or(name),
             )
+        };
+        let collection_tensor = |key: &str| -> Result<Endpoint> {
+            let name = collection_name(key)
+                .ok_or_else(|| bad(format!("no \"{key}\" collection naming a tensor")))?;
+            endpoint(&format!("collection \"{key}\""), name)
         };
 
         let signature = meta
@@ -238,15 +278,35 @@ impl TrainGraph {
             save: endpoint("saver save tensor", &saver_def.save_tensor_name)?,
             restore: op("saver restore op", &saver_def.restore_op_name)?,
         };
+        let cluster = match collection_name(FINISH_COLLECTION) {
+            None => None,
+            Some(_) => Some(ClusterOps {
+                ready: collection_tensor(READY_COLLECTION)?,
+                finish: collection_op(FINISH_COLLECTION)?,
+                finished: collection_tensor(FINISHED_COLLECTION)?,
+                finished_init: collection_op(FINISHED_INIT_COLLECTION)?,
+            }),
+        };
 
         let mut options = SessionOptions::new();
         let config_proto = proto::ConfigProto {
             intra_op_parallelism_threads: config.intra_op_threads as i32,
             inter_op_parallelism_threads: config.inter_op_threads as i32,
+            device_filters: config.device_filters.clone(),
+            operation_timeout_in_ms: config
+                .operation_timeout
+                .map_or(0, |t| t.as_millis().clamp(1, i64::MAX as u128) as i64),
+            rpc_options: None,
         };
         options
             .set_config(&config_proto.encode_to_vec())
             .map_err(|s| run_error("configuring the session", s))?;
+        if let Some(target) = &config.target {
+            options.set_target(target).map_err(|_| Error::BadOption {
+                option: "--target",
+                reason: format!("\"{target}\" contains a NUL byte"),
+            })?;
+        }
         let session = Session::new(&options, &graph)
             .map_err(|s| run_error(format!("creating a session for {}", path.display()), s))?;
         let run_options = if config.run_in_caller {
@@ -265,6 +325,8 @@ impl TrainGraph {
             init,
             train,
             saver,
+            cluster,
+            target: config.target.clone(),
             run_options,
             _libraries: libraries,
             _graph: graph,
@@ -288,6 +350,82 @@ impl TrainGraph {
 
     pub(crate) fn inputs(&self) -> &[Input] {
         &self.inputs
+    }
+
+    /// The master the session connects to; `None` for a local session.
+    pub fn target(&self) -> Option<&str> {
+        self.target.as_deref()
+    }
+
+    /// Whether the graph was exported for a parameter-server cluster (it has the
+    /// `hogwild/finish_op` collection and the others of [`crate::cluster`]'s protocol).
+    pub fn is_cluster_graph(&self) -> bool {
+        self.cluster.is_some()
+    }
+
+    fn cluster_ops(&self, during: &str) -> Result<&ClusterOps> {
+        self.cluster.as_ref().ok_or_else(|| Error::BadGraph {
+            path: self.path.clone(),
+            reason: format!(
+                "{during}: the graph was not exported for a cluster (no \"{FINISH_COLLECTION}\" \
+                 collection)"
+            ),
+        })
+    }
+
+    /// The names of the variables not initialised yet, from the `ready_op`; TensorFlow's status
+    /// on failure (the first call into a cluster, which tells an unreachable one by its code).
+    pub(crate) fn uninitialized_variables(&self) -> std::result::Result<Vec<String>, Status> {
+        let Ok(ops) = self.cluster_ops("asking for uninitialised variables") else {
+            return Err(Status::new_set_lossy(
+                tensorflow::Code::FailedPrecondition,
+                "the graph has no ready_op",
+            ));
+        };
+        let mut args = SessionRunArgs::new();
+        let token = args.request_fetch(&ops.ready.op, ops.ready.index);
+        self.session.run(&mut args)?;
+        let names: Tensor<String> = args.fetch(token)?;
+        // Not `names.iter()` on an empty tensor: the crate then builds a slice from TensorFlow's
+        // null data pointer (undefined behaviour, a panic in debug builds).
+        if names.dims().contains(&0) {
+            return Ok(Vec::new());
+        }
+        Ok(names.iter().cloned().collect())
+    }
+
+    /// Counts this worker as finished on the cluster's counter.
+    pub(crate) fn count_finished(&self) -> Result<()> {
+        let ops = self.cluster_ops("counting this worker finished")?;
+        let mut args = SessionRunArgs::new();
+        args.add_target(&ops.finish);
+        self.session
+            .run(&mut args)
+            .map_err(|s| run_error("counting this worker finished", s))
+    }
+
+    /// The number of workers counted finished.
+    pub(crate) fn finished_workers(&self) -> Result<i64> {
+        let during = "asking the cluster how many workers finished";
+        let ops = self.cluster_ops(during)?;
+        let mut args = SessionRunArgs::new();
+        let token = args.request_fetch(&ops.finished.op, ops.finished.index);
+        self.session
+            .run(&mut args)
+            .map_err(|s| run_error(during, s))?;
+        let count: Tensor<i64> = args.fetch(token).map_err(|s| run_error(during, s))?;
+        count.first().copied().ok_or_else(|| Error::BadOutput {
+            output: FINISHED_COLLECTION.into(),
+            tensor: ops.finished.name.clone(),
+            reason: "fetched an empty tensor".into(),
+        })
+    }
+
+    /// Closes the session: a remote master then drops it at once instead of keeping it.
+    pub fn close(&mut self) -> Result<()> {
+        self.session
+            .close()
+            .map_err(|s| run_error("closing the session", s))
     }
 
     /// Runs the initialisation op once (the startup program).
@@ -331,7 +469,8 @@ impl TrainGraph {
         Ok(())
     }
 
-    /// Restores every variable from the checkpoint `prefix`.
+    /// Restores every variable from the checkpoint `prefix` (in a cluster graph, also starts the
+    /// finished workers' counter, which checkpoints leave out, at 0).
     pub fn restore(&self, prefix: &Path) -> Result<()> {
         let filename = Tensor::from(prefix.display().to_string());
         let mut args = SessionRunArgs::new();
@@ -341,6 +480,9 @@ impl TrainGraph {
             &filename,
         );
         args.add_target(&self.saver.restore);
+        if let Some(ops) = &self.cluster {
+            args.add_target(&ops.finished_init);
+        }
         self.session
             .run(&mut args)
             .map_err(|s| run_error(format!("restoring checkpoint {}", prefix.display()), s))

@@ -5,6 +5,10 @@
 //! worker threads from the data feed, as it runs the native models. Checkpoints go through the graph's
 //! own saver, so Python TensorFlow restores them with `saver.restore(sess, prefix)`.
 //!
+//! `hogwild tf-train` also trains as a worker of a TensorFlow parameter-server cluster: the
+//! variables live on the ps tasks, the runner serves its own worker task in-process and is its own
+//! master, and worker 0 is the chief ([`ClusterArgs`]; the protocol is in `cluster.rs`).
+//!
 //! ```no_run
 //! use hogwild_tf::{SessionConfig, SlotKind, SlotRef, SlotValuesRef, TfModel};
 //!
@@ -28,14 +32,17 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod cli;
+mod cluster;
 mod error;
 mod files;
 mod graph;
 mod inputs;
 mod model;
 mod proto;
+mod server;
 
 pub use cli::{summary_line, tf_train, TfTrainArgs, TfTrainReport};
+pub use cluster::ClusterArgs;
 pub use error::{Error, Result};
 pub use files::used_slots;
 pub use graph::{SessionConfig, TrainGraph};

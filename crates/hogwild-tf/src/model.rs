@@ -57,6 +57,11 @@ impl TfModel {
         &self.graph
     }
 
+    /// Closes the session (see [`TrainGraph::close`]).
+    pub fn close(&mut self) -> Result<()> {
+        self.graph.close()
+    }
+
     /// The fetched values' names, in the order steps report them (`loss` first).
     pub fn metric_names(&self) -> &[String] {
         &self.metrics

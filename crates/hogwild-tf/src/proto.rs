@@ -1,7 +1,7 @@
 //! The few TensorFlow protobuf messages the runner reads or writes, declared with `prost` (the
 //! `tensorflow` crate keeps its generated protos private). Only the fields used are declared;
 //! prost skips the others when decoding. Field numbers are those of tensorflow/core/protobuf/
-//! meta_graph.proto, saver.proto and config.proto.
+//! meta_graph.proto, saver.proto, config.proto, cluster.proto and tensorflow_server.proto.
 
 use std::collections::HashMap;
 
@@ -84,13 +84,65 @@ pub struct Dim {
     pub size: i64,
 }
 
-/// `ConfigProto`: the session's thread pools.
+/// `ConfigProto`: the session's thread pools and, in a cluster, the tasks it uses and its
+/// deadline.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ConfigProto {
     #[prost(int32, tag = "2")]
     pub intra_op_parallelism_threads: i32,
+    /// Only these devices (e.g. `/job:ps`, `/job:worker/task:1`) are seen by the session: the
+    /// master neither waits for nor places ops on other tasks.
+    #[prost(string, repeated, tag = "4")]
+    pub device_filters: Vec<String>,
     #[prost(int32, tag = "5")]
     pub inter_op_parallelism_threads: i32,
+    /// The deadline of every blocking call of the session (creating it on the master included)
+    /// that sets none of its own; 0: none.
+    #[prost(int64, tag = "11")]
+    pub operation_timeout_in_ms: i64,
+    #[prost(message, optional, tag = "13")]
+    pub rpc_options: Option<RpcOptions>,
+}
+
+/// `RPCOptions`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RpcOptions {
+    /// Talk to an in-process master over gRPC too, so that every call has a gRPC deadline.
+    #[prost(bool, tag = "1")]
+    pub use_rpc_for_inprocess_master: bool,
+}
+
+/// `ServerDef`: the task an in-process server serves.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ServerDef {
+    #[prost(message, optional, tag = "1")]
+    pub cluster: Option<ClusterDef>,
+    #[prost(string, tag = "2")]
+    pub job_name: String,
+    #[prost(int32, tag = "3")]
+    pub task_index: i32,
+    /// The configuration of the sessions the server's master creates and of its executors.
+    #[prost(message, optional, tag = "4")]
+    pub default_session_config: Option<ConfigProto>,
+    /// `"grpc"`.
+    #[prost(string, tag = "5")]
+    pub protocol: String,
+}
+
+/// `ClusterDef`: every job of the cluster.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ClusterDef {
+    #[prost(message, repeated, tag = "1")]
+    pub job: Vec<JobDef>,
+}
+
+/// `JobDef`: a job's tasks by index, each a `host:port`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct JobDef {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(map = "int32, string", tag = "2")]
+    pub tasks: HashMap<i32, String>,
 }
 
 /// `RunOptions`: `inter_op_thread_pool = -1` runs a step's ops in the calling thread.
