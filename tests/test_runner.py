@@ -18,8 +18,12 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "build/plugin/libadam_async_ops.so"
 BATCH = 16
+# build/tf added only where missing: `make test` has put it there already, and cargo rebuilds
+# (and relinks, a minute or more) whatever tensorflow-sys depends on when the value changes.
+_PKG = os.environ.get("PKG_CONFIG_PATH", "")
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-           PKG_CONFIG_PATH=f"{ROOT}/build/tf:{os.environ.get('PKG_CONFIG_PATH', '')}",
+           PKG_CONFIG_PATH=_PKG if f"{ROOT}/build/tf" in _PKG.split(":")
+           else f"{ROOT}/build/tf:{_PKG}",
            ADAM_ASYNC_LIBRARY=str(PLUGIN))
 os.environ["ADAM_ASYNC_LIBRARY"] = str(PLUGIN)
 sys.path.insert(0, str(ROOT / "python"))
