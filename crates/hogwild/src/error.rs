@@ -65,6 +65,17 @@ pub enum Error {
         line: u64,
         message: String,
     },
+    /// A line of a text input that is no training data (a word-vectors file, analogy
+    /// questions) is malformed.
+    #[error("{file}:{line}: {message}")]
+    BadLine {
+        file: String,
+        line: u64,
+        message: String,
+    },
+    /// Word vectors cannot be queried (none, a word twice, a value that is no finite number).
+    #[error("word vectors: {reason}")]
+    Vectors { reason: String },
     /// A parameter table cannot be built with the requested shape.
     #[error("table {table}: {reason}")]
     InvalidTable { table: String, reason: String },

@@ -26,6 +26,7 @@ pub mod optim;
 pub mod rng;
 pub mod store;
 pub mod tools;
+pub mod vectors;
 
 pub use error::{Error, Result};
 pub use executor::{

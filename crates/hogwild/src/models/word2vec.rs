@@ -1051,8 +1051,10 @@ impl Word2Vec {
         Ok(n)
     }
 
-    /// Writes what [`Word2Vec::export_text`] writes to `out`; the caller commits it.
-    pub fn write_text(&self, out: &mut Output) -> Result<usize> {
+    /// The ids whose vectors [`Word2Vec::export_text`] writes, in its order: those kept by
+    /// `min_count`, most frequent first (ties by id). A tool that restricts itself to the first
+    /// words of a vectors file (gensim's `restrict_vocab`) takes the most frequent.
+    pub fn exported_ids(&self) -> Vec<usize> {
         let min_count = self.cfg.min_count.max(1);
         let mut ids: Vec<usize> = (0..self.vocab.len())
             .filter(|&i| self.vocab.counts[i] >= min_count)
@@ -1062,6 +1064,12 @@ impl Word2Vec {
                 .cmp(&self.vocab.counts[a])
                 .then(a.cmp(&b))
         });
+        ids
+    }
+
+    /// Writes what [`Word2Vec::export_text`] writes to `out`; the caller commits it.
+    pub fn write_text(&self, out: &mut Output) -> Result<usize> {
+        let ids = self.exported_ids();
         let name = out.name().to_string();
         let io = |e: std::io::Error| Error::Io {
             path: name.clone(),
