@@ -12,6 +12,7 @@ mod models;
 mod paths;
 mod predict;
 mod preflight;
+mod queries;
 mod train;
 
 use std::process::ExitCode;
@@ -44,6 +45,12 @@ enum Command {
     Eval(eval::Args),
     /// Predictions of a saved model, one line per instance (bag-of-words: fastText's labels).
     Predict(predict::Args),
+    /// Nearest neighbours of words by cosine similarity in a word2vec model's vectors (or a
+    /// vectors file), as gensim's most_similar finds them.
+    Nn(queries::NnArgs),
+    /// Analogies ("A is to B as C is to ?") in word vectors, or the accuracy on a test set of
+    /// them (word2vec's questions-words.txt), as gensim's evaluate_word_analogies measures it.
+    Analogy(queries::AnalogyArgs),
     /// Generate a small corpus, train the bag-of-words model on it and print the results.
     Demo(demo::Args),
     /// Train a TensorFlow graph from files with several threads sharing one session (Hogwild).
@@ -72,6 +79,8 @@ fn main() -> ExitCode {
         Command::Train(args) => train::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Predict(args) => predict::run(args),
+        Command::Nn(args) => queries::run_nn(args),
+        Command::Analogy(args) => queries::run_analogy(args),
         Command::Demo(args) => demo::run(args),
         #[cfg(feature = "tf")]
         Command::TfTrain(args) => hogwild_tf::tf_train(&args).map(|_| ()).map_err(Into::into),
