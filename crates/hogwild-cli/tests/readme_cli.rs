@@ -208,7 +208,24 @@ fn text_classification_walkthrough_runs() {
 
 #[test]
 fn word2vec_walkthrough_runs() {
-    let (dir, _) = run_walkthrough("word2vec");
+    let (dir, printed) = run_walkthrough("word2vec");
+    // nn -k 5 and analogy -k 3: `word<TAB>similarity` lines.
+    let answers = printed
+        .lines()
+        .filter(|l| {
+            l.split_once('\t')
+                .is_some_and(|(_, s)| s.len() >= 8 && s.parse::<f32>().is_ok())
+        })
+        .count();
+    assert_eq!(answers, 5 + 3, "{printed}");
+    // analogy --questions: one question of six has a word the corpus lacks ("pizza").
+    for line in [
+        "\nQuadruplets with out-of-vocabulary words: 16.7%\n",
+        "\nTotal accuracy: ",
+        "\nskipped: 1 of 6 questions, with a word outside the first ",
+    ] {
+        assert!(printed.contains(line), "{line:?}: {printed}");
+    }
     let vectors = std::fs::read_to_string(dir.path().join("build/word2vec/vectors.txt")).unwrap();
     let header = vectors.lines().next().unwrap_or_default();
     let words: usize = header.split(' ').next().unwrap().parse().unwrap();
