@@ -66,7 +66,8 @@ pub struct AnalogyArgs {
     /// `evaluate_word_analogies` logs it.
     #[arg(long, value_name = "FILE", conflicts_with = "k")]
     pub questions: Option<PathBuf>,
-    // Conflicting with the words too: clap does not check `requires` when they are given.
+    // Also conflicting with the words: given words (which conflict with --questions), clap did
+    // not report the missing --questions that `requires` asks for.
     /// With --questions: only the first N words of the vectors take part (gensim's
     /// `restrict_vocab`); questions with another word are skipped [default: 300000, gensim's].
     #[arg(long, value_name = "N", value_parser = parse_restrict, requires = "questions",
