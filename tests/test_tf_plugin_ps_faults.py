@@ -1,0 +1,254 @@
+"""Faults in asynchronous parameter-server training, on loopback clusters of separate processes
+(2 ps tasks, 2 workers), with compat.v1 between-graph replication and a MonitoredTrainingSession
+(tests/ps_fault_task.py) and with TF2's ParameterServerStrategy and a ClusterCoordinator
+(tests/ps_strategy_fault_task.py):
+
+- a worker killed (SIGKILL) in the middle of training and started again rejoins, training goes on,
+  and every variable's beta powers count exactly the updates that ran, the restarted worker's and
+  those of the step the kill cut short included;
+- the chief's checkpoint restores into a new cluster (new ports, new processes) and into one
+  process with no cluster: weights, m, v and powers as they were saved, and training goes on from
+  them;
+- a ps task killed ends the training processes (the v1 workers, the TF2 coordinator) within
+  FAILURE_BOUND_S, with an error that names the lost task.
+
+The updates that ran are counted by the tasks themselves: each update op is followed, on its
+variable's ps, by an increment of a per-variable counter that needs nothing from the worker, so
+that a killed worker cannot separate the two. The README's "Faults" section says what a user
+sees and sets.
+"""
+
+import json
+import pathlib
+import shutil
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from ps_cluster import CLUSTER_TIMEOUT_S, Processes, json_lines, loopback_cluster, powers
+
+HERE = pathlib.Path(__file__).resolve().parent
+V1_TASK = HERE / "ps_fault_task.py"
+TF2_TASK = HERE / "ps_strategy_fault_task.py"
+# A step on 2 cores takes milliseconds; starting a process that imports TensorFlow, seconds.
+STARTUP_TIMEOUT_S = 60
+# How soon a training process must fail once a ps task is killed: the operation timeout of the
+# v1 sessions (10 s) with room to spare; they fail within about 2 s here.
+FAILURE_BOUND_S = 30
+PS_TASK_1 = "/job:ps/replica:0/task:1"
+
+
+def check_powers(values, updates_of, powers_of):
+    """Every variable's powers in `values` are those of its count of updates; the counts."""
+    counts = {}
+    for var, updates_name in updates_of.items():
+        counts[var] = values[updates_name]
+        assert [values[p] for p in powers_of[var]] == powers(counts[var]), \
+            (var, counts[var], [values[p] for p in powers_of[var]])
+    return counts
+
+
+# compat.v1: a variable's slots are <var>/AdamAsync (m), _1 (v), _2, _3 (the powers) and, in
+# the tests' CountingAdamAsync, _4 (its count of updates).
+V1_VARIABLES = ("emb", "bias")
+V1_UPDATES = {v: f"{v}/AdamAsync_4" for v in V1_VARIABLES}
+V1_POWERS = {v: (f"{v}/AdamAsync_2", f"{v}/AdamAsync_3") for v in V1_VARIABLES}
+
+
+def check_v1_powers(values):
+    return check_powers(values, V1_UPDATES, V1_POWERS)
+
+
+def wait_started(procs, name):
+    return procs.wait_for(name, lambda lines: lines, STARTUP_TIMEOUT_S)[0]
+
+
+def steps(lines):
+    return [line for line in lines if "step" in line]
+
+
+def mean_loss(lines):
+    return np.mean([line["loss"] for line in lines])
+
+
+@pytest.fixture(scope="module")
+def v1_restarted(tmp_path_factory):
+    """A v1 cluster whose worker 1 is killed after KILL_AFTER steps and started again: the
+    chief's output, the killed and the restarted worker's output, and the checkpoint dir."""
+    chief_steps, kill_after, restarted_steps = 30, 10, 100
+    tmp = tmp_path_factory.mktemp("v1_restarted")
+    procs, checkpoint_dir = Processes(tmp), tmp / "checkpoint"
+    cluster = json.dumps(loopback_cluster(ps=2, worker=2))
+    try:
+        for i in range(2):
+            procs.start(f"ps{i}", V1_TASK, cluster, "ps", i, 0, checkpoint_dir)
+        procs.start("worker0", V1_TASK, cluster, "worker", 0, chief_steps, checkpoint_dir)
+        # A worker that finds the model not yet initialised looks again only 30 s later.
+        wait_started(procs, "worker0")
+        procs.start("worker1", V1_TASK, cluster, "worker", 1, 10**6, checkpoint_dir)
+        procs.wait_for("worker1", lambda lines: len(steps(lines)) >= kill_after,
+                       STARTUP_TIMEOUT_S)
+        procs.kill("worker1")
+        procs.start("worker1_again", V1_TASK, cluster, "worker", 1, restarted_steps,
+                    checkpoint_dir)
+        again = json_lines(procs.finish("worker1_again", CLUSTER_TIMEOUT_S))
+        chief = json_lines(procs.finish("worker0", CLUSTER_TIMEOUT_S))
+        yield SimpleNamespace(chief=chief, killed=steps(procs.records("worker1")),
+                              again=steps(again), checkpoint_dir=checkpoint_dir,
+                              expected_updates=chief_steps + restarted_steps)
+    finally:
+        procs.kill_all()
+
+
+def test_v1_worker_killed_and_restarted_rejoins_with_every_update_in_the_powers(v1_restarted):
+    run = v1_restarted
+    assert len(run.again) == 100, "the restarted worker trained"
+    # The ps tasks kept the model: the restarted worker starts where the killed one stopped,
+    # and the loss goes on falling.
+    first_loss, restart_loss = mean_loss(run.killed[:5]), mean_loss(run.again[:5])
+    end = run.chief[-1]
+    assert end["eval_loss"] < 0.5 * restart_loss < 0.5 * first_loss, \
+        (first_loss, restart_loss, end["eval_loss"])
+    # The powers count every update that ran: the chief's, the restarted worker's, the killed
+    # worker's reported steps and, if the kill came after its update ran, the step it was in.
+    counts = check_v1_powers(end["end"])
+    for var, n in counts.items():
+        assert n - run.expected_updates - len(run.killed) in (0, 1), (var, n, len(run.killed))
+
+
+def test_v1_checkpoint_restores_into_a_new_cluster(v1_restarted, processes, tmp_path):
+    checkpoint_dir = shutil.copytree(v1_restarted.checkpoint_dir, tmp_path / "checkpoint")
+    cluster = json.dumps(loopback_cluster(ps=2, worker=1))  # new ports
+    for i in range(2):
+        processes.start(f"ps{i}", V1_TASK, cluster, "ps", i, 0, checkpoint_dir)
+    processes.start("worker0", V1_TASK, cluster, "worker", 0, 10, checkpoint_dir)
+    lines = json_lines(processes.finish("worker0", CLUSTER_TIMEOUT_S))
+    check_restored_and_trained(lines[0]["start"], v1_restarted.chief[-1]["end"],
+                               lines[-1]["end"], check_v1_powers, 10)
+
+
+def test_v1_checkpoint_restores_into_one_process(v1_restarted, processes, tmp_path):
+    checkpoint_dir = shutil.copytree(v1_restarted.checkpoint_dir, tmp_path / "checkpoint")
+    processes.start("local", V1_TASK, "{}", "local", 0, 10, checkpoint_dir)
+    lines = json_lines(processes.finish("local", CLUSTER_TIMEOUT_S))
+    check_restored_and_trained(lines[0]["start"], v1_restarted.chief[-1]["end"],
+                               lines[-1]["end"], check_v1_powers, 10)
+
+
+def check_restored_and_trained(restored, saved, trained, check, steps):
+    """`restored` holds every variable, slot, power and count as `saved` held it, and `steps`
+    more steps advanced each variable's powers from there."""
+    assert restored.keys() == saved.keys()
+    assert [name for name in saved if restored[name] != saved[name]] == []
+    before, after = check(restored), check(trained)
+    assert {var: n - before[var] for var, n in after.items()} == {var: steps for var in after}
+
+
+def test_v1_ps_killed_ends_every_worker_with_the_lost_task_named(processes, tmp_path):
+    cluster = json.dumps(loopback_cluster(ps=2, worker=2))
+    checkpoint_dir = tmp_path / "checkpoint"
+    for i in range(2):
+        processes.start(f"ps{i}", V1_TASK, cluster, "ps", i, 0, checkpoint_dir)
+    processes.start("worker0", V1_TASK, cluster, "worker", 0, 10**6, checkpoint_dir)
+    wait_started(processes, "worker0")
+    processes.start("worker1", V1_TASK, cluster, "worker", 1, 10**6, checkpoint_dir)
+    for worker in ("worker0", "worker1"):
+        processes.wait_for(worker, lambda lines: len(steps(lines)) >= 5, STARTUP_TIMEOUT_S)
+    processes.kill("ps1")
+    for worker in ("worker0", "worker1"):
+        code = processes.exit_code(worker, FAILURE_BOUND_S)
+        err = processes.err(worker)
+        assert code not in (0, None), f"{worker} exited with {code}:\n{err[-3000:]}"
+        assert "TaskLostError" in err and PS_TASK_1 in err, err[-3000:]
+
+
+# TF2: optimizer variables are adam_async/<variable path>_{m,v,beta1_power,beta2_power} and,
+# in the tests' CountingAdamAsync, _updates.
+def tf2_names(values):
+    prefixes = [name[:-len("updates")] for name in values if name.endswith("_updates")]
+    return ({p: p + "updates" for p in prefixes},
+            {p: (p + "beta1_power", p + "beta2_power") for p in prefixes})
+
+
+def check_tf2_powers(values):
+    return check_powers(values, *tf2_names(values))
+
+
+@pytest.fixture(scope="module")
+def tf2_restarted(tmp_path_factory):
+    """A ParameterServerStrategy cluster (variables sharded over both ps) whose worker 1 is
+    killed once the chief has joined its first wave of steps and started again: the chief's
+    output and its checkpoint dir."""
+    tmp = tmp_path_factory.mktemp("tf2_restarted")
+    procs, checkpoint_dir = Processes(tmp), tmp / "checkpoint"
+    cluster = json.dumps(loopback_cluster(ps=2, worker=2, chief=1))
+    try:
+        for job in ("ps", "worker"):
+            for i in range(2):
+                procs.start(f"{job}{i}", TF2_TASK, cluster, "server", job, i)
+        # At least 6 waves of 20 steps, then until one has run on both workers.
+        procs.start("chief", TF2_TASK, cluster, "chief", 2, 6, 20, checkpoint_dir)
+        procs.wait_for("chief", lambda lines: len(lines) >= 2, CLUSTER_TIMEOUT_S)
+        procs.kill("worker1")
+        procs.start("worker1_again", TF2_TASK, cluster, "server", "worker", 1)
+        chief = json_lines(procs.finish("chief", CLUSTER_TIMEOUT_S))
+        yield SimpleNamespace(waves=chief[1:], checkpoint_dir=checkpoint_dir)
+    finally:
+        procs.kill_all()
+
+
+def test_tf2_worker_killed_and_restarted_rejoins_with_every_update_in_the_powers(tf2_restarted):
+    waves = tf2_restarted.waves
+    ran_on_1 = [wave["workers"][1] for wave in waves]
+    # Worker 1 was killed in wave 0 or 1; the coordinator ran its steps on worker 0, and then
+    # on worker 1 again once it was back (the last wave, at least the 6th).
+    assert 0 in ran_on_1[1:-1] and ran_on_1[-1] > 0 and len(waves) >= 6, ran_on_1
+    assert waves[-1]["loss"] < 0.5 * waves[0]["loss"], [wave["loss"] for wave in waves]
+    # Every variable's powers count its updates; each step updated every variable (every batch
+    # has ids in both embedding shards) and the coordinator ran again the step the kill cut
+    # short, which may have updated some variables already.
+    counts = check_tf2_powers(waves[-1]["saved"])
+    assert len(counts) == 5, sorted(counts)  # 2 + 2 shards, the bias
+    total_steps = sum(sum(wave["workers"]) for wave in waves)
+    for var, n in counts.items():
+        assert n - total_steps in (0, 1), (var, n, total_steps)
+
+
+def test_tf2_checkpoint_restores_into_a_new_cluster(tf2_restarted, processes, tmp_path):
+    checkpoint_dir = shutil.copytree(tf2_restarted.checkpoint_dir, tmp_path / "checkpoint")
+    cluster = json.dumps(loopback_cluster(ps=2, worker=2, chief=1))  # new ports
+    for job in ("ps", "worker"):
+        for i in range(2):
+            processes.start(f"{job}{i}", TF2_TASK, cluster, "server", job, i)
+    processes.start("chief", TF2_TASK, cluster, "chief", 2, 1, 10, checkpoint_dir)
+    lines = json_lines(processes.finish("chief", CLUSTER_TIMEOUT_S))
+    check_restored_and_trained(lines[0]["start"], tf2_restarted.waves[-1]["saved"],
+                               lines[-1]["saved"], check_tf2_powers, 10)
+
+
+def test_tf2_ps_killed_ends_the_coordinator_and_its_checkpoint_restores_into_one_process(
+        processes, tmp_path):
+    # Unsharded variables (each whole on one ps): one process, with no ParameterServerStrategy,
+    # builds the same variables, so the optimizer's variables (tracked by Keras in the order
+    # they were made) find theirs. A sharded variable's shards each have their own slots and
+    # powers, which the one variable of an unsharded model cannot take.
+    checkpoint_dir = tmp_path / "checkpoint"
+    cluster = json.dumps(loopback_cluster(ps=2, worker=2, chief=1))
+    for job in ("ps", "worker"):
+        for i in range(2):
+            processes.start(f"{job}{i}", TF2_TASK, cluster, "server", job, i)
+    processes.start("chief", TF2_TASK, cluster, "chief", 0, 10**6, 20, checkpoint_dir)
+    processes.wait_for("chief", lambda lines: len(lines) >= 2, CLUSTER_TIMEOUT_S)
+    processes.kill("ps1")
+    code = processes.exit_code("chief", FAILURE_BOUND_S)
+    err = processes.err("chief")
+    assert code not in (0, None), f"chief exited with {code}:\n{err[-3000:]}"
+    assert "UnavailableError" in err and PS_TASK_1 in err, err[-3000:]
+    # The worker tasks are servers: they stay up for the next coordinator.
+
+    saved = [line for line in processes.records("chief") if "saved" in line][-1]["saved"]
+    processes.start("local", TF2_TASK, "{}", "local", 0, 1, 10, checkpoint_dir)
+    lines = json_lines(processes.finish("local", CLUSTER_TIMEOUT_S))
+    check_restored_and_trained(lines[0]["start"], saved, lines[-1]["saved"], check_tf2_powers,
+                               10)
