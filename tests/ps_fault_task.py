@@ -16,14 +16,16 @@ its powers), which each update op advances by one right after it, on the ps: the
 updates that actually ran, whoever ran them and whatever was killed, for the powers to be
 checked against exactly.
 
-Output, one JSON object a line: ``{"start": VALUES}`` once the session is ready (VALUES: the
-chief's, the values it initialised or restored; null for other workers), then
-``{"step": I, "loss": L}`` after each step, then (chief) ``{"end": VALUES, "eval_loss": L}``
-once every worker has finished: VALUES maps every global variable's name to its value.
+Output, one JSON object a line: ``{"start": VALUES, "eval_loss": L}`` once the session is ready
+(VALUES: the chief's, the values it initialised or restored; null for other workers), then
+``{"step": I, "loss": L}`` after each step (the loss of its batch), then (chief)
+``{"end": VALUES, "eval_loss": L}`` once every worker has finished. VALUES maps every global
+variable's name to its value; an eval_loss is the loss on 10 fixed batches.
 """
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -113,21 +115,30 @@ def main():
     train = CountingAdamAsync(0.02, use_locking=True).minimize(loss, global_step)
     finish = done.assign_add(1)
 
-    rng = np.random.default_rng([index, int(time.time())])
     true_w = np.random.default_rng(42).normal(size=ROWS).astype(np.float32)
 
-    def batch():
+    def batch(rng):
         b = rng.integers(0, ROWS, size=(BATCH, IDS_PER_EXAMPLE))
         return {ids: b, y: true_w[b].sum(axis=1) + 0.5}
 
+    # A restarted worker draws other batches than the one before it.
+    rng = np.random.default_rng([index, time.time_ns()])
+    eval_batches = [batch(np.random.default_rng(7)) for _ in range(10)]
+
+    def eval_loss(sess):
+        return float(np.mean([sess.run(loss, feed) for feed in eval_batches]))
+
     def step(step_context):
         try:
-            return step_context.run_with_hooks([train, loss], feed_dict=batch())[1]
+            return step_context.run_with_hooks([train, loss], feed_dict=batch(rng))[1]
         except (tf.errors.UnavailableError, tf.errors.AbortedError) as e:
             # Raised out of run_step_fn, these would make the session recover: close, then
             # create itself anew, waiting for the lost task for as long as it takes.
-            raise TaskLostError(f"worker {index}: a task of the cluster is lost: "
-                                f"{e.message.strip().splitlines()[0]}") from e
+            lost = sorted(set(re.findall(r"/job:\w+/replica:\d+/task:\d+", e.message))
+                          - {f"/job:worker/replica:0/task:{index}"})
+            raise TaskLostError(f"worker {index}: {type(e).__name__} from "
+                                f"{', '.join(lost) or 'the cluster'}; stopping rather than "
+                                "waiting for the lost task") from e
 
     is_chief = index == 0
     with tf.train.MonitoredTrainingSession(
@@ -136,7 +147,7 @@ def main():
             save_summaries_steps=None, save_summaries_secs=None,
             log_step_count_steps=None) as sess:
         start = values(sess) if is_chief else None
-        emit(start=start)
+        emit(start=start, eval_loss=eval_loss(sess))
         for i in range(steps):
             emit(step=i, loss=float(sess.run_step_fn(step)))
         sess.run(finish)
@@ -145,8 +156,7 @@ def main():
         # `done` was restored with the checkpoint: wait for this run's workers only.
         while sess.run(done) < start["done"] + n_workers:
             time.sleep(0.1)
-        eval_loss = float(np.mean([sess.run(loss, batch()) for _ in range(10)]))
-        emit(end=values(sess), eval_loss=eval_loss)
+        emit(end=values(sess), eval_loss=eval_loss(sess))
     # Leaving the session saved the last checkpoint: the values printed above.
 
 

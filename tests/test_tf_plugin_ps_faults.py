@@ -21,9 +21,9 @@ sees and sets.
 import json
 import pathlib
 import shutil
+import time
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 from ps_cluster import CLUSTER_TIMEOUT_S, Processes, json_lines, loopback_cluster, powers
@@ -68,15 +68,11 @@ def steps(lines):
     return [line for line in lines if "step" in line]
 
 
-def mean_loss(lines):
-    return np.mean([line["loss"] for line in lines])
-
-
 @pytest.fixture(scope="module")
 def v1_restarted(tmp_path_factory):
-    """A v1 cluster whose worker 1 is killed after KILL_AFTER steps and started again: the
+    """A v1 cluster whose worker 1 is killed after 20 steps and started again: the
     chief's output, the killed and the restarted worker's output, and the checkpoint dir."""
-    chief_steps, kill_after, restarted_steps = 30, 10, 100
+    chief_steps, kill_after, restarted_steps = 10, 20, 100
     tmp = tmp_path_factory.mktemp("v1_restarted")
     procs, checkpoint_dir = Processes(tmp), tmp / "checkpoint"
     cluster = json.dumps(loopback_cluster(ps=2, worker=2))
@@ -94,8 +90,11 @@ def v1_restarted(tmp_path_factory):
                     checkpoint_dir)
         again = json_lines(procs.finish("worker1_again", CLUSTER_TIMEOUT_S))
         chief = json_lines(procs.finish("worker0", CLUSTER_TIMEOUT_S))
-        yield SimpleNamespace(chief=chief, killed=steps(procs.records("worker1")),
-                              again=steps(again), checkpoint_dir=checkpoint_dir,
+        killed = procs.records("worker1")
+        procs.kill_all()  # the ps tasks: the tests need only the output and the checkpoint
+        yield SimpleNamespace(chief=chief, killed_start=killed[0], killed=steps(killed),
+                              again_start=again[0], again=steps(again),
+                              checkpoint_dir=checkpoint_dir,
                               expected_updates=chief_steps + restarted_steps)
     finally:
         procs.kill_all()
@@ -103,13 +102,13 @@ def v1_restarted(tmp_path_factory):
 
 def test_v1_worker_killed_and_restarted_rejoins_with_every_update_in_the_powers(v1_restarted):
     run = v1_restarted
-    assert len(run.again) == 100, "the restarted worker trained"
-    # The ps tasks kept the model: the restarted worker starts where the killed one stopped,
-    # and the loss goes on falling.
-    first_loss, restart_loss = mean_loss(run.killed[:5]), mean_loss(run.again[:5])
     end = run.chief[-1]
-    assert end["eval_loss"] < 0.5 * restart_loss < 0.5 * first_loss, \
-        (first_loss, restart_loss, end["eval_loss"])
+    assert len(run.again) == 100, "the restarted worker trained"
+    # The ps tasks kept the model: the restarted worker starts where the killed one stopped
+    # (the loss on fixed batches lower than when the killed worker started), and the loss goes
+    # on falling.
+    losses = [run.killed_start["eval_loss"], run.again_start["eval_loss"], end["eval_loss"]]
+    assert losses[2] < losses[1] < losses[0], losses
     # The powers count every update that ran: the chief's, the restarted worker's, the killed
     # worker's reported steps and, if the kill came after its update ran, the step it was in.
     counts = check_v1_powers(end["end"])
@@ -156,11 +155,14 @@ def test_v1_ps_killed_ends_every_worker_with_the_lost_task_named(processes, tmp_
     for worker in ("worker0", "worker1"):
         processes.wait_for(worker, lambda lines: len(steps(lines)) >= 5, STARTUP_TIMEOUT_S)
     processes.kill("ps1")
+    deadline = time.monotonic() + FAILURE_BOUND_S
     for worker in ("worker0", "worker1"):
-        code = processes.exit_code(worker, FAILURE_BOUND_S)
+        code = processes.exit_code(worker, max(0.0, deadline - time.monotonic()))
         err = processes.err(worker)
         assert code not in (0, None), f"{worker} exited with {code}:\n{err[-3000:]}"
-        assert "TaskLostError" in err and PS_TASK_1 in err, err[-3000:]
+        # The error that ended it names the lost task.
+        assert any(line.startswith("TaskLostError") and PS_TASK_1 in line
+                   for line in err.splitlines()), err[-3000:]
 
 
 # TF2: optimizer variables are adam_async/<variable path>_{m,v,beta1_power,beta2_power} and,
@@ -193,6 +195,7 @@ def tf2_restarted(tmp_path_factory):
         procs.kill("worker1")
         procs.start("worker1_again", TF2_TASK, cluster, "server", "worker", 1)
         chief = json_lines(procs.finish("chief", CLUSTER_TIMEOUT_S))
+        procs.kill_all()  # the servers: the tests need only the output and the checkpoint
         yield SimpleNamespace(waves=chief[1:], checkpoint_dir=checkpoint_dir)
     finally:
         procs.kill_all()
