@@ -34,7 +34,7 @@ TF2_TASK = HERE / "ps_strategy_fault_task.py"
 # A step on 2 cores takes milliseconds; starting a process that imports TensorFlow, seconds.
 STARTUP_TIMEOUT_S = 60
 # How soon a training process must fail once a ps task is killed: the operation timeout of the
-# v1 sessions (10 s) with room to spare; they fail within about 2 s here.
+# v1 sessions (10 s) with room to spare; they fail within a few seconds here.
 FAILURE_BOUND_S = 30
 PS_TASK_1 = "/job:ps/replica:0/task:1"
 
