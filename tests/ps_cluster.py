@@ -1,6 +1,6 @@
 """Loopback parameter-server clusters of separate processes, for the tests that run them
-(test_tf_plugin_ps.py, test_tf_plugin_ps_faults.py): ports, the processes and their output, and
-the beta powers a number of updates must leave."""
+(test_tf_plugin_ps.py, test_tf_plugin_ps_faults.py, test_runner_ps.py): ports, the processes and
+their output, and the beta powers a number of updates must leave."""
 
 import json
 import os
