@@ -4,7 +4,8 @@ Usage: ``ps_strategy_task.py CLUSTER_JSON server JOB INDEX`` (a ps or worker tas
 killed) or ``ps_strategy_task.py CLUSTER_JSON chief STEPS EMB_DTYPE``. The chief trains a Keras
 model with AdamAsync in a custom loop (``ClusterCoordinator.schedule``) on the two workers; a
 ``FixedShardsPartitioner(2)`` splits the embedding table (of EMB_DTYPE, float32 or bfloat16) and
-the dense kernel over both ps tasks. It prints the results as JSON.
+the dense kernel over both ps tasks. It prints the results as JSON. ps_strategy_fault_task.py
+takes its model, data and cluster set-up from here.
 """
 
 import collections
