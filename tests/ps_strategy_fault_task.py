@@ -2,27 +2,24 @@
 test_tf_plugin_ps_faults.py), or the same model trained in one process.
 
 Usage: ``ps_strategy_fault_task.py CLUSTER_JSON server JOB INDEX`` (a ps or worker task: serves
-until killed), ``ps_strategy_fault_task.py CLUSTER_JSON chief SHARDS WAVES STEPS CHECKPOINT_DIR``
-or ``ps_strategy_fault_task.py {} local 0 WAVES STEPS CHECKPOINT_DIR``. The chief trains the
-model of ps_strategy_task.py with AdamAsync in a custom loop, in waves of STEPS steps scheduled
-on the workers and joined; a FixedShardsPartitioner(SHARDS) splits its embedding table and dense
-kernel over the ps tasks (SHARDS 0: every variable whole on one ps). After WAVES waves it goes on
-(at most MORE_WAVES more) until a wave has run on every worker: at once in a healthy cluster,
-after a worker's restart once the worker has rejoined. ``local`` trains the same model in this
-process with no cluster. Both restore the latest checkpoint of a ``tf.train.CheckpointManager``
-in CHECKPOINT_DIR, if there is one, before training, and save one after every wave.
+until killed), ``ps_strategy_fault_task.py CLUSTER_JSON chief SHARDS WAVES STEPS CHECKPOINT_DIR
+[RESUME_FILE]`` or ``ps_strategy_fault_task.py {} local 0 WAVES STEPS CHECKPOINT_DIR``. The chief
+trains the model of ps_strategy_task.py with AdamAsync in a custom loop, in waves of STEPS steps
+scheduled on the workers and joined; a FixedShardsPartitioner(SHARDS) splits its embedding table
+and dense kernel over the ps tasks (SHARDS 0: every variable whole on one ps). With RESUME_FILE
+it waits after its first wave, no step in flight, until that file exists. After WAVES waves it
+goes on (at most MORE_WAVES more) until a wave has run on every worker: at once in a healthy
+cluster, after a worker's restart once the worker has rejoined. ``local`` trains the same model
+in this process with no cluster. Both restore the latest checkpoint of a
+``tf.train.CheckpointManager`` in CHECKPOINT_DIR, if there is one, before training, and save one
+after every wave. Every batch has ids in both halves of the table, so every step updates every
+variable (every shard) once.
 
 Keras 3 cannot checkpoint a sharded variable (``tf.train.Checkpoint(model=model)`` fails in
 ``save()`` with ``AttributeError: 'ShardedVariable' object has no attribute 'device'``: the Keras
 variable hands its ``ShardedVariable`` to the saver as if it were one tensor); the checkpoint
 holds the model's TensorFlow variables instead, by path, which TensorFlow saves whole (a sharded
 one as the slices of one tensor), and the optimizer.
-
-Every variable (every shard) gets one more optimizer variable, ``<variable>_updates``, on the
-variable's ps like its powers, which each update advances by one once its update op has run: the
-number of updates that actually ran, whoever ran them and whatever was killed, for the powers to
-be checked against exactly. Every batch has ids in both halves of the table, so that no update
-of an embedding shard is empty (an empty one leaves the powers alone).
 
 Output, one JSON object a line: ``{"start": VALUES}`` (after the restore), then after each wave
 ``{"wave": I, "loss": L, "workers": [steps worker 0 ran, steps worker 1 ran], "saved": VALUES}``
@@ -33,6 +30,7 @@ optimizer variable (a shard's own name for shards) to its value.
 import json
 import os
 import sys
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -40,7 +38,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from adam_async.keras import AdamAsync, _slot_prefix, shards  # noqa: E402
+from adam_async.keras import AdamAsync, shards  # noqa: E402
 from ps_strategy_task import (IDS_PER_EXAMPLE, data, key, make_model, serve,  # noqa: E402
                               strategy_and_coordinator)
 
@@ -51,33 +49,6 @@ def tf_variable(var):
     return var.value if isinstance(var, keras.Variable) else var
 
 
-class CountingAdamAsync(AdamAsync):
-    """AdamAsync with an ``updates`` counter per variable that each update advances by one,
-    after the update op."""
-
-    def build(self, variables):
-        if self.built:
-            return
-        super().build(variables)
-        self._updates = []
-        for var in variables:
-            with self._distribution_strategy.extended.colocate_vars_with(tf_variable(var)):
-                self._updates.append(self.add_variable(
-                    shape=(), dtype="int64", initializer="zeros",
-                    name=f"{_slot_prefix(var)}_updates"))
-
-    def update_step(self, gradient, variable, learning_rate):
-        super().update_step(gradient, variable, learning_rate)
-        var = tf_variable(variable)
-        # On the variable's ps, after its update op (automatic control dependencies order the
-        # read after the op, as both use the variable), from nothing but what is there: once the
-        # update has run, a killed worker cannot keep the count from running (an executor that
-        # aborts its step still runs the ops that are ready).
-        with tf.device(var.device), tf.control_dependencies([var.read_value()]):
-            self._updates[self._get_variable_index(variable)].assign_add(
-                tf.constant(1, tf.int64))
-
-
 def variable_values(opt, variables):
     """Every model variable (each shard of a sharded one) and optimizer variable, by name."""
     named = {key(v): v for v in variables}
@@ -85,14 +56,22 @@ def variable_values(opt, variables):
     return {name: np.asarray(v.numpy()).tolist() for name, v in sorted(named.items())}
 
 
+def wait_for(path, timeout_s=120):
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"chief: no {path} after {timeout_s} s")
+        time.sleep(0.05)
+
+
 def emit(**record):
     print(json.dumps(record), flush=True)
 
 
-def train(strategy, coordinator, waves, steps, checkpoint_dir):
+def train(strategy, coordinator, waves, steps, checkpoint_dir, resume_file=None):
     with strategy.scope():
         model = make_model()
-        opt = CountingAdamAsync(0.02, use_locking=True)
+        opt = AdamAsync(0.02, use_locking=True)
         variables = shards(model.trainable_variables)
         opt.build(variables)
     checkpoint = tf.train.Checkpoint(
@@ -147,6 +126,8 @@ def train(strategy, coordinator, waves, steps, checkpoint_dir):
         # Nothing between the save and the line that reports it reads the (maybe lost) ps.
         manager.save()
         emit(**record)
+        if wave == 0 and resume_file:
+            wait_for(resume_file)
         if wave + 1 >= waves and (coordinator is None or min(record["workers"]) > 0):
             break
 
@@ -161,7 +142,7 @@ def main():
         strategy, coordinator = strategy_and_coordinator(cluster, n_shards)
     else:
         strategy, coordinator = tf.distribute.get_strategy(), None
-    train(strategy, coordinator, waves, steps, checkpoint_dir)
+    train(strategy, coordinator, waves, steps, checkpoint_dir, *sys.argv[7:])
 
 
 if __name__ == "__main__":
