@@ -4,7 +4,8 @@ Usage: ``ps_strategy_task.py CLUSTER_JSON server JOB INDEX`` (a ps or worker tas
 killed) or ``ps_strategy_task.py CLUSTER_JSON chief STEPS EMB_DTYPE``. The chief trains a Keras
 model with AdamAsync in a custom loop (``ClusterCoordinator.schedule``) on the two workers; a
 ``FixedShardsPartitioner(2)`` splits the embedding table (of EMB_DTYPE, float32 or bfloat16) and
-the dense kernel over both ps tasks. It prints the results as JSON.
+the dense kernel over both ps tasks. It prints the results as JSON. ps_strategy_fault_task.py
+takes its model, data and cluster set-up from here.
 """
 
 import collections
@@ -30,13 +31,15 @@ def serve(cluster, job, index):
     tf.distribute.Server(cluster, job_name=job, task_index=index, protocol="grpc").join()
 
 
-def data():
-    """BATCHES fixed batches of a sparse linear target; every fourth one has ids from the first
-    half of the table only, so the second embedding shard gets an empty update there."""
+def data(gaps=True):
+    """BATCHES fixed batches of a sparse linear target. With `gaps`, every fourth one has ids
+    from the first half of the table only, so the second embedding shard gets an empty update
+    there; without, every batch has ids in both halves (BATCH * IDS_PER_EXAMPLE random ids)."""
     rng = np.random.default_rng(0)
     true_w = rng.normal(size=ROWS).astype(np.float32)
     ids = rng.integers(0, ROWS, size=(BATCHES, BATCH, IDS_PER_EXAMPLE))
-    ids[::4] %= ROWS // 2
+    if gaps:
+        ids[::4] %= ROWS // 2
     return ids, true_w[ids].sum(axis=-1) + 0.5
 
 
@@ -45,21 +48,35 @@ def key(var):
     return getattr(var, "path", var.name)
 
 
-def chief(cluster, steps, emb_dtype):
+def strategy_and_coordinator(cluster, shards=2):
+    """A ParameterServerStrategy run from this (the chief) process, and its ClusterCoordinator.
+    A FixedShardsPartitioner(shards) splits variables over the ps tasks; with `shards` 0 every
+    variable is whole on one ps."""
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         cluster, rpc_layer="grpc", task_type="chief", task_id=0)
-    partitioner = tf.distribute.experimental.partitioners.FixedShardsPartitioner(2)
+    partitioner = (tf.distribute.experimental.partitioners.FixedShardsPartitioner(shards)
+                   if shards else None)
     strategy = tf.distribute.experimental.ParameterServerStrategy(
         resolver, variable_partitioner=partitioner)
-    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    return strategy, tf.distribute.coordinator.ClusterCoordinator(strategy)
+
+
+def make_model(emb_dtype="float32"):
+    """The sparse linear model: an embedding table of ROWS rows (its layer named "emb") and a
+    dense layer ("out") over the IDS_PER_EXAMPLE looked-up rows."""
+    return keras.Sequential([
+        keras.Input((IDS_PER_EXAMPLE,), dtype="int64"),
+        keras.layers.Embedding(ROWS, 1, embeddings_initializer="zeros", name="emb",
+                               dtype=emb_dtype),
+        keras.layers.Flatten(),
+        keras.layers.Dense(1, name="out"),
+    ])
+
+
+def chief(cluster, steps, emb_dtype):
+    strategy, coordinator = strategy_and_coordinator(cluster)
     with strategy.scope():
-        model = keras.Sequential([
-            keras.Input((IDS_PER_EXAMPLE,), dtype="int64"),
-            keras.layers.Embedding(ROWS, 1, embeddings_initializer="zeros", name="emb",
-                                   dtype=emb_dtype),
-            keras.layers.Flatten(),
-            keras.layers.Dense(1, name="out"),
-        ])
+        model = make_model(emb_dtype)
         # use_locking: two workers may update one variable at once; its powers must count both.
         opt = AdamAsync(0.05, use_locking=True)
         # Keras cannot differentiate a sharded variable: the tape and the optimizer get shards.

@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 # The loopback cluster helpers, imported in this one place.
-from test_tf_plugin_ps import Processes, loopback_cluster, powers
+from ps_cluster import Processes, loopback_cluster, powers
 from test_runner import (ENV, PLUGIN, ROOT, evaluate, read_batches, summary, write_data,
                          hogwild_bin)  # noqa: F401  (a fixture)
 

@@ -12,88 +12,13 @@ each variable's powers live with it on its ps, advanced by its own update op.
 """
 
 import json
-import os
 import pathlib
-import socket
-import subprocess
-import sys
 
-import numpy as np
 import pytest
 
+from ps_cluster import CLUSTER_TIMEOUT_S, last_json_line, loopback_cluster, powers
+
 HERE = pathlib.Path(__file__).resolve().parent
-# A whole run takes about 12 s here (5 processes importing TensorFlow on 2 cores); a hang fails
-# the test at this bound instead of blocking the suite.
-CLUSTER_TIMEOUT_S = 120
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-def loopback_cluster(**tasks):
-    """A cluster spec with the given number of tasks per job, on free loopback ports."""
-    ports = iter(free_ports(sum(tasks.values())))
-    return {job: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for job, n in tasks.items()}
-
-
-def powers(updates):
-    """beta1_power and beta2_power after `updates` updates, multiplied in float32 as the
-    kernels do (initial values beta1 and beta2)."""
-    b1, b2 = np.float32(0.9), np.float32(0.999)
-    for _ in range(updates):
-        b1, b2 = b1 * np.float32(0.9), b2 * np.float32(0.999)
-    return [float(b1), float(b2)]
-
-
-class Processes:
-    """Cluster processes with their output in files (a pipe nobody reads would block a chatty
-    server)."""
-
-    def __init__(self, tmp_path):
-        self.tmp_path = tmp_path
-        self.procs = {}
-
-    def start(self, name, *args):
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        with open(self.tmp_path / f"{name}.out", "w") as out, \
-                open(self.tmp_path / f"{name}.err", "w") as err:
-            self.procs[name] = subprocess.Popen([sys.executable, *map(str, args)],
-                                                stdout=out, stderr=err, env=env)
-
-    def finish(self, name, timeout):
-        """Waits for `name` to exit successfully; its stdout."""
-        try:
-            returncode = self.procs[name].wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            returncode = f"nothing: still running after {timeout} s"
-        err = (self.tmp_path / f"{name}.err").read_text()
-        assert returncode == 0, f"{name} exited with {returncode}:\n{err[-3000:]}"
-        return (self.tmp_path / f"{name}.out").read_text()
-
-    def kill_all(self):
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-
-
-@pytest.fixture
-def processes(tmp_path):
-    """Starts cluster processes; every one still running is killed at the end, pass or fail."""
-    procs = Processes(tmp_path)
-    yield procs
-    procs.kill_all()
-
-
-def last_json_line(out):
-    return json.loads(out.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("kind", ["ref", "resource"])
