@@ -69,7 +69,10 @@ def make_model(emb_dtype="float32"):
         keras.layers.Embedding(ROWS, 1, embeddings_initializer="zeros", name="emb",
                                dtype=emb_dtype),
         keras.layers.Flatten(),
-        keras.layers.Dense(1, name="out"),
+        # Seeded: an unlucky draw (a kernel near zero passes the embedding almost no gradient)
+        # once left the bfloat16 run far short of its loss bound.
+        keras.layers.Dense(1, name="out",
+                           kernel_initializer=keras.initializers.GlorotUniform(seed=0)),
     ])
 
 
