@@ -213,8 +213,8 @@ def v1_trace(tf, sess, g, feed, placement):
     per_task = {}
     for dev in meta.step_stats.dev_stats:
         task = short_task(dev.device)
-        row = per_task.setdefault(task, {"ops": 0, "op_us": 0, "power_ops": 0,
-                                         "recv_from_other_ps": 0})
+        row = per_task.setdefault(task, {"ops": 0, "op_us": 0, "power_ops": 0, "power_us": 0,
+                                         "emb_update_us": 0, "recv_from_other_ps": 0})
         for node in dev.node_stats:
             if node.node_name == "RecvTensor":  # a tensor this task received over the network
                 src = short_task(node.timeline_label.split(" from ")[1].split(" ")[0])
@@ -223,8 +223,11 @@ def v1_trace(tf, sess, g, feed, placement):
                 continue  # its time is mostly waiting for the sender
             row["ops"] += 1
             row["op_us"] += node.all_end_rel_micros
+            if "/update_emb/" in node.node_name:  # the optimizer's ops on an embedding shard
+                row["emb_update_us"] += node.all_end_rel_micros
             if node.node_name.split(":")[0] in touching:
                 row["power_ops"] += 1
+                row["power_us"] += node.all_end_rel_micros
     return per_task
 
 
@@ -482,7 +485,7 @@ def kill_everything(*_):
 
 
 def new_cluster(args, tag, cfg, jobs):
-    run_dir = OUT / "runs" / tag
+    run_dir = args.out / "runs" / tag
     run_dir.mkdir(parents=True, exist_ok=True)
     for f in run_dir.iterdir():
         f.unlink()
@@ -529,6 +532,7 @@ def run_throughput(args, mode, optimizer, n_workers):
     finally:
         cluster.kill_all()
     cpu = {name: cpu1[name] - cpu0[name] for name in cpu0}
+    row["pids"] = [p.pid for p in cluster.procs.values()]
     if mode == "v1":
         steps = [results[f"worker{i}"]["steps"] for i in range(n_workers)]
         main = results["worker0"]
@@ -571,6 +575,7 @@ def run_staleness(args, optimizer, n_workers, sync):
     finally:
         cluster.kill_all()
     main = results[0]
+    row["pids"] = [p.pid for p in cluster.procs.values()]
     row.update(test_logloss=main["test_logloss"], test_auc=main["test_auc"],
                updates=main["updates"], train_s=main["all_done_s"],
                staleness_mean=float(np.mean([r["staleness_mean"] for r in results])),
@@ -603,12 +608,13 @@ def report(results):
     tp = results.get("throughput", [])
     if tp:
         lines += ["| mode | optimizer | workers | steps/s per worker | steps/s | ps CPU s "
-                  "(ps0 / ps1) | ps0 : ps1 | ps CPU ms per step (ps0 / ps1) | beta powers |",
-                  "|---|---|---:|---|---:|---|---|---|---|"]
+                  "(ps0 / ps1) | ps0 : ps1 | ps CPU ms per step (ps0 / ps1) | cluster CPU, of all cores "
+                  "| beta powers |",
+                  "|---|---|---:|---|---:|---|---|---|---:|---|"]
         for r in tp:
             if "error" in r:
                 lines.append(f"| {r['mode']} | {OPT_NAME[r['mode'], r['optimizer']]} | "
-                             f"{r['workers']} | failed: {r['error'][:60]} | | | | | |")
+                             f"{r['workers']} | failed: {r['error'][:60]} | | | | | | |")
                 continue
             per = ", ".join(f"{s:.1f}" for s in r["steps_per_s_per_worker"])
             lines.append(
@@ -617,22 +623,25 @@ def report(results):
                 f"{r['ps_cpu_s'][0]:.2f} / {r['ps_cpu_s'][1]:.2f} | "
                 f"{100 * r['ps_share'][0]:.0f} : {100 * r['ps_share'][1]:.0f} | "
                 f"{r['ps_cpu_ms_per_step'][0]:.2f} / {r['ps_cpu_ms_per_step'][1]:.2f} | "
-                f"{power_summary(r)} |")
+                f"{100 * r['machine_cpu_share']:.0f} % | {power_summary(r)} |")
         traced = [r for r in tp if r.get("trace")]
         if traced:
-            lines += ["", "Traced compat.v1 step (worker 0, during warm-up): per ps task, ops run, "
-                      "their summed op time, ops reading or writing a beta power, tensors received "
-                      "from the other ps task.", "",
+            lines += ["", "Traced compat.v1 step (worker 0, during warm-up): per ps task, ops run "
+                      "(network receives aside), their summed time, the time of the optimizer's "
+                      "ops on the embedding shard, ops with a beta power as input and their time, "
+                      "tensors received from the other ps task.", "",
                       "| optimizer | workers | ops (ps0 / ps1) | op µs (ps0 / ps1) | "
-                      "power ops (ps0 / ps1) | recv from other ps (ps0 / ps1) |",
-                      "|---|---:|---|---|---|---|"]
+                      "embedding update µs | power ops (ps0 / ps1) | their µs | "
+                      "recv from other ps (ps0 / ps1) |",
+                      "|---|---:|---|---|---|---|---|---|"]
             for r in traced:
                 t = r["trace"]
 
                 def pair(key, t=t):
                     return " / ".join(str(t.get(f"ps{i}", {}).get(key, 0)) for i in range(N_PS))
                 lines.append(f"| {OPT_NAME['v1', r['optimizer']]} | {r['workers']} | "
-                             f"{pair('ops')} | {pair('op_us')} | {pair('power_ops')} | "
+                             f"{pair('ops')} | {pair('op_us')} | {pair('emb_update_us')} | "
+                             f"{pair('power_ops')} | {pair('power_us')} | "
                              f"{pair('recv_from_other_ps')} |")
         lines.append("")
         lines.append("Load average (1 min) before / after each configuration: " + ", ".join(
@@ -659,7 +668,10 @@ def report(results):
 
 
 def plot(results_path):
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("matplotlib is missing in this python")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -676,9 +688,12 @@ def plot(results_path):
             name = f"{label}, {'sync: 1 worker, batch N x B' if sync else 'async: N workers'}"
             axes[0].plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=name)
             axes[1].plot([p[0] for p in pts], [p[2] for p in pts], style, color=color, label=name)
-    if "ceiling_auc" in results:
-        axes[0].axhline(results["ceiling_auc"], color="grey", lw=0.8, ls=":",
-                        label="true probabilities")
+            if not sync:  # the measured mean staleness beside each async point
+                for r in st:
+                    if r["optimizer"] == opt and not r["sync"] and r["workers"] > 1:
+                        axes[1].annotate(f"{r['staleness_mean']:.1f}", (r["workers"],
+                                         r["test_logloss"]), textcoords="offset points",
+                                         xytext=(4, -10), fontsize=7, color=color)
     for ax, what in zip(axes, ("test AUC", "test log loss")):
         ax.set_xscale("log", base=2)
         ax.set_xticks([1, 2, 4, 8], ["1", "2", "4", "8"])
@@ -686,8 +701,11 @@ def plot(results_path):
         ax.set_ylabel(what)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
+    axes[1].set_title("numbers: mean staleness of the async steps", fontsize=8)
     fig.suptitle(f"{results['examples']:,} training examples, batch B = {results['batch']}, "
-                 "2 ps, loopback, 2 cores", fontsize=9)
+                 f"lr {results['lr']}, 2 ps, loopback, 2 cores; true probabilities: AUC "
+                 f"{results['ceiling_auc']:.3f}, log loss {results['ceiling_logloss']:.3f}",
+                 fontsize=9)
     fig.tight_layout()
     out = ROOT / "docs" / "bench_ps_staleness.png"
     fig.savefig(out, dpi=100)
@@ -695,6 +713,7 @@ def plot(results_path):
 
 
 def main():
+    global OUT
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 2 workers, 2 s windows, staleness with 1 and 2 workers "
@@ -708,10 +727,12 @@ def main():
     ap.add_argument("--warmup-steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--lr", type=float, default=0.003)
-    ap.add_argument("--examples", type=int, default=2 ** 17,
+    ap.add_argument("--examples", type=int, default=2 ** 19,
                     help="training examples of the staleness study")
     ap.add_argument("--test-examples", type=int, default=2 ** 15)
     ap.add_argument("--start-timeout", type=float, default=240.0)
+    ap.add_argument("--out", type=Path, default=OUT, help="results, data and logs")
+    ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--python", default=sys.executable, help="the TF python for the tasks")
     ap.add_argument("--plot-python", help="a python with matplotlib (default: this one)")
     args = ap.parse_args()
@@ -720,6 +741,7 @@ def main():
         args.staleness_workers, args.examples, args.optimizers_st = "1,2", 2 ** 14, "adam_async"
     else:
         args.optimizers_st = args.optimizers
+    OUT = args.out
     OUT.mkdir(parents=True, exist_ok=True)
     n_train = max(args.examples, 8 * THROUGHPUT_EXAMPLES)
     args.data = OUT / f"data-{n_train}-{args.test_examples}.npz"
@@ -777,7 +799,7 @@ def main():
     (OUT / "results.md").write_text(md + "\n")
     print(md)
     print(f"\n{results['uptime_start']}\n{results['uptime_end']}\ntotal {results['total_s']:.0f} s")
-    if results["staleness"]:
+    if results["staleness"] and not args.no_plot:
         plot_py = args.plot_python or sys.executable
         r = subprocess.run([plot_py, __file__, "plot", str(OUT / "results.json")])
         if r.returncode:
