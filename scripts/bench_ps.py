@@ -199,6 +199,20 @@ def v1_placement(tf, g, cfg):
     return {"variables": variables, "powers": powers}
 
 
+def power_advances(sess, g, cfg):
+    """How many times each beta2_power was multiplied by beta2, from its value (beta2 ** (n + 1)
+    after n updates; float32 rounding moves n by less than 0.5 at these counts): stock Adam's
+    one shared power, AdamAsync's power of each variable."""
+    opt = g["opt"]
+    if cfg["optimizer"] == "adam":
+        powers = {"beta2_power": opt._get_beta_accumulators()[1]}
+    else:
+        powers = {v.op.name: opt.get_slot(v, "beta2_power") for v in g["variables"]}
+    values = sess.run(powers)
+    return {name: int(round(np.log(float(value)) / np.log(0.999))) - 1
+            for name, value in values.items()}
+
+
 def v1_trace(tf, sess, g, feed, placement):
     """One traced step: ops and op microseconds per task, ops touching a beta power per task,
     tensors a ps task received from the other ps task."""
@@ -287,7 +301,10 @@ def task_v1_worker(cfg, index):
                 prob = np.concatenate([sess.run(g["prob"], {g["ids"]: test_ids[i:i + 8192]})
                                        for i in range(0, len(test_ids), 8192)])
                 result.update(test_logloss=logloss(test_y, prob), test_auc=auc(test_y, prob),
-                              updates=int(sess.run(g["counters"]["updates"])))
+                              updates=int(sess.run(g["counters"]["updates"])),
+                              power_advances=power_advances(sess, g, cfg),
+                              emb_max_abs=float(max(np.abs(sess.run(part)).max()
+                                                    for part in g["variables"][:N_PS])))
         else:
             k = 0
             for _ in range(cfg["warmup_steps"]):
@@ -577,7 +594,8 @@ def run_staleness(args, optimizer, n_workers, sync):
     main = results[0]
     row["pids"] = [p.pid for p in cluster.procs.values()]
     row.update(test_logloss=main["test_logloss"], test_auc=main["test_auc"],
-               updates=main["updates"], train_s=main["all_done_s"],
+               updates=main["updates"], power_advances=main["power_advances"],
+               emb_max_abs=main["emb_max_abs"], train_s=main["all_done_s"],
                staleness_mean=float(np.mean([r["staleness_mean"] for r in results])),
                staleness_max=max(r["staleness_max"] for r in results),
                load_after=os.getloadavg()[0])
@@ -601,6 +619,12 @@ def power_summary(row):
     where = ", ".join(f"{n} on {t}" for t, n in counts.items())
     extra = f"; `iterations` on {pl['iterations']}" if row["mode"] == "keras" else ""
     return f"{len(tasks) // 2} pairs, each with its variable: {where}{extra}"
+
+
+def advances(counts):
+    """'2048' for one power or powers that agree, else 'min-max (k of n pairs)'."""
+    lo, hi = min(counts.values()), max(counts.values())
+    return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
 def report(results):
@@ -649,17 +673,20 @@ def report(results):
             f"{r.get('load_after', float('nan')):.1f}" for r in tp))
     st = results.get("staleness", [])
     if st:
-        lines += ["", "| optimizer | workers | training | batch | updates | mean staleness (max) |"
-                  " test log loss | test AUC | seconds |", "|---|---:|---|---:|---:|---|---:|---:|---:|"]
+        lines += ["", "| optimizer | workers | training | batch | updates | beta2_power advances "
+                  "| mean staleness (max) | largest embedding weight | test log loss | test AUC | seconds |",
+                  "|---|---:|---|---:|---:|---|---|---:|---:|---:|---:|"]
         for r in st:
             if "error" in r:
                 lines.append(f"| {r['optimizer']} | {r['workers']} | "
-                             f"{'sync' if r['sync'] else 'async'} | failed | | | | | |")
+                             f"{'sync' if r['sync'] else 'async'} | failed | | | | | | | |")
                 continue
             lines.append(
                 f"| {OPT_NAME['v1', r['optimizer']]} | {r['workers']} | "
                 f"{'sync (1 worker)' if r['sync'] else 'async'} | {r['batch']} | {r['updates']} | "
-                f"{r['staleness_mean']:.2f} ({r['staleness_max']}) | {r['test_logloss']:.4f} | "
+                f"{advances(r['power_advances'])} | "
+                f"{r['staleness_mean']:.2f} ({r['staleness_max']}) | {r['emb_max_abs']:.3g} | "
+                f"{r['test_logloss']:.4f} | "
                 f"{r['test_auc']:.4f} | {r['train_s']:.1f} |")
         if "ceiling_auc" in results:
             lines.append(f"\nTrue-probability test AUC (ceiling): {results['ceiling_auc']:.4f}, "
@@ -723,7 +750,7 @@ def main():
     ap.add_argument("--workers", default="2,4", help="worker counts of the throughput study")
     ap.add_argument("--staleness-workers", default="1,2,4,8")
     ap.add_argument("--optimizers", default="adam,adam_async")
-    ap.add_argument("--window", type=float, default=15.0, help="seconds measured per config")
+    ap.add_argument("--window", type=float, default=10.0, help="seconds measured per config")
     ap.add_argument("--warmup-steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--lr", type=float, default=0.003)
