@@ -217,7 +217,8 @@ def v1_trace(tf, sess, g, feed, placement):
     """One traced step: ops and op microseconds per task, ops touching a beta power per task,
     tensors a ps task received from the other ps task."""
     meta = tf.RunMetadata()
-    sess.run(g["fetch"], feed, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE),
+    sess.run(g["fetch"], feed, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE,
+                                                     output_partition_graphs=True),
              run_metadata=meta)
     graph = tf.get_default_graph()
     power_ops = {name for name, _ in placement["powers"]}
@@ -230,10 +231,7 @@ def v1_trace(tf, sess, g, feed, placement):
         row = per_task.setdefault(task, {"ops": 0, "op_us": 0, "power_ops": 0, "power_us": 0,
                                          "emb_update_us": 0, "recv_from_other_ps": 0})
         for node in dev.node_stats:
-            if node.node_name == "RecvTensor":  # a tensor this task received over the network
-                src = short_task(node.timeline_label.split(" from ")[1].split(" ")[0])
-                if task.startswith("ps") and src.startswith("ps") and src != task:
-                    row["recv_from_other_ps"] += 1
+            if node.node_name == "RecvTensor":  # a tensor received over the network:
                 continue  # its time is mostly waiting for the sender
             row["ops"] += 1
             row["op_us"] += node.all_end_rel_micros
@@ -242,6 +240,15 @@ def v1_trace(tf, sess, g, feed, placement):
             if node.node_name.split(":")[0] in touching:
                 row["power_ops"] += 1
                 row["power_us"] += node.all_end_rel_micros
+    # Edges between the ps tasks, from the graph partitions the master made for this step.
+    for partition in meta.partition_graphs:
+        for node in partition.node:
+            if node.op != "_Recv":
+                continue
+            src = short_task(node.attr["send_device"].s.decode())
+            dst = short_task(node.attr["recv_device"].s.decode())
+            if src.startswith("ps") and dst.startswith("ps") and src != dst:
+                per_task[dst]["recv_from_other_ps"] += 1
     return per_task
 
 
@@ -653,10 +660,10 @@ def report(results):
             lines += ["", "Traced compat.v1 step (worker 0, during warm-up): per ps task, ops run "
                       "(network receives aside), their summed time, the time of the optimizer's "
                       "ops on the embedding shard, ops with a beta power as input and their time, "
-                      "tensors received from the other ps task.", "",
+                      "edges into it from the other ps task (the step's graph partitions).", "",
                       "| optimizer | workers | ops (ps0 / ps1) | op µs (ps0 / ps1) | "
                       "embedding update µs | power ops (ps0 / ps1) | their µs | "
-                      "recv from other ps (ps0 / ps1) |",
+                      "edges from other ps (ps0 / ps1) |",
                       "|---|---:|---|---|---|---|---|---|"]
             for r in traced:
                 t = r["trace"]
