@@ -33,6 +33,7 @@ use ndarray::ArrayView2;
 
 pub use analogies::{Accuracy, Case, Questions, SectionAccuracy, ANALOGY_TOPN};
 
+use crate::models::dot;
 use crate::models::Word2Vec;
 use crate::store::map_ranges;
 use crate::{Error, Result};
@@ -441,25 +442,6 @@ fn normalise(v: &mut [f32]) {
         v.iter_mut()
             .for_each(|x| *x = (f64::from(*x) / norm) as f32);
     }
-}
-
-/// The dot product, in 8 independent lanes so the compiler vectorises it.
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
 }
 
 /// The lines of a text file as UTF-8, numbered from 1.

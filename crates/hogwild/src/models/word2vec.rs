@@ -1113,9 +1113,10 @@ fn vocab_origin(cfg: &Word2VecConfig, source: &VocabSource) -> String {
     }
 }
 
-/// The dot product, in 8 independent lanes so the compiler vectorises it.
+/// The dot product, in 8 independent lanes so the compiler vectorises it (also the vector
+/// queries' similarity, `crate::vectors`).
 #[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = ca
