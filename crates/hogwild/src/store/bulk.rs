@@ -466,6 +466,49 @@ mod x86 {
         }
     }
 
+    /// The four cells at `p`, read by one aligned 16-byte `vmovaps`.
+    ///
+    /// # Safety
+    /// The processor supports AVX, and the four cells from `p` lie inside one slice of cells
+    /// and start on a 16-byte boundary.
+    #[inline(always)]
+    unsafe fn load16(p: *const AtomicF32) -> __m128 {
+        let v: __m128;
+        // SAFETY: by the contract an aligned 16-byte load inside the slice, one atomic access
+        // on an AVX processor: each of the four cells is read whole, as a relaxed atomic load
+        // reads it. The pointer comes from a shared slice of cells, which allow reads through
+        // shared references; nothing else is touched.
+        unsafe {
+            asm!(
+                "vmovaps {v}, xmmword ptr [{p}]",
+                p = in(reg) p,
+                v = out(xmm_reg) v,
+                options(nostack, preserves_flags, readonly),
+            );
+        }
+        v
+    }
+
+    /// Stores `v` into the four cells at `p` by one aligned 16-byte `vmovaps`.
+    ///
+    /// # Safety
+    /// As for [`load16`].
+    #[inline(always)]
+    unsafe fn store16(p: *const AtomicF32, v: __m128) {
+        // SAFETY: by the contract one atomic 16-byte store on an AVX processor: each cell is
+        // written whole, as a relaxed atomic store writes it. The cells are atomics (interior
+        // mutability), so writing them through a pointer derived from a shared reference is
+        // allowed.
+        unsafe {
+            asm!(
+                "vmovaps xmmword ptr [{p}], {v}",
+                p = in(reg) p,
+                v = in(xmm_reg) v,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
+
     /// Cells before the first 16-byte boundary of `cells` (at most `cells.len()`).
     #[inline(always)]
     fn head(cells: &[AtomicF32]) -> usize {
@@ -485,20 +528,9 @@ mod x86 {
         }
         let base = cells.as_ptr();
         while i + 4 <= n {
-            let v: __m128;
             // SAFETY: cells `i..i + 4` are in bounds (`i + 4 <= n`) and start on a 16-byte
-            // boundary (`head` skipped to it, and 4 cells are 16 bytes), so this is an aligned
-            // 16-byte load, one atomic access on an AVX processor: each of the four cells is read
-            // whole, as a relaxed atomic load reads it. The pointer comes from the shared slice,
-            // whose cells allow reads through shared references; nothing else is touched.
-            unsafe {
-                asm!(
-                    "vmovaps {v}, xmmword ptr [{p}]",
-                    p = in(reg) base.add(i),
-                    v = out(xmm_reg) v,
-                    options(nostack, preserves_flags, readonly),
-                );
-            }
+            // boundary (`head` skipped to it, and 4 cells are 16 bytes); the processor has AVX.
+            let v = unsafe { load16(base.add(i)) };
             // SAFETY: `i + 4 <= n == out.len()`, so the 16 bytes written are inside `out`.
             unsafe { _mm_storeu_ps(out.as_mut_ptr().add(i), v) };
             i += 4;
@@ -521,18 +553,8 @@ mod x86 {
         while i + 4 <= n {
             // SAFETY: `i + 4 <= n == values.len()`, so the 16 bytes read are inside `values`.
             let v = unsafe { _mm_loadu_ps(values.as_ptr().add(i)) };
-            // SAFETY: cells `i..i + 4` are in bounds and 16-byte aligned (as in `load`), so this
-            // is one atomic 16-byte store on an AVX processor: each cell is written whole, as a
-            // relaxed atomic store writes it. The cells are atomics (interior mutability), so
-            // writing them through a pointer derived from a shared reference is allowed.
-            unsafe {
-                asm!(
-                    "vmovaps xmmword ptr [{p}], {v}",
-                    p = in(reg) base.add(i),
-                    v = in(xmm_reg) v,
-                    options(nostack, preserves_flags),
-                );
-            }
+            // SAFETY: cells `i..i + 4` are in bounds and 16-byte aligned, as in `load`.
+            unsafe { store16(base.add(i), v) };
             i += 4;
         }
         for k in i..n {
@@ -552,17 +574,8 @@ mod x86 {
         let base = cells.as_ptr();
         let scale4 = _mm_set1_ps(scale);
         while i + 4 <= n {
-            let v: __m128;
-            // SAFETY: as in `load`: cells `i..i + 4` are in bounds and 16-byte aligned, so this
-            // is one atomic 16-byte load that reads each cell whole.
-            unsafe {
-                asm!(
-                    "vmovaps {v}, xmmword ptr [{p}]",
-                    p = in(reg) base.add(i),
-                    v = out(xmm_reg) v,
-                    options(nostack, preserves_flags, readonly),
-                );
-            }
+            // SAFETY: cells `i..i + 4` are in bounds and 16-byte aligned, as in `load`.
+            let v = unsafe { load16(base.add(i)) };
             // SAFETY: `i + 4 <= n == out.len()`, so the 16 bytes read and written are in `out`.
             unsafe {
                 let o = out.as_mut_ptr().add(i);
@@ -588,20 +601,9 @@ mod x86 {
         let base = cells.as_ptr();
         let (mut a, mut b) = (_mm_setzero_ps(), _mm_setzero_ps());
         while i + 8 <= n {
-            let (v, w): (__m128, __m128);
-            // SAFETY: as in `load`: cells `i..i + 8` are in bounds and start on a 16-byte
-            // boundary, so these are two aligned 16-byte loads, each one atomic access that
-            // reads each of its cells whole.
-            unsafe {
-                asm!(
-                    "vmovaps {v}, xmmword ptr [{p}]",
-                    "vmovaps {w}, xmmword ptr [{p} + 16]",
-                    p = in(reg) base.add(i),
-                    v = out(xmm_reg) v,
-                    w = out(xmm_reg) w,
-                    options(nostack, preserves_flags, readonly),
-                );
-            }
+            // SAFETY: cells `i..i + 8` are in bounds and start on a 16-byte boundary, as in
+            // `load`, so both runs of four are.
+            let (v, w) = unsafe { (load16(base.add(i)), load16(base.add(i + 4))) };
             // SAFETY: `i + 8 <= n == x.len()`, so the 32 bytes read are inside `x`.
             let (xv, xw) = unsafe {
                 (
@@ -634,30 +636,13 @@ mod x86 {
         let base = cells.as_ptr();
         let (scale4, lr4) = (_mm_set1_ps(scale), _mm_set1_ps(lr));
         while i + 4 <= n {
-            let w: __m128;
-            // SAFETY: as in `load`: cells `i..i + 4` are in bounds and 16-byte aligned, so this
-            // is one atomic 16-byte load that reads each cell whole.
-            unsafe {
-                asm!(
-                    "vmovaps {v}, xmmword ptr [{p}]",
-                    p = in(reg) base.add(i),
-                    v = out(xmm_reg) w,
-                    options(nostack, preserves_flags, readonly),
-                );
-            }
+            // SAFETY: cells `i..i + 4` are in bounds and 16-byte aligned, as in `load`.
+            let w = unsafe { load16(base.add(i)) };
             // SAFETY: `i + 4 <= n == grad.len()`, so the 16 bytes read are inside `grad`.
             let g = unsafe { _mm_loadu_ps(grad.as_ptr().add(i)) };
             let out = _mm_sub_ps(w, _mm_mul_ps(lr4, _mm_mul_ps(g, scale4)));
-            // SAFETY: as in `store`: one atomic 16-byte store of the four aligned, in-bounds
-            // cells, through their interior mutability.
-            unsafe {
-                asm!(
-                    "vmovaps xmmword ptr [{p}], {v}",
-                    p = in(reg) base.add(i),
-                    v = in(xmm_reg) out,
-                    options(nostack, preserves_flags),
-                );
-            }
+            // SAFETY: the same cells.
+            unsafe { store16(base.add(i), out) };
             i += 4;
         }
         for k in i..n {
