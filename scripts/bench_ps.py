@@ -137,7 +137,7 @@ def task_server(cfg, job, index):
 
 
 def v1_graph(tf, cfg, index):
-    """The compat.v1 model on this worker: placeholders, loss, train op, optimizer, variables."""
+    """The compat.v1 model on this worker: inputs, loss, train op, optimizer, variables."""
     cluster = tf.train.ClusterSpec(cfg["cluster"])
     tf.set_random_seed(0)
     with tf.device(tf.train.replica_device_setter(
