@@ -1,5 +1,6 @@
 //! The `hogwild` command.
 
+mod autotune;
 mod bad_lines;
 mod check;
 mod convert;

@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args as ClapArgs;
-use hogwild::executor::{self, EpochReport, Progress, RunOptions, RunReport};
+use hogwild::executor::{self, EpochReport, Progress, RunOptions, RunReport, Stop};
 use hogwild::feed::{DataFeedDesc, FeedMode, InMemoryDataset};
 use hogwild::models::ModelConfig;
 
+use crate::autotune;
 use crate::bad_lines::BadLineArgs;
 use crate::labels;
 use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
@@ -46,6 +47,24 @@ pub struct Args {
     /// Evaluate on these files after training (paths, patterns or `@list.txt`).
     #[arg(long, num_args = 1..)]
     pub test: Vec<String>,
+    /// Held-out files (paths, patterns or `@list.txt`) that --budget scores its trials on.
+    #[arg(long, num_args = 1.., requires = "budget")]
+    pub validation: Vec<String>,
+    /// Search the learning rate, width, epochs and bigrams (see --tune) for the best score on the
+    /// --validation files within this many seconds, as fastText's autotune does: the validation
+    /// accuracy of a bag-of-words model, the AUC of a CTR model. The first trial trains the
+    /// configuration and --epochs as given; --save holds the best model so far.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        value_parser = autotune::parse_budget,
+        requires = "validation",
+        conflicts_with_all = ["resume", "stream"]
+    )]
+    pub budget: Option<f64>,
+    /// With --budget: the settings to search, comma-separated (default: all the model has).
+    #[arg(long, value_delimiter = ',', requires = "budget")]
+    pub tune: Vec<autotune::Knob>,
     /// Save the model here (atomically, synced to disk): after the last epoch, and after an
     /// earlier one when --save-every seconds have passed since the last save; and when Ctrl-C
     /// (SIGINT) or SIGTERM stops the run, with what it trained until then.
@@ -136,6 +155,10 @@ pub fn run(args: Args) -> Result<()> {
             model.map_or("".into(), |p| p.display().to_string())
         )
     })?;
+    let tune = match args.budget {
+        Some(_) => autotune::check(&config, &args.tune)?,
+        None => Vec::new(),
+    };
     let names = match &args.labels {
         Some(path) => Some(labels::read_names(path, &config)?),
         None => None,
@@ -159,7 +182,13 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
     }
-    paths::stdin_once(args.files.iter().chain(&args.test).map(String::as_str))?;
+    paths::stdin_once(
+        args.files
+            .iter()
+            .chain(&args.test)
+            .chain(&args.validation)
+            .map(String::as_str),
+    )?;
     let given = expand_files(&args.files)?;
     paths::check_inputs("data file", given.iter().map(PathBuf::as_path))?;
     let test = if args.test.is_empty() {
@@ -168,6 +197,13 @@ pub fn run(args: Args) -> Result<()> {
         let test = expand_files(&args.test).map_err(|e| anyhow!("--test {e:#}"))?;
         paths::check_inputs("--test file", test.iter().map(PathBuf::as_path))?;
         test
+    };
+    let validation = if args.validation.is_empty() {
+        Vec::new()
+    } else {
+        let files = expand_files(&args.validation).map_err(|e| anyhow!("--validation {e:#}"))?;
+        paths::check_inputs("--validation file", files.iter().map(PathBuf::as_path))?;
+        files
     };
     if let Some(save) = &args.save {
         let inputs = [
@@ -178,10 +214,13 @@ pub fn run(args: Args) -> Result<()> {
         paths::refuse_overwrite(
             save,
             "--save",
-            inputs
-                .into_iter()
-                .flatten()
-                .chain(given.iter().chain(&test).map(PathBuf::as_path)),
+            inputs.into_iter().flatten().chain(
+                given
+                    .iter()
+                    .chain(&test)
+                    .chain(&validation)
+                    .map(PathBuf::as_path),
+            ),
         )?;
     }
     let stop = interrupt::install()?;
@@ -197,7 +236,7 @@ pub fn run(args: Args) -> Result<()> {
         )?;
     }
     let mut options = args.report.options();
-    options.stop = stop;
+    options.stop = stop.clone();
     options.feed.threads = threads;
     options.feed.epochs = args.epochs;
     options.feed.mode = if args.stream {
@@ -224,6 +263,25 @@ pub fn run(args: Args) -> Result<()> {
             .warn_skipped("training files", data.load_stats());
     }
     let loaded = started.elapsed();
+    if let (Some(budget), Some(data)) = (args.budget, &data) {
+        let model = autotune::Search {
+            config: &config,
+            desc: &desc,
+            data,
+            validation: &validation,
+            names,
+            epochs: args.epochs,
+            threads,
+            budget: Duration::from_secs_f64(budget),
+            tune,
+            save: args.save.clone(),
+            seed: args.shuffle_seed,
+            verbose: !args.report.quiet,
+            options,
+        }
+        .run()?;
+        return test_model(&args, &config, &desc, &model, test, threads, stop);
+    }
     let mut model = match saved {
         Some(model) => model,
         None => {
@@ -321,17 +379,31 @@ pub fn run(args: Args) -> Result<()> {
             }
         );
     }
-    if !test.is_empty() {
-        let test = prepare_inputs(&config, &desc, test, Purpose::Eval(&model))?;
-        let mut eval = args.report.options();
-        eval.stop = options.stop.clone();
-        eval.feed.errors = args.bad_lines.policy();
-        let report = with_model!(&model, m =>
-            executor::eval_from_files(m, &desc, &test.files, threads, &[], &eval, None))
-        .context("evaluating on the test files")?;
-        args.bad_lines.warn_skipped("test files", &report.feed);
-        println!("{}", crate::eval::test_line(&report));
+    test_model(&args, &config, &desc, &model, test, threads, options.stop)
+}
+
+/// `--test`: evaluates the trained model on the test files, if any.
+fn test_model(
+    args: &Args,
+    config: &ModelConfig,
+    desc: &DataFeedDesc,
+    model: &AnyModel,
+    test: Vec<PathBuf>,
+    threads: usize,
+    stop: Stop,
+) -> Result<()> {
+    if test.is_empty() {
+        return Ok(());
     }
+    let test = prepare_inputs(config, desc, test, Purpose::Eval(model))?;
+    let mut eval = args.report.options();
+    eval.stop = stop;
+    eval.feed.errors = args.bad_lines.policy();
+    let report = with_model!(model, m =>
+        executor::eval_from_files(m, desc, &test.files, threads, &[], &eval, None))
+    .context("evaluating on the test files")?;
+    args.bad_lines.warn_skipped("test files", &report.feed);
+    println!("{}", crate::eval::test_line(&report));
     Ok(())
 }
 

@@ -204,6 +204,13 @@ fn text_classification_walkthrough_runs() {
     let two = read("build/text/predictions-k2.txt");
     assert_eq!(two.lines().count(), 150);
     assert!(two.lines().all(|l| l.split(' ').count() == 4), "{two}");
+    // The search: its first trial is model.toml as given, its best model saved.
+    assert!(
+        printed.contains("trial 1: lr 0.5000 dim 16 epochs 5 bigrams on: validation accuracy"),
+        "{printed}"
+    );
+    assert!(printed.contains("autotune: best of "), "{printed}");
+    assert!(dir.path().join("build/text/tuned.ckpt").exists());
 }
 
 #[test]

@@ -300,3 +300,61 @@ fn stopped_evaluations_and_predictions_fail() {
         assert!(stdout.is_empty(), "{command}: no result: {stdout:?}");
     }
 }
+
+/// Ctrl-C during `train --budget`: the search ends with the trial it was training (not counted),
+/// the best model so far stays in the --save file, and the command fails with SIGINT's status.
+#[test]
+fn ctrl_c_keeps_the_best_model_of_a_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d, 2_000);
+    std::fs::write(d.join("valid.ms"), lr_lines(500)).unwrap();
+    let run = spawn(
+        d,
+        &train_args(
+            "train.ms",
+            "3",
+            &[
+                "--validation",
+                "valid.ms",
+                "--budget",
+                "600",
+                "--save",
+                "best.ckpt",
+            ],
+        ),
+    );
+    wait_for(&run.stdout, "trial 2:");
+    signal(&run, libc::SIGINT);
+    let (code, stdout, stderr) = finish(run, Duration::from_secs(60));
+    let stderr = stderr.join("\n");
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(stderr.contains("search stopped by SIGINT"), "{stderr}");
+    let summary = stdout
+        .iter()
+        .find(|l| l.starts_with("autotune: best of "))
+        .unwrap_or_else(|| panic!("{stdout:?}"));
+    assert!(summary.contains("validation auc"), "{summary}");
+    assert!(
+        stdout
+            .iter()
+            .any(|l| l.starts_with("saved best.ckpt (trial ")),
+        "{stdout:?}"
+    );
+    let out = hogwild(
+        d,
+        &[
+            "eval",
+            "--model",
+            "best.ckpt",
+            "--feed",
+            "data.prototxt",
+            "valid.ms",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -123,6 +123,35 @@ impl OptimizerConfig {
         }
     }
 
+    /// The same optimizer with learning rate `lr`.
+    pub fn with_lr(self, lr: f32) -> Self {
+        match self {
+            Self::Sgd { .. } => Self::Sgd { lr },
+            Self::Adagrad {
+                initial_accumulator,
+                ..
+            } => Self::Adagrad {
+                lr,
+                initial_accumulator,
+            },
+            Self::AdamAsync {
+                beta1,
+                beta2,
+                epsilon,
+                rmsprop,
+                nesterov,
+                ..
+            } => Self::AdamAsync {
+                lr,
+                beta1,
+                beta2,
+                epsilon,
+                rmsprop,
+                nesterov,
+            },
+        }
+    }
+
     /// Checks the hyper-parameters before anything trains: `lr` finite and positive, Adagrad's
     /// `initial_accumulator` finite and positive, AdamAsync's `beta1` and `beta2` in `[0, 1)`
     /// and `epsilon` finite and positive (a step divides by `sqrt(v) + epsilon`, and `v` is 0
