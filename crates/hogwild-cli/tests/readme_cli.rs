@@ -204,6 +204,11 @@ fn text_classification_walkthrough_runs() {
     let two = read("build/text/predictions-k2.txt");
     assert_eq!(two.lines().count(), 150);
     assert!(two.lines().all(|l| l.split(' ').count() == 4), "{two}");
+    // New words the training text lacks, classified by their character n-grams.
+    assert_eq!(
+        read("build/subwords/predictions.txt"),
+        "__label__sports\n__label__cooking\n"
+    );
 }
 
 #[test]

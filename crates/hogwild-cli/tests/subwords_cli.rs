@@ -6,7 +6,7 @@
 use std::path::Path;
 
 mod common;
-use common::hogwild;
+use common::{fails, ok};
 
 const LABELS: [&str; 3] = ["__label__sports", "__label__weather", "__label__cooking"];
 const WORDS: [[&str; 4]; 3] = [
@@ -43,30 +43,6 @@ fn model(subword_buckets: usize) -> String {
         "[model]\nkind = \"bow\"\nvocab = 13\nclasses = 3\ndim = 8\nbigram_buckets = 100\n\
          subword_buckets = {subword_buckets}\n\n[optimizer]\nkind = \"adagrad\"\nlr = 0.5\n"
     )
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn ok(d: &Path, args: &[&str]) -> String {
-    let out = hogwild(d, args);
-    assert!(
-        out.status.success(),
-        "hogwild {args:?}: {}",
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
-fn fails(d: &Path, args: &[&str]) -> String {
-    let out = hogwild(d, args);
-    assert!(
-        !out.status.success(),
-        "hogwild {args:?} succeeded: {}",
-        text(&out.stdout)
-    );
-    text(&out.stderr)
 }
 
 /// Converts train.txt and test.txt into `dir` (with `ngrams` on the training conversion only:
