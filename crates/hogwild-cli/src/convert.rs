@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use hogwild::feed::DataFeedDesc;
+use hogwild::subwords::Subwords;
 use hogwild::tools::convert::{
     convert_csv, convert_fasttext, convert_libsvm, convert_vw, fasttext_desc, libsvm_ctr_keys,
     libsvm_desc, vw_ctr_keys, vw_desc, CsvOptions, FastTextOptions, Vocabulary, WordIds,
@@ -68,6 +69,18 @@ pub struct Args {
     /// fastText: add hashed word bigrams in this many buckets (fastText's -wordNgrams 2).
     #[arg(long)]
     pub bigram_buckets: Option<u64>,
+    /// fastText: follow each word with its character n-grams of --minn to --maxn characters,
+    /// hashed into --subword-buckets buckets (fastText's -minn, -maxn, -bucket). Given with
+    /// --build-vocab, the three are kept in the vocabulary, and converting with --vocab repeats
+    /// them.
+    #[arg(long, requires_all = ["maxn", "subword_buckets"])]
+    pub minn: Option<usize>,
+    /// fastText: the longest character n-gram (see --minn).
+    #[arg(long, requires_all = ["minn", "subword_buckets"])]
+    pub maxn: Option<usize>,
+    /// fastText: buckets of the character n-grams (see --minn); the model's `subword_buckets`.
+    #[arg(long, requires_all = ["minn", "maxn"])]
+    pub subword_buckets: Option<u64>,
     /// CSV: the label column.
     #[arg(long, default_value = "label")]
     pub label_column: String,
@@ -103,6 +116,59 @@ fn fixed_desc(format: Format) -> Option<DataFeedDesc> {
         Format::Libffm => Some(libsvm_desc(true)),
         Format::Vw => Some(vw_desc()),
         Format::Csv => None,
+    }
+}
+
+/// The character n-grams that --minn, --maxn and --subword-buckets ask for, checked.
+fn subword_options(args: &Args) -> Result<Option<Subwords>> {
+    let (Some(minn), Some(maxn), Some(buckets)) = (args.minn, args.maxn, args.subword_buckets)
+    else {
+        return Ok(None);
+    };
+    if args.from != Format::Fasttext {
+        bail!("--minn, --maxn and --subword-buckets are for --from fasttext");
+    }
+    match Subwords::new(minn, maxn, buckets) {
+        Ok(subwords) => Ok(Some(subwords)),
+        Err(hogwild::Error::InvalidConfig { field, reason }) => {
+            bail!("--{}: {reason}", field.replace('_', "-"))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The character n-grams of a conversion with the saved vocabulary `path` (the training data's,
+/// `saved`) and the options' `asked`: the test data must repeat the training data's.
+fn saved_subwords(
+    path: &Path,
+    saved: Option<Subwords>,
+    asked: Option<Subwords>,
+) -> Result<Option<Subwords>> {
+    let describe = |sw: &Subwords| {
+        format!(
+            "--minn {} --maxn {} --subword-buckets {}",
+            sw.minn(),
+            sw.maxn(),
+            sw.buckets()
+        )
+    };
+    match (saved, asked) {
+        (saved, None) => Ok(saved),
+        (Some(saved), Some(asked)) if saved == asked => Ok(Some(saved)),
+        (Some(saved), Some(asked)) => bail!(
+            "--vocab {}: the training data was converted with {}, not {}: its n-gram ids would \
+             mean other n-grams here (leave the options out to repeat the vocabulary's)",
+            path.display(),
+            describe(&saved),
+            describe(&asked)
+        ),
+        (None, Some(asked)) => bail!(
+            "--vocab {}: the training data was converted without character n-grams, so a model \
+             trained on it has no rows for the {} asked for; convert the training data with them \
+             (and --build-vocab) first",
+            path.display(),
+            describe(&asked)
+        ),
     }
 }
 
@@ -181,6 +247,7 @@ pub fn run(args: Args) -> Result<()> {
         .as_deref()
         .filter(|_| fasttext && args.build_vocab);
 
+    let asked_subwords = subword_options(&args)?;
     let inputs: Vec<&Path> = std::iter::once(input.as_path()).chain(vocab_in).collect();
     paths::check_inputs("input", inputs.iter().copied())?;
     let mut outputs = vec![
@@ -225,9 +292,15 @@ pub fn run(args: Args) -> Result<()> {
                 None => WordIds::Vocabulary,
             };
             let vocab = match vocab_in {
-                Some(path) => Vocabulary::load(path)?,
+                Some(path) => {
+                    let mut vocab = Vocabulary::load(path)?;
+                    let subwords = saved_subwords(path, vocab.subwords(), asked_subwords)?;
+                    vocab.set_subwords(subwords);
+                    vocab
+                }
                 None => {
                     let mut vocab = Vocabulary::default();
+                    vocab.set_subwords(asked_subwords);
                     vocab.scan(open(&input)?, &name, word_ids == WordIds::Vocabulary)?;
                     if let Some(path) = vocab_out {
                         let mut file = paths::output(path, to_stdout)?;
@@ -241,9 +314,11 @@ pub fn run(args: Args) -> Result<()> {
             let opts = FastTextOptions {
                 word_ids,
                 bigram_buckets: args.bigram_buckets,
+                subwords: vocab.subwords(),
             };
             let lines = convert_fasttext(open(&input)?, &name, &mut out, &vocab, &opts)?;
-            bow_ids = Some((opts.id_space(&vocab), vocab.labels()));
+            let subword_buckets = opts.subwords.map_or(0, |sw| sw.buckets());
+            bow_ids = Some((opts.id_space(&vocab), vocab.labels(), subword_buckets));
             (lines, None)
         }
         Format::Libsvm | Format::Libffm => {
@@ -314,13 +389,16 @@ pub fn run(args: Args) -> Result<()> {
         Format::Vw => Some(vw_ctr_keys()),
         Format::Fasttext | Format::Csv => None,
     };
-    if let Some((vocab, classes)) = bow_ids {
+    if let Some((vocab, classes, subword_buckets)) = bow_ids {
         say!(
             to_stdout,
             "note: for bow to read the ids written here, set in [model]:"
         );
         say!(to_stdout, "  vocab = {vocab}");
         say!(to_stdout, "  classes = {classes}");
+        if subword_buckets > 0 {
+            say!(to_stdout, "  subword_buckets = {subword_buckets}");
+        }
         if let Some(path) = &args.vocab {
             say!(
                 to_stdout,

@@ -117,6 +117,7 @@ pub fn run(args: Args) -> Result<()> {
             classes: CLASSES as usize,
             dim: 10,
             bigram_buckets: 0,
+            subword_buckets: 0,
             pool: Pool::Mean,
             end_of_text: true,
             bias: false,

@@ -5,31 +5,7 @@
 use std::path::Path;
 
 mod common;
-use common::{hogwild, lr_lines, lr_setup};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn ok(d: &Path, args: &[&str]) -> String {
-    let out = hogwild(d, args);
-    assert!(
-        out.status.success(),
-        "hogwild {args:?}: {}",
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
-fn fails(d: &Path, args: &[&str]) -> String {
-    let out = hogwild(d, args);
-    assert!(
-        !out.status.success(),
-        "hogwild {args:?} succeeded: {}",
-        text(&out.stdout)
-    );
-    text(&out.stderr)
-}
+use common::{fails, lr_lines, lr_setup, ok};
 
 /// The README's text-classification data, converted: train.ms, valid.ms (its test lines) and
 /// the data.prototxt `convert` writes.

@@ -211,6 +211,11 @@ fn text_classification_walkthrough_runs() {
     );
     assert!(printed.contains("autotune: best of "), "{printed}");
     assert!(dir.path().join("build/text/tuned.ckpt").exists());
+    // New words the training text lacks, classified by their character n-grams.
+    assert_eq!(
+        read("build/subwords/predictions.txt"),
+        "__label__sports\n__label__cooking\n"
+    );
 }
 
 #[test]

@@ -25,6 +25,7 @@ pub mod models;
 pub mod optim;
 pub mod rng;
 pub mod store;
+pub mod subwords;
 pub mod tools;
 pub mod vectors;
 

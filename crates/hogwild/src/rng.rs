@@ -134,7 +134,12 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 /// fastText's word hash: 32-bit FNV-1a over the bytes, each byte sign-extended as fastText does
 /// (so it differs from plain FNV-1a on bytes above 127).
 pub fn fasttext_hash(word: &str) -> u32 {
-    word.bytes().fold(2_166_136_261u32, |h, b| {
+    fasttext_hash_bytes(word.as_bytes())
+}
+
+/// [`fasttext_hash`] over bytes (a character n-gram, [`crate::subwords`]).
+pub fn fasttext_hash_bytes(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(2_166_136_261u32, |h, &b| {
         (h ^ (b as i8 as i32 as u32)).wrapping_mul(16_777_619)
     })
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use hogwild::executor::{self, Progress, RunOptions};
 use hogwild::feed::DataFeedDesc;
 use hogwild::models::{Ctr, CtrKind, ModelConfig, ModelKind};
+use hogwild::subwords::Subwords;
 use hogwild::tools::check_file;
 use hogwild::tools::convert::{
     convert_csv, convert_fasttext, convert_libsvm, convert_vw, fasttext_desc, fasttext_hash,
@@ -45,6 +46,7 @@ fn fasttext_with_a_vocabulary() {
     let opts = FastTextOptions {
         word_ids: WordIds::Vocabulary,
         bigram_buckets: None,
+        subwords: None,
     };
     let out = fasttext(TRAIN, &vocab, &opts);
     // Word ids by first appearance from 1 (good 1, movie 2, the 3); a line without words gets
@@ -75,6 +77,7 @@ fn fasttext_hashed_with_bigrams() {
     let opts = FastTextOptions {
         word_ids: WordIds::Hashed { buckets: 100 },
         bigram_buckets: Some(1000),
+        subwords: None,
     };
     let out = fasttext("__label__pos good movie\n", &vocab, &opts);
     assert_eq!(out, format!("3 16 75 {} 1 0 \n", 100 + 615));
@@ -87,6 +90,7 @@ fn fasttext_errors_name_file_and_line() {
     let opts = FastTextOptions {
         word_ids: WordIds::Vocabulary,
         bigram_buckets: None,
+        subwords: None,
     };
     let run = |input: &str| {
         convert_fasttext(Cursor::new(input), "test.txt", Vec::new(), &vocab, &opts)
@@ -107,10 +111,61 @@ fn fasttext_errors_name_file_and_line() {
     assert_eq!(
         Vocabulary::load(&path).unwrap_err().to_string(),
         format!(
-            "{}:2: expected \"label<TAB>name\" or \"word<TAB>token\", got \"bogus\"",
+            "{}:2: expected \"label<TAB>name\", \"word<TAB>token\" or \
+             \"subwords<TAB>minn<TAB>maxn<TAB>buckets\", got \"bogus\"",
             path.display()
         )
     );
+    std::fs::write(&path, "subwords\t4\t3\t10\nword\tgood\n").unwrap();
+    assert_eq!(
+        Vocabulary::load(&path).unwrap_err().to_string(),
+        format!(
+            "{}:1: maxn: must be at least minn (4), got 3",
+            path.display()
+        )
+    );
+}
+
+// fastText itself (pip fasttext-numpy2-wheel) on the training text below: its dictionary is
+// `</s>` then the words in order (ids 0..8, nwords 8), as hogwild's vocabulary numbers them
+// (0 is any other word, 1..8 the words), so the ids agree whole:
+//   m = fasttext.train_supervised(input="t.txt", minn=3, maxn=6, bucket=1000000, dim=2,
+//                                 epoch=1, minCount=1)
+//   m.get_subwords("a")  -> (['a', '<a>'], [7, 87608])
+//   m.get_subwords("zz") -> (['<zz', '<zz>', 'zz>'], [777875, 257975, 1049])  (not a word)
+#[test]
+fn fasttext_subwords_follow_each_word_with_fasttexts_ids() {
+    const TEXT: &str = "__label__a hello world café naïve\n__label__b straße 日本語 a\n";
+    let mut vocab = Vocabulary::default();
+    vocab.scan(Cursor::new(TEXT), "train", true).unwrap();
+    let subwords = Subwords::new(3, 6, 1_000_000).unwrap();
+    vocab.set_subwords(Some(subwords));
+    let opts = FastTextOptions {
+        word_ids: WordIds::Vocabulary,
+        bigram_buckets: None,
+        subwords: Some(subwords),
+    };
+    assert_eq!(opts.id_space(&vocab), 8);
+    let out = fasttext("__label__b a zz\n", &vocab, &opts);
+    assert_eq!(out, "5 7 87608 777875 257975 1049 1 1 \n");
+    assert_valid(&fasttext_desc(), &out);
+    // The vocabulary keeps the n-gram settings for the test data's conversion.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vocab");
+    vocab.save(&path).unwrap();
+    assert!(std::fs::read_to_string(&path)
+        .unwrap()
+        .starts_with("subwords\t3\t6\t1000000\nlabel\t__label__a\n"));
+    let reloaded = Vocabulary::load(&path).unwrap();
+    assert_eq!(reloaded.subwords(), Some(subwords));
+    assert_eq!(reloaded, vocab);
+    // With bigrams, the n-grams' buckets come after the bigrams' (the model's vocab).
+    let opts = FastTextOptions {
+        bigram_buckets: Some(10),
+        ..opts
+    };
+    let out = fasttext("__label__b a zz\n", &vocab, &opts);
+    assert!(out.starts_with("6 7 87618 777885 257985 1059 "), "{out}");
 }
 
 #[test]

@@ -64,3 +64,33 @@ pub fn lr_lines(lines: usize) -> String {
         .map(|i| format!("1 {} 1 {}\n", i % 7, i % 2))
         .collect()
 }
+
+/// Output bytes as text (lossy).
+#[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `hogwild args` in `dir`; its standard output, after checking that it succeeded.
+#[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
+pub fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = hogwild(dir, args);
+    assert!(
+        out.status.success(),
+        "hogwild {args:?}: {}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// Runs `hogwild args` in `dir`; its standard error, after checking that it failed.
+#[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
+pub fn fails(dir: &Path, args: &[&str]) -> String {
+    let out = hogwild(dir, args);
+    assert!(
+        !out.status.success(),
+        "hogwild {args:?} succeeded: {}",
+        text(&out.stdout)
+    );
+    text(&out.stderr)
+}

@@ -74,6 +74,7 @@ fn bow_cfg() -> BowConfig {
         classes: 3,
         dim: 8,
         bigram_buckets: 64,
+        subword_buckets: 0,
         pool: Pool::Mean,
         end_of_text: true,
         bias: false,

@@ -1,6 +1,7 @@
 //! Bag-of-words text classifier (Paddle's IMDB `bow_net`, fastText's supervised model): an embedding
-//! bag over the word ids of an instance and, optionally, hashed bigrams of consecutive ids, pooled
-//! (mean or sum), then a fully connected layer (without a bias by default, as fastText) and a
+//! bag over the word ids of an instance, optionally its words' character n-grams (fastText's
+//! subwords, bucket ids written among the word ids by `hogwild convert --minn --maxn`) and hashed
+//! bigrams of consecutive word ids, pooled (mean or sum), then a fully connected layer (without a bias by default, as fastText) and a
 //! softmax cross-entropy loss.
 //!
 //! Updates are applied instance by instance (as fastText does): each instance's gradient is applied
@@ -75,6 +76,13 @@ pub struct BowConfig {
     /// Rows for hashed word bigrams (fastText's `bucket`); 0 disables bigrams.
     #[serde(default)]
     pub bigram_buckets: usize,
+    /// Rows for hashed character n-grams (fastText's subwords with `-minn`/`-maxn`): ids of the
+    /// words slot from `vocab` to `vocab + subword_buckets - 1` are the buckets of a word's
+    /// n-grams, as fastText numbers them (`nwords + hash % bucket`), and `hogwild convert
+    /// --subword-buckets` writes them after each word. They are pooled with everything else and
+    /// take no part in bigrams. 0: none, every id is a word below `vocab`.
+    #[serde(default)]
+    pub subword_buckets: usize,
     #[serde(default)]
     pub pool: Pool,
     /// Every instance also holds one learned end-of-text row (and, with bigrams, the bigram of
@@ -195,7 +203,8 @@ const WIDE_ROW_BYTES: usize = 256;
 const PREFETCH_ROWS: usize = 8;
 
 /// The bag-of-words model: the embedding table (`vocab` word rows, `bigram_buckets` bigram rows,
-/// then the end-of-text row when `end_of_text` is set; `dim` wide) and the
+/// the end-of-text row when `end_of_text` is set, then `subword_buckets` n-gram rows; `dim` wide)
+/// and the
 /// output table (`classes` rows of `dim + 1`: weights then bias), shared by every worker; and its
 /// labels' names, prediction format and evaluation counts ([`Labels`]).
 #[derive(Debug)]
@@ -213,6 +222,8 @@ pub struct Bow<O> {
 #[derive(Debug, Default)]
 pub struct BowWorker {
     pub(crate) rows: Vec<usize>,
+    /// The instance's word ids without its n-gram ids: what bigrams pair (with subwords only).
+    pub(crate) words: Vec<u64>,
     pub(crate) hidden: Vec<f32>,
     pub(crate) grad_hidden: Vec<f32>,
     pub(crate) probs: Vec<f32>,
@@ -236,6 +247,8 @@ impl<O: Optimizer<f32>> Bow<O> {
         let mut emb = Table::new("embedding", Self::embedding_rows(&cfg), cfg.dim, &opt)?;
         if emb.stride() * 4 >= WIDE_ROW_BYTES {
             emb.prefer_base_pages(cfg.vocab..cfg.vocab + cfg.bigram_buckets);
+            let subwords = Self::subword_row(&cfg, 0);
+            emb.prefer_base_pages(subwords..subwords + cfg.subword_buckets);
         }
         let fc = Table::new("output", cfg.classes, cfg.dim + 1, &opt)?;
         Ok(Self::assemble(cfg, opt, emb, fc))
@@ -272,7 +285,13 @@ impl<O: Optimizer<f32>> Bow<O> {
     }
 
     fn embedding_rows(cfg: &BowConfig) -> usize {
-        cfg.vocab + cfg.bigram_buckets + usize::from(cfg.end_of_text)
+        Self::subword_row(cfg, 0) + cfg.subword_buckets
+    }
+
+    /// The row of n-gram bucket `bucket`: after the rows a model without subwords has, so that
+    /// those keep their places.
+    fn subword_row(cfg: &BowConfig, bucket: usize) -> usize {
+        cfg.vocab + cfg.bigram_buckets + usize::from(cfg.end_of_text) + bucket
     }
 
     /// The settings.
@@ -283,7 +302,7 @@ impl<O: Optimizer<f32>> Bow<O> {
     pub fn optimizer(&self) -> &O {
         &self.opt
     }
-    /// The embedding table (words, then bigram buckets).
+    /// The embedding table (words, bigram buckets, the end-of-text row, n-gram buckets).
     pub fn embedding(&self) -> &Table {
         &self.emb
     }
@@ -302,9 +321,9 @@ impl<O: Optimizer<f32>> Bow<O> {
 
     /// The startup step on a fresh model: word rows and the end-of-text row uniform in
     /// `[-1/dim, 1/dim]` (fastText's), deterministic in the seed and the row (so the rows are
-    /// filled in parallel, one range per core, with the same result); bigram rows and the output
-    /// layer zero. A fresh table is zero pages that nothing has touched: leaving the bigram rows
-    /// as they are costs nothing for millions of buckets (at dim 100, 2M buckets are 800 MB that
+    /// filled in parallel, one range per core, with the same result); bigram and n-gram rows and
+    /// the output layer zero. A fresh table is zero pages that nothing has touched: leaving the
+    /// bucket rows as they are costs nothing for millions of buckets (at dim 100, 2M buckets are 800 MB that
     /// a random fill took seconds to write), and a bucket's page is touched first by the worker
     /// that trains it. fastText's initialisation leaves most bucket rows zero too (it fills a
     /// tenth of the matrix per thread).
@@ -338,6 +357,7 @@ impl<O: Optimizer<f32>> Bow<O> {
     pub fn new_worker(&self) -> BowWorker {
         BowWorker {
             rows: Vec::with_capacity(1024),
+            words: Vec::new(),
             hidden: vec![0.0; self.cfg.dim + 1],
             grad_hidden: vec![0.0; self.cfg.dim],
             probs: vec![0.0; self.cfg.classes],
@@ -347,9 +367,9 @@ impl<O: Optimizer<f32>> Bow<O> {
         }
     }
 
-    /// Fills `w.rows` with the embedding rows of `ids`: the words, one bucket per bigram (the
-    /// last word and the end of text making one more with `end_of_text`), then the end-of-text
-    /// row.
+    /// Fills `w.rows` with the embedding rows of `ids`: the words and n-grams, one bucket per
+    /// bigram of consecutive words (the last word and the end of text making one more with
+    /// `end_of_text`), then the end-of-text row.
     #[inline]
     pub(crate) fn gather_rows(
         &self,
@@ -357,23 +377,34 @@ impl<O: Optimizer<f32>> Bow<O> {
         ids: &[u64],
     ) -> std::result::Result<(), InstanceError> {
         let vocab = self.cfg.vocab as u64;
+        let subwords = self.cfg.subword_buckets as u64;
         w.rows.clear();
+        w.words.clear();
         for (offset, &id) in ids.iter().enumerate() {
-            if id >= vocab {
+            if id < vocab {
+                w.rows.push(id as usize);
+                if subwords > 0 {
+                    w.words.push(id);
+                }
+            } else if id - vocab < subwords {
+                w.rows
+                    .push(Self::subword_row(&self.cfg, (id - vocab) as usize));
+            } else {
                 return Err(InstanceError::WordOutOfRange { id, offset });
             }
-            w.rows.push(id as usize);
         }
+        // Without subwords every id is a word, and the ids are the words.
+        let words = if subwords > 0 { &w.words[..] } else { ids };
         let buckets = self.cfg.bigram_buckets as u64;
         let bucket = |a: u64, b: u64| (vocab + fasttext_bigram(a, b) % buckets) as usize;
         if buckets > 0 {
-            for pair in ids.windows(2) {
+            for pair in words.windows(2) {
                 w.rows.push(bucket(pair[0], pair[1]));
             }
         }
         if self.cfg.end_of_text {
             // The end of text reads as word id `vocab`, one past the words.
-            if let (true, Some(&last)) = (buckets > 0, ids.last()) {
+            if let (true, Some(&last)) = (buckets > 0, words.last()) {
                 w.rows.push(bucket(last, vocab));
             }
             w.rows.push(self.cfg.vocab + self.cfg.bigram_buckets);
@@ -537,10 +568,17 @@ impl<O: Optimizer<f32>> Bow<O> {
             InstanceError::WordOutOfRange { id, offset } => Error::BadInstance {
                 slot: self.cfg.words_slot.clone(),
                 instance,
-                reason: format!(
-                    "word id {id} at offset {offset} is out of range (vocab = {})",
-                    self.cfg.vocab
-                ),
+                reason: match self.cfg.subword_buckets {
+                    0 => format!(
+                        "word id {id} at offset {offset} is out of range (vocab = {})",
+                        self.cfg.vocab
+                    ),
+                    n => format!(
+                        "word id {id} at offset {offset} is out of range (vocab = {} words, \
+                         then subword_buckets = {n} n-gram buckets)",
+                        self.cfg.vocab
+                    ),
+                },
             },
             InstanceError::LabelOutOfRange { label } => Error::BadInstance {
                 slot: self.cfg.label_slot.clone(),
@@ -760,6 +798,7 @@ mod tests {
             classes: 2,
             dim: 4,
             bigram_buckets: bigrams,
+            subword_buckets: 0,
             pool: Pool::Mean,
             end_of_text: false,
             bias: true,
@@ -907,6 +946,41 @@ mod tests {
         let m = Bow::new(c, Sgd { lr: 0.1f32 }).unwrap();
         m.gather_rows(&mut w, &[3, 4]).unwrap();
         assert_eq!(w.rows, vec![3, 4, 20]);
+    }
+
+    #[test]
+    fn subword_ids_get_their_rows_and_stay_out_of_bigrams() {
+        // 20 words, 5 bigram buckets (rows 20..25), the end-of-text row 25, 8 n-gram buckets
+        // (rows 26..34): ids 20..28 of the data are n-gram buckets 0..8.
+        let mut c = cfg(5);
+        c.end_of_text = true;
+        c.subword_buckets = 8;
+        let m = Bow::new(c, Sgd { lr: 0.1f32 }).unwrap();
+        assert_eq!(m.embedding().rows(), 20 + 5 + 1 + 8);
+        let mut w = m.new_worker();
+        // Word 3 with n-grams 0 and 7, word 4 with n-gram 2: fastText's line layout.
+        m.gather_rows(&mut w, &[3, 20, 27, 4, 22]).unwrap();
+        let h34 = (3 * FASTTEXT_NGRAM_MULT + 4) % 5;
+        let h4e = (4 * FASTTEXT_NGRAM_MULT + 20) % 5;
+        assert_eq!(
+            w.rows,
+            vec![3, 26, 33, 4, 28, 20 + h34 as usize, 20 + h4e as usize, 25]
+        );
+        let e = m
+            .predict_instance(&mut w, &[3, 28])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("word id 28 at offset 1") && e.contains("subword_buckets = 8"),
+            "{e}"
+        );
+        // The n-gram rows start at zero, as the bigram rows.
+        m.init();
+        let mut row = [1.0f32; 4];
+        for r in 20..34 {
+            m.embedding().read_weights(r, &mut row);
+            assert_eq!(row == [0.0; 4], r != 25, "row {r}: {row:?}");
+        }
     }
 
     #[test]

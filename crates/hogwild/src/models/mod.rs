@@ -10,6 +10,7 @@
 //! classes = 5
 //! dim = 10
 //! bigram_buckets = 2000000   # 0 disables hashed word bigrams
+//! subword_buckets = 0   # character n-gram buckets (`hogwild convert --minn --maxn`)
 //! pool = "mean"         # or "sum"
 //!
 //! [optimizer]

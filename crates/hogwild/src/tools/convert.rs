@@ -25,6 +25,7 @@ use std::path::Path;
 use crate::feed::{DataFeedDesc, Slot, SlotType};
 use crate::files::Output;
 use crate::rng::fasttext_bigram;
+use crate::subwords::Subwords;
 use crate::{Error, Result};
 
 /// Batch size written into converted descs.
@@ -42,6 +43,8 @@ pub struct Vocabulary {
     word_list: Vec<String>,
     labels: HashMap<String, u64>,
     label_list: Vec<String>,
+    /// The character n-grams the data converted with it holds (its `subwords` line).
+    subwords: Option<Subwords>,
 }
 
 /// The reserved word id for unknown words and padding in vocabulary mode.
@@ -80,6 +83,17 @@ impl Vocabulary {
         }
     }
 
+    /// The character n-grams of the data converted with this vocabulary: the training data's,
+    /// which the test data must repeat for its ids to mean the same.
+    pub fn subwords(&self) -> Option<Subwords> {
+        self.subwords
+    }
+
+    /// Records the character n-grams of the data converted with this vocabulary.
+    pub fn set_subwords(&mut self, subwords: Option<Subwords>) {
+        self.subwords = subwords;
+    }
+
     /// Collects labels (and words, if `with_words`) from fastText-style input, in order of first
     /// appearance.
     pub fn scan(&mut self, input: impl BufRead, name: &str, with_words: bool) -> Result<()> {
@@ -97,7 +111,8 @@ impl Vocabulary {
     }
 
     /// Writes the vocabulary to `path` (replaced whole, see [`crate::files`]): `label<TAB>name`
-    /// and `word<TAB>token` lines, ids in line order.
+    /// and `word<TAB>token` lines, ids in line order, after a `subwords<TAB>minn<TAB>maxn<TAB>
+    /// buckets` line when the data has character n-grams.
     pub fn save(&self, path: &Path) -> Result<()> {
         let mut out = Output::create(path)?;
         self.write(&mut out)?;
@@ -106,6 +121,11 @@ impl Vocabulary {
 
     /// Writes what [`Vocabulary::save`] writes to `out`; the caller commits it.
     pub fn write(&self, out: &mut Output) -> Result<()> {
+        if let Some(sw) = &self.subwords {
+            let (minn, maxn, buckets) = (sw.minn(), sw.maxn(), sw.buckets());
+            writeln!(out, "subwords\t{minn}\t{maxn}\t{buckets}")
+                .map_err(|e| Error::io(out.name(), &e))?;
+        }
         let lines = self.label_list.iter().map(|l| ("label", l));
         for (kind, token) in lines.chain(self.word_list.iter().map(|w| ("word", w))) {
             writeln!(out, "{kind}\t{token}").map_err(|e| Error::io(out.name(), &e))?;
@@ -119,22 +139,44 @@ impl Vocabulary {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(&name, &e))?;
         let mut vocab = Vocabulary::default();
         for (i, line) in text.lines().enumerate() {
+            let err = |message: String| Error::Convert {
+                file: name.clone(),
+                line: i as u64 + 1,
+                message,
+            };
             match line.split_once('\t') {
                 Some(("label", label)) => vocab.add_label(label),
                 Some(("word", word)) => vocab.add_word(word),
+                Some(("subwords", settings)) => {
+                    vocab.subwords = Some(parse_subwords(settings).map_err(err)?)
+                }
                 _ => {
-                    return Err(Error::Convert {
-                        file: name,
-                        line: i as u64 + 1,
-                        message: format!(
-                            "expected \"label<TAB>name\" or \"word<TAB>token\", got \"{line}\""
-                        ),
-                    })
+                    return Err(err(format!(
+                        "expected \"label<TAB>name\", \"word<TAB>token\" or \
+                         \"subwords<TAB>minn<TAB>maxn<TAB>buckets\", got \"{line}\""
+                    )))
                 }
             }
         }
         Ok(vocab)
     }
+}
+
+/// A vocabulary's `subwords` line after its tab: `minn<TAB>maxn<TAB>buckets`.
+fn parse_subwords(settings: &str) -> std::result::Result<Subwords, String> {
+    let fields: Vec<&str> = settings.split('\t').collect();
+    let [minn, maxn, buckets] = fields[..] else {
+        return Err(format!(
+            "expected \"subwords<TAB>minn<TAB>maxn<TAB>buckets\", got \"subwords\t{settings}\""
+        ));
+    };
+    let minn = parse_u64(minn, "minn")?;
+    let maxn = parse_u64(maxn, "maxn")?;
+    let buckets = parse_u64(buckets, "buckets")?;
+    Subwords::new(minn as usize, maxn as usize, buckets).map_err(|e| match e {
+        Error::InvalidConfig { field, reason } => format!("{field}: {reason}"),
+        e => e.to_string(),
+    })
 }
 
 /// How fastText-style words become ids.
@@ -154,6 +196,10 @@ pub struct FastTextOptions {
     /// `Some(buckets)`: add word bigrams as fastText does: id = word id space +
     /// (bigram hash % buckets).
     pub bigram_buckets: Option<u64>,
+    /// Each word followed by the buckets of its character n-grams, as fastText's lines hold them:
+    /// id = [`FastTextOptions::id_space`] + bucket. A word the vocabulary lacks is its n-grams
+    /// alone (id 0 when it has none), as fastText reads an unknown word.
+    pub subwords: Option<Subwords>,
 }
 
 impl FastTextOptions {
@@ -165,9 +211,10 @@ impl FastTextOptions {
         }
     }
 
-    /// One more than the largest id that [`convert_fasttext`] writes with `vocab`: the words,
-    /// then the bigram buckets. This is the bag-of-words model's `vocab` for the converted data
-    /// (its end-of-text row is no id of the data and comes on top).
+    /// The ids of words and bigrams that [`convert_fasttext`] writes with `vocab`: the words, then
+    /// the bigram buckets; n-gram buckets follow. This is the bag-of-words model's `vocab` for the
+    /// converted data (its end-of-text row is no id of the data and comes on top), and its
+    /// `subword_buckets` are the n-grams' buckets.
     pub fn id_space(&self, vocab: &Vocabulary) -> u64 {
         self.word_space(vocab) + self.bigram_buckets.map_or(0, |b| b.max(1))
     }
@@ -182,6 +229,7 @@ pub fn convert_fasttext(
     opts: &FastTextOptions,
 ) -> Result<u64> {
     let word_space = opts.word_space(vocab);
+    let subword_ids = opts.id_space(vocab);
     let mut words = Vec::new();
     let mut hashes = Vec::new();
     let mut labels = Vec::new();
@@ -201,10 +249,18 @@ pub fn convert_fasttext(
             }
             let hash = fasttext_hash(token);
             hashes.push(hash);
-            words.push(match opts.word_ids {
-                WordIds::Vocabulary => vocab.words.get(token).copied().unwrap_or(UNKNOWN_WORD),
-                WordIds::Hashed { buckets } => u64::from(hash) % buckets.max(1),
-            });
+            let id = match opts.word_ids {
+                WordIds::Vocabulary => vocab.words.get(token).copied(),
+                WordIds::Hashed { buckets } => Some(u64::from(hash) % buckets.max(1)),
+            };
+            let before = words.len();
+            words.extend(id);
+            if let Some(sw) = &opts.subwords {
+                sw.push_ids(token, subword_ids, &mut words);
+            }
+            if words.len() == before {
+                words.push(UNKNOWN_WORD);
+            }
         }
         if labels.is_empty() {
             return Err(err("no __label__ on the line".to_string()));
