@@ -901,6 +901,7 @@ pub(crate) fn argmax(xs: &[f32]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::TopK;
     use crate::optim::{Adagrad, AdamAsync, Sgd};
     use crate::rng::FASTTEXT_NGRAM_MULT;
     use approx::assert_relative_eq;
@@ -1030,6 +1031,182 @@ mod tests {
         assert_relative_eq!(w0[0], 0.44158, epsilon = 1e-4);
         assert_relative_eq!(w0[1], -0.47079, epsilon = 1e-4);
         assert_relative_eq!(w0[2], -0.19210, epsilon = 1e-4);
+    }
+
+    // Reference for one SGD step (lr 0.5) of loss = "hs" on ids [1, 2], label 1, dim 2, 3 classes
+    // of counts [5, 3, 2]: the tree (huffman.rs's rule) joins labels 2 and 1 under inner node 0
+    // (2 first), then node 0 and label 0 under the root, node 1. Label 1's way: root, first
+    // child (code 0); node 0, second child (code 1). Embedding rows as in the softmax reference,
+    // output rows (per inner node, last column bias) W = [[0.5, -0.5, 0.1], [0.2, 0.3, -0.1]].
+    // numpy:
+    //   sig = lambda x: 1 / (1 + np.exp(-x)); h = (e1 + e2) / 2; hb = np.append(h, 1.0)
+    //   for n, c in [(1, 0), (0, 1)]:
+    //       z = W[n] @ hb; p = sig(z); loss += -np.log(p if c else 1 - p); g = p - c
+    //       gh += g * W[n][:2]; W2[n] = W[n] - 0.5 * g * hb
+    //   loss = 1.22510 (p = 0.29373); e1' = e1 - 0.5 * gh / 2 = [0.13085, 0.10946]
+    //   W2 = [[0.54378, -0.52189, 0.31891], [0.15225, 0.32388, -0.33876]]
+    //   every label: [sig(z1), (1 - sig(z1)) sig(z0), (1 - sig(z1)) (1 - sig(z0))]
+    //              = [0.47752, 0.29373, 0.22876]: label 0 is the most probable.
+    #[test]
+    fn one_hs_step_matches_numpy() {
+        let mut c = cfg(0);
+        c.dim = 2;
+        c.classes = 3;
+        c.loss = Loss::Hs;
+        let mut m = Bow::new(c, Sgd { lr: 0.5f32 }).unwrap();
+        m.set_label_counts(vec![5, 3, 2]).unwrap();
+        assert_eq!(m.output().rows(), 2, "one row per inner node");
+        m.embedding().write_weights(1, &[0.1, 0.2]);
+        m.embedding().write_weights(2, &[0.3, -0.4]);
+        m.output().write_weights(0, &[0.5, -0.5, 0.1]);
+        m.output().write_weights(1, &[0.2, 0.3, -0.1]);
+        let mut w = m.new_worker();
+        let probs = m.predict_instance(&mut w, &[1, 2]).unwrap().to_vec();
+        for (p, want) in probs.iter().zip([0.47752, 0.29373, 0.22876]) {
+            assert_relative_eq!(*p, want, epsilon = 1e-4);
+        }
+        let steps = m.begin(1.0).unwrap();
+        let (loss, right) = m.train_instance(&mut w, &steps, &[1, 2], 1).unwrap();
+        assert_relative_eq!(loss, 1.22510, epsilon = 1e-4);
+        assert!(!right, "label 0 is more probable");
+        let mut e1 = [0.0f32; 2];
+        m.embedding().read_weights(1, &mut e1);
+        assert_relative_eq!(e1[0], 0.13085, epsilon = 1e-4);
+        assert_relative_eq!(e1[1], 0.10946, epsilon = 1e-4);
+        let mut row = [0.0f32; 3];
+        for (node, want) in [[0.54378, -0.52189, 0.31891], [0.15225, 0.32388, -0.33876]]
+            .iter()
+            .enumerate()
+        {
+            m.output().read_weights(node, &mut row);
+            for (x, y) in row.iter().zip(want) {
+                assert_relative_eq!(*x, *y, epsilon = 1e-4);
+            }
+        }
+    }
+
+    /// A corpus of `classes` labels of falling frequency (label `c` about twice as often as
+    /// `c + 1`), each with its own 4 words of the vocabulary of `4 * classes`, plus noise words.
+    fn many_labels(n: usize, classes: u64) -> Vec<(Vec<u64>, u64)> {
+        let mut s = 11u64;
+        (0..n)
+            .map(|_| {
+                s = mix64(s);
+                let label = (s.trailing_zeros() as u64).min(classes - 1);
+                let ids = (0..5)
+                    .map(|_| {
+                        s = mix64(s);
+                        if s.is_multiple_of(5) {
+                            s % (4 * classes)
+                        } else {
+                            4 * label + s % 4
+                        }
+                    })
+                    .collect();
+                (ids, label)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn hs_learns_and_its_search_finds_the_most_probable_labels() {
+        let classes = 12u64;
+        let (tr, te) = (many_labels(3000, classes), many_labels(400, classes));
+        let mut c = cfg(0);
+        (c.classes, c.vocab, c.dim, c.bias) = (12, 48, 8, false);
+        c.loss = Loss::Hs;
+        let mut m = Bow::new(c, Sgd { lr: 0.5f32 }).unwrap();
+        let mut counts = vec![0u64; 12];
+        tr.iter().for_each(|(_, y)| counts[*y as usize] += 1);
+        m.set_label_counts(counts.clone()).unwrap();
+        assert_eq!(m.label_counts(), Some(&counts[..]));
+        m.init();
+        let loss = train(&m, &tr, 5);
+        assert!(loss < 0.6, "loss {loss}");
+        assert!(accuracy(&m, &te) > 0.9, "accuracy {}", accuracy(&m, &te));
+        // The search gives what every label's probability gives, with k and the threshold.
+        let mut w = m.new_worker();
+        let (mut found, mut want) = (Vec::new(), Vec::new());
+        for (ids, _) in &te[..50] {
+            let probs = m.predict_instance(&mut w, ids).unwrap().to_vec();
+            assert_relative_eq!(probs.iter().sum::<f32>(), 1.0, epsilon = 1e-5);
+            m.forward(&mut w);
+            let scores = m.head.scores(&m.fc, &w.hidden, &[]);
+            for top in [(1, 0.0), (3, 0.0), (12, 0.0), (12, 0.05), (2, 0.9)] {
+                let top = TopK {
+                    k: top.0,
+                    threshold: top.1,
+                };
+                scores.select(top, &mut found);
+                top.select(&probs, &mut want);
+                assert_eq!(found.len(), want.len(), "{top:?}");
+                for (f, w) in found.iter().zip(&want) {
+                    assert_eq!(f.0, w.0, "{top:?}");
+                    assert_relative_eq!(f.1, w.1, epsilon = 1e-5);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ova_learns_several_labels_per_instance() {
+        // Instances of words of label a, of b, or of both: labels [a], [b] or [a, b] (a and b
+        // among 3 classes).
+        let mut c = cfg(0);
+        c.classes = 3;
+        c.loss = Loss::Ova;
+        c.bias = false;
+        let m = Bow::new(c, Sgd { lr: 0.5f32 }).unwrap();
+        m.init();
+        let mut w = m.new_worker();
+        let data: Vec<(Vec<u64>, Vec<u64>)> = (0..600)
+            .map(|i| match i % 3 {
+                0 => (vec![1, 2, 3], vec![0]),
+                1 => (vec![11, 12, 13], vec![2]),
+                _ => (vec![1, 2, 11, 12], vec![0, 2]),
+            })
+            .collect();
+        for _ in 0..5 {
+            let steps = m.begin(1.0).unwrap();
+            for (ids, labels) in &data {
+                m.train_labels(&mut w, &steps, ids, labels).unwrap();
+            }
+            m.finish(0, 0);
+        }
+        let probs = m
+            .predict_instance(&mut w, &[1, 2, 11, 12])
+            .unwrap()
+            .to_vec();
+        assert!(
+            probs[0] > 0.9 && probs[2] > 0.9 && probs[1] < 0.1,
+            "{probs:?}"
+        );
+        let probs = m.predict_instance(&mut w, &[1, 2, 3]).unwrap().to_vec();
+        assert!(probs[0] > 0.9 && probs[2] < 0.1, "{probs:?}");
+        // The loss is the sum of the classes' binary losses: three near-certain ones.
+        let steps = m.begin(0.0).unwrap();
+        let (loss, right) = m
+            .train_labels(&mut w, &steps, &[1, 2, 11, 12], &[0, 2])
+            .unwrap();
+        assert!(loss < 0.3 && right, "{loss}");
+        // Softmax and hs take one label.
+        for loss in [Loss::Softmax, Loss::Hs] {
+            let mut c = cfg(0);
+            c.loss = loss;
+            let m = Bow::new(c, Sgd { lr: 0.5f32 }).unwrap();
+            let mut w = m.new_worker();
+            let steps = m.begin(1.0).unwrap();
+            let e = m
+                .train_labels(&mut w, &steps, &[1], &[0, 1])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("expected one label")
+                    && e.contains("several labels need loss = \"ova\"")
+                    && e.contains("got 2 values"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

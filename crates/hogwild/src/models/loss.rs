@@ -29,7 +29,7 @@ use crate::optim::Optimizer;
 use crate::store::Table;
 
 /// The classifier's loss (fastText's `-loss`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Loss {
     /// A softmax over all classes; one label per instance.
@@ -67,6 +67,24 @@ impl Loss {
             Loss::Hs => "hs",
             Loss::Ova => "ova",
         }
+    }
+}
+
+const LOSSES: [Loss; 3] = [Loss::Softmax, Loss::Hs, Loss::Ova];
+
+/// A loss by name, refused with the names there are (the configuration's error names the field:
+/// a model section's own parse error points at the section, not the line).
+impl<'de> Deserialize<'de> for Loss {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        LOSSES
+            .into_iter()
+            .find(|l| l.name() == name)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "loss = \"{name}\" is no loss: give \"softmax\", \"hs\" or \"ova\""
+                ))
+            })
     }
 }
 
@@ -260,11 +278,14 @@ fn above(tree: &Huffman, fc: &Table, h: &[f32], node: Node, score: f32, bound: f
     let z = fc.dot(i, h);
     let [first, second] = tree.children(i);
     let (a, b) = (score + ln_branch(z, false), score + ln_branch(z, true));
-    if z > 0.0 {
-        above(tree, fc, h, second, b, bound) || above(tree, fc, h, first, a, bound)
+    let order = if z > 0.0 {
+        [(second, b), (first, a)]
     } else {
-        above(tree, fc, h, first, a, bound) || above(tree, fc, h, second, b, bound)
-    }
+        [(first, a), (second, b)]
+    };
+    order
+        .into_iter()
+        .any(|(child, s)| above(tree, fc, h, child, s, bound))
 }
 
 /// An instance's class probabilities as the head gives them, for [`super::labels::Labels`].
