@@ -5,12 +5,11 @@
 //! checked against a softmax computed here from the saved weights.
 
 use std::path::Path;
-use std::process::Output;
 
 use hogwild::models::format_general;
 
 mod common;
-use common::{hogwild, lr_lines, lr_setup};
+use common::{fails, hogwild, lr_lines, lr_setup, ok, text};
 
 const LABELS: [&str; 3] = ["__label__sports", "__label__weather", "__label__cooking"];
 const WORDS: [[&str; 4]; 3] = [
@@ -47,32 +46,6 @@ fn train_text() -> String {
 const MODEL: &str = "[model]\nkind = \"bow\"\nvocab = 13\nclasses = 3\ndim = 8\n\
                      bigram_buckets = 0\nend_of_text = false\n\n\
                      [optimizer]\nkind = \"adagrad\"\nlr = 0.5\n";
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Runs `hogwild args` in `d`; its standard output, after checking that it succeeded.
-fn ok(d: &Path, args: &[&str]) -> String {
-    let out = hogwild(d, args);
-    assert!(
-        out.status.success(),
-        "hogwild {args:?}: {}",
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
-/// Runs `hogwild args` in `d`; its standard error, after checking that it failed.
-fn fails(d: &Path, args: &[&str]) -> String {
-    let out: Output = hogwild(d, args);
-    assert!(
-        !out.status.success(),
-        "hogwild {args:?} succeeded: {}",
-        text(&out.stdout)
-    );
-    text(&out.stderr)
-}
 
 /// Converts the data (vocabulary in vocab.txt) and trains `named.ckpt` with the label names.
 fn setup(d: &Path) {
@@ -676,7 +649,10 @@ fn train_checks_the_label_file_before_training() {
     );
     std::fs::write(d.join("junk.txt"), "not a vocabulary\n").unwrap();
     let e = fails(d, &train(&["--labels", "junk.txt", "--save", "m.ckpt"]));
-    assert!(e.contains("junk.txt:1: expected \"label<TAB>name\""), "{e}");
+    assert!(
+        e.contains("junk.txt:1: expected \"label<TAB>name<TAB>count\""),
+        "{e}"
+    );
     assert!(!d.join("m.ckpt").exists(), "nothing was trained");
     // A saved model keeps the names it was trained with.
     std::fs::write(

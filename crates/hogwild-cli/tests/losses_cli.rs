@@ -7,7 +7,7 @@
 use std::path::Path;
 
 mod common;
-use common::hogwild;
+use common::{fails, ok};
 
 const LABELS: [&str; 3] = ["__label__sports", "__label__weather", "__label__cooking"];
 const WORDS: [[&str; 4]; 3] = [
@@ -49,66 +49,58 @@ fn model(loss: &str) -> String {
     )
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// `hogwild predict` of `model` on `data`, to standard output.
+fn predict(d: &Path, model: &str, data: &str, more: &[&str]) -> String {
+    let mut args = vec![
+        "predict",
+        "--model",
+        model,
+        "--feed",
+        "data.prototxt",
+        data,
+        "-o",
+        "-",
+    ];
+    args.extend_from_slice(more);
+    ok(d, &args)
 }
 
-fn ok(d: &Path, args: &[&str]) -> String {
-    let out = hogwild(d, args);
-    assert!(
-        out.status.success(),
-        "hogwild {args:?}: {}",
-        text(&out.stderr)
-    );
-    text(&out.stdout)
+/// `hogwild eval` of `model` on `data`.
+fn eval(d: &Path, model: &str, data: &str, more: &[&str]) -> String {
+    let mut args = vec!["eval", "--model", model, "--feed", "data.prototxt", data];
+    args.extend_from_slice(more);
+    ok(d, &args)
 }
 
-fn fails(d: &Path, args: &[&str]) -> String {
-    let out = hogwild(d, args);
-    assert_eq!(out.status.code(), Some(1), "hogwild {args:?} should fail");
-    text(&out.stderr)
+/// `hogwild convert --from fasttext input -o output`.
+fn convert(d: &Path, input: &str, output: &str, more: &[&str]) {
+    let mut args = vec!["convert", "--from", "fasttext", input, "-o", output];
+    args.extend_from_slice(more);
+    ok(d, &args);
 }
 
 /// Converts the training and test text in `d` (vocabulary with label counts in vocab.txt).
 fn setup(d: &Path) {
     std::fs::write(d.join("train.txt"), train_text()).unwrap();
     std::fs::write(d.join("test.txt"), TEST).unwrap();
-    ok(
+    let vocab = ["--vocab", "vocab.txt"];
+    convert(
         d,
-        &[
-            "convert",
-            "--from",
-            "fasttext",
-            "train.txt",
-            "-o",
-            "train.ms",
-            "--build-vocab",
-            "--vocab",
-            "vocab.txt",
-        ],
+        "train.txt",
+        "train.ms",
+        &[&["--build-vocab"], &vocab[..]].concat(),
     );
-    ok(
-        d,
-        &[
-            "convert",
-            "--from",
-            "fasttext",
-            "test.txt",
-            "-o",
-            "test.ms",
-            "--vocab",
-            "vocab.txt",
-        ],
-    );
+    convert(d, "test.txt", "test.ms", &vocab);
     for loss in ["softmax", "hs", "ova", "hsx"] {
         std::fs::write(d.join(format!("{loss}.toml")), model(loss)).unwrap();
     }
 }
 
-fn train(d: &Path, loss: &str, more: &[&str]) -> Vec<String> {
-    let config = format!("{loss}.toml");
-    let save = format!("{loss}.ckpt");
-    let mut args = vec![
+/// The arguments of `hogwild train` of `{loss}.toml` on train.ms for 10 epochs, saved to
+/// `{loss}.ckpt`.
+fn train_args(loss: &str, more: &[&str]) -> Vec<String> {
+    let (config, save) = (format!("{loss}.toml"), format!("{loss}.ckpt"));
+    let base = [
         "train",
         "--config",
         &config,
@@ -123,8 +115,12 @@ fn train(d: &Path, loss: &str, more: &[&str]) -> Vec<String> {
         "--save",
         &save,
     ];
-    args.extend_from_slice(more);
-    vec![ok(d, &args)]
+    base.iter().chain(more).map(|a| a.to_string()).collect()
+}
+
+fn train(d: &Path, loss: &str, more: &[&str]) {
+    let args = train_args(loss, more);
+    ok(d, &args.iter().map(String::as_str).collect::<Vec<_>>());
 }
 
 #[test]
@@ -142,42 +138,22 @@ fn ova_trains_predicts_and_evaluates_lines_of_several_labels() {
         "{vocab}"
     );
     let converted = std::fs::read_to_string(d.join("train.ms")).unwrap();
+    let fourth = converted.lines().nth(3).unwrap().trim_end();
     assert!(
-        converted
-            .lines()
-            .nth(3)
-            .unwrap()
-            .trim_end()
-            .ends_with(" 2 1 0"),
-        "both labels, in line order: {converted}"
+        fourth.ends_with(" 2 1 0"),
+        "both labels, in line order: {fourth}"
     );
     train(d, "ova", &["--labels", "vocab.txt"]);
-    let lines = |more: &[&str]| {
-        let mut args = vec![
-            "predict",
-            "--model",
-            "ova.ckpt",
-            "--feed",
-            "data.prototxt",
-            "test.ms",
-            "-o",
-            "-",
-        ];
-        args.extend_from_slice(more);
-        let out = ok(d, &args);
-        out.lines().map(str::to_string).collect::<Vec<_>>()
-    };
     // Each label is its own yes or no: the two-label lines have two labels above 1/2.
-    let sure = lines(&["-k", "3", "--threshold", "0.5"]);
-    let mut sorted: Vec<Vec<&str>> = sure
-        .iter()
+    let sure = predict(d, "ova.ckpt", "test.ms", &["-k", "3", "--threshold", "0.5"]);
+    let sorted: Vec<Vec<&str>> = sure
+        .lines()
         .map(|l| {
             let mut v: Vec<&str> = l.split(' ').collect();
             v.sort();
             v
         })
         .collect();
-    sorted.truncate(4);
     assert_eq!(
         sorted,
         [
@@ -186,10 +162,13 @@ fn ova_trains_predicts_and_evaluates_lines_of_several_labels() {
             vec!["__label__sports", "__label__weather"],
             vec!["__label__weather"],
         ],
-        "{sure:?}"
+        "{sure}"
     );
-    let probs = lines(&["-k", "2", "--prob"]);
-    let first: Vec<f64> = probs[0]
+    let probs = predict(d, "ova.ckpt", "test.ms", &["-k", "2", "--prob"]);
+    let first: Vec<f64> = probs
+        .lines()
+        .next()
+        .unwrap()
         .split(' ')
         .skip(1)
         .step_by(2)
@@ -197,40 +176,14 @@ fn ova_trains_predicts_and_evaluates_lines_of_several_labels() {
         .collect();
     assert!(
         first.iter().all(|&p| p > 0.5),
-        "independent sigmoids need not sum to 1: {probs:?}"
+        "independent sigmoids need not sum to 1: {probs}"
     );
     // P@3 and R@3 over every gold label: 6 gold labels, each predicted, nothing else.
-    let eval = ok(
-        d,
-        &[
-            "eval",
-            "--model",
-            "ova.ckpt",
-            "--feed",
-            "data.prototxt",
-            "test.ms",
-            "-k",
-            "3",
-            "--threshold",
-            "0.5",
-        ],
-    );
-    assert!(eval.ends_with("N\t4\nP@3\t1\nR@3\t1\n"), "{eval}");
+    let e = eval(d, "ova.ckpt", "test.ms", &["-k", "3", "--threshold", "0.5"]);
+    assert!(e.ends_with("N\t4\nP@3\t1\nR@3\t1\n"), "{e}");
     // At k = 1 a two-label line can find one of its two labels: recall 4 of 6.
-    let eval = ok(
-        d,
-        &[
-            "eval",
-            "--model",
-            "ova.ckpt",
-            "--feed",
-            "data.prototxt",
-            "test.ms",
-            "-k",
-            "1",
-        ],
-    );
-    assert!(eval.ends_with("N\t4\nP@1\t1\nR@1\t0.667\n"), "{eval}");
+    let e = eval(d, "ova.ckpt", "test.ms", &["-k", "1"]);
+    assert!(e.ends_with("N\t4\nP@1\t1\nR@1\t0.667\n"), "{e}");
 }
 
 #[test]
@@ -238,7 +191,8 @@ fn hs_keeps_its_counts_and_predicts_from_the_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     setup(d);
-    // One label per line for hs: the test lines of two labels are left out.
+    // One label per line for hs: the lines of two labels are left out. Converted with the
+    // vocabulary of all the lines: the same word ids in both, and its label counts.
     let single: String = TEST
         .lines()
         .skip(1)
@@ -246,40 +200,14 @@ fn hs_keeps_its_counts_and_predicts_from_the_checkpoint() {
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(d.join("single.txt"), single).unwrap();
-    ok(
-        d,
-        &[
-            "convert",
-            "--from",
-            "fasttext",
-            "single.txt",
-            "-o",
-            "single.ms",
-            "--vocab",
-            "vocab.txt",
-        ],
-    );
+    convert(d, "single.txt", "single.ms", &["--vocab", "vocab.txt"]);
     let train_lines: String = train_text()
         .lines()
         .filter(|l| l.matches("__label__").count() == 1)
         .map(|l| format!("{l}\n"))
         .collect();
-    // Converted with the vocabulary of all the lines: the same word ids as the test lines', and
-    // their label counts.
     std::fs::write(d.join("train.txt"), train_lines).unwrap();
-    ok(
-        d,
-        &[
-            "convert",
-            "--from",
-            "fasttext",
-            "train.txt",
-            "-o",
-            "train.ms",
-            "--vocab",
-            "vocab.txt",
-        ],
-    );
+    convert(d, "train.txt", "train.ms", &["--vocab", "vocab.txt"]);
     let e = fails(
         d,
         &[
@@ -299,36 +227,10 @@ fn hs_keeps_its_counts_and_predicts_from_the_checkpoint() {
          FILE` wrote for it\n"
     );
     train(d, "hs", &["--labels", "vocab.txt", "--test", "single.ms"]);
-    let predicted = ok(
-        d,
-        &[
-            "predict",
-            "--model",
-            "hs.ckpt",
-            "--feed",
-            "data.prototxt",
-            "single.ms",
-            "-o",
-            "-",
-        ],
-    );
+    let predicted = predict(d, "hs.ckpt", "single.ms", &[]);
     assert_eq!(predicted, "__label__cooking\n__label__weather\n");
     // The whole tree's probabilities sum to 1; -k 3 names every label.
-    let table = ok(
-        d,
-        &[
-            "predict",
-            "--model",
-            "hs.ckpt",
-            "--feed",
-            "data.prototxt",
-            "single.ms",
-            "-o",
-            "-",
-            "--all-probs",
-        ],
-    );
-    for line in table.lines() {
+    for line in predict(d, "hs.ckpt", "single.ms", &["--all-probs"]).lines() {
         let sum: f64 = line
             .split(['\t', ' '])
             .skip(1)
@@ -336,23 +238,9 @@ fn hs_keeps_its_counts_and_predicts_from_the_checkpoint() {
             .sum();
         assert!((sum - 1.0).abs() < 1e-5, "{line}");
     }
-    let top = ok(
-        d,
-        &[
-            "predict",
-            "--model",
-            "hs.ckpt",
-            "--feed",
-            "data.prototxt",
-            "single.ms",
-            "-o",
-            "-",
-            "-k",
-            "3",
-        ],
-    );
+    let top = predict(d, "hs.ckpt", "single.ms", &["-k", "3"]);
     assert!(top.lines().all(|l| l.split(' ').count() == 3), "{top}");
-    // Resumed, the model keeps the tree it was trained with.
+    // Resumed, the model keeps the tree it was trained with (its counts are in the checkpoint).
     ok(
         d,
         &[
@@ -369,6 +257,7 @@ fn hs_keeps_its_counts_and_predicts_from_the_checkpoint() {
             "hs2.ckpt",
         ],
     );
+    assert_eq!(predict(d, "hs2.ckpt", "single.ms", &[]), predicted);
 }
 
 #[test]
@@ -378,22 +267,8 @@ fn several_labels_need_ova_and_a_loss_must_exist() {
     setup(d);
     // Line 4 of the training file is the first with two labels.
     for loss in ["softmax", "hs"] {
-        let config = format!("{loss}.toml");
-        let e = fails(
-            d,
-            &[
-                "train",
-                "--config",
-                &config,
-                "--feed",
-                "data.prototxt",
-                "train.ms",
-                "--labels",
-                "vocab.txt",
-                "--quiet",
-                "--no-shuffle",
-            ],
-        );
+        let args = train_args(loss, &["--labels", "vocab.txt", "--no-shuffle"]);
+        let e = fails(d, &args.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(
             e,
             format!(

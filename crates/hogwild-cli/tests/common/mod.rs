@@ -64,3 +64,33 @@ pub fn lr_lines(lines: usize) -> String {
         .map(|i| format!("1 {} 1 {}\n", i % 7, i % 2))
         .collect()
 }
+
+/// A command's output as text.
+#[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
+/// Runs `hogwild args` in `d`; its standard output, after checking that it succeeded.
+pub fn ok(d: &Path, args: &[&str]) -> String {
+    let out = hogwild(d, args);
+    assert!(
+        out.status.success(),
+        "hogwild {args:?}: {}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+#[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
+/// Runs `hogwild args` in `d`; its standard error, after checking that it failed.
+pub fn fails(d: &Path, args: &[&str]) -> String {
+    let out = hogwild(d, args);
+    assert!(
+        !out.status.success(),
+        "hogwild {args:?} succeeded: {}",
+        text(&out.stdout)
+    );
+    text(&out.stderr)
+}

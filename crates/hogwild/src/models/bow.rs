@@ -635,7 +635,10 @@ impl<O: Optimizer<f32>> Bow<O> {
             if label >= self.cfg.classes as u64 {
                 return Err(self.instance_error(InstanceError::LabelOutOfRange { label }, instance));
             }
-            w.golds.push(label as usize);
+            // A label written twice on a line is one of its labels, as once.
+            if !w.golds.contains(&(label as usize)) {
+                w.golds.push(label as usize);
+            }
         }
         Ok(())
     }
