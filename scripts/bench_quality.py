@@ -52,6 +52,7 @@ import html
 import importlib.util
 import io
 import json
+import math
 import os
 import random
 import re
@@ -330,7 +331,9 @@ def estimate(args, stats, grid):
         st = stats[name]
         for s in grid:
             tok = st["train_tokens"] * (1.0 if s["bigrams"] else 0.5)
-            epoch = (2.4e-7 * tok + 1.5e-7 * st["train"] * st["classes"]) * s["dim"] / 10
+            # A hierarchical softmax visits about log2(classes) rows per document.
+            rows = math.log2(st["classes"]) if s.get("loss") == "hs" else st["classes"]
+            epoch = (2.4e-7 * tok + 1.5e-7 * st["train"] * rows) * s["dim"] / 10
             pair = 0.1 + epoch * s["epochs"] * 1.45 + 0.5
             total += pair * len(args.threads) * len(seeds_for(args, s))
     return total
