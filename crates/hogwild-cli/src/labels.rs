@@ -89,9 +89,17 @@ fn kind_name(kind: &ModelKind) -> &'static str {
     }
 }
 
-/// The label names of `train --labels FILE` for a model of `config`: the `label` lines of a
-/// vocabulary `hogwild convert --from fasttext` wrote, one per class of a bag-of-words model.
-pub fn read_names(path: &Path, config: &ModelConfig) -> Result<Vec<String>> {
+/// What `train --labels FILE` reads from the `label` lines of a vocabulary `hogwild convert
+/// --from fasttext` wrote, one per class of a bag-of-words model.
+pub struct LabelFile {
+    pub names: Vec<String>,
+    /// How often each label occurs in the training data (`None`: a vocabulary written before
+    /// counts were kept).
+    pub counts: Option<Vec<u64>>,
+}
+
+/// The labels of `train --labels FILE` for a model of `config`.
+pub fn read_labels(path: &Path, config: &ModelConfig) -> Result<LabelFile> {
     let ModelKind::Bow(bow) = &config.model else {
         bail!(
             "--labels names the labels of bag-of-words models (kind = \"bow\"); this is a {} \
@@ -117,7 +125,45 @@ pub fn read_names(path: &Path, config: &ModelConfig) -> Result<Vec<String>> {
             bow.classes
         );
     }
-    Ok(names)
+    Ok(LabelFile {
+        names,
+        counts: vocab.label_counts().map(<[u64]>::to_vec),
+    })
+}
+
+/// The label counts a new model of `config` needs (`loss = "hs"` builds its tree of them):
+/// those of `--labels`, refused before any data is read when they are missing. `Ok(None)` when
+/// the model needs none.
+pub fn counts_for_new(
+    config: &ModelConfig,
+    labels: Option<(&Path, &LabelFile)>,
+) -> Result<Option<Vec<u64>>> {
+    let ModelKind::Bow(bow) = &config.model else {
+        return Ok(None);
+    };
+    if !bow.loss.needs_counts() {
+        return Ok(None);
+    }
+    let loss = bow.loss.name();
+    match labels {
+        Some((
+            _,
+            LabelFile {
+                counts: Some(c), ..
+            },
+        )) => Ok(Some(c.clone())),
+        Some((path, _)) => bail!(
+            "loss = \"{loss}\" builds its tree from the labels' counts, and --labels {} has \
+             none (a vocabulary written by an older hogwild): build it again with `hogwild \
+             convert --from fasttext --build-vocab --vocab FILE` on the training data",
+            path.display()
+        ),
+        None => bail!(
+            "loss = \"{loss}\" builds its tree from the labels' counts in the training data: \
+             give --labels FILE, the vocabulary `hogwild convert --from fasttext --build-vocab \
+             --vocab FILE` wrote for it"
+        ),
+    }
 }
 
 /// fastText's `test` lines: `N`, `P@k` and `R@k`, tab-separated. The precision and recall are

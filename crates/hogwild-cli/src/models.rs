@@ -188,6 +188,17 @@ impl AnyModel {
         }
     }
 
+    /// Sets a new bag-of-words model's label counts ([`Bow::set_label_counts`]); other models
+    /// have no labels to count.
+    pub fn set_label_counts(&mut self, counts: Vec<u64>) -> hogwild::Result<()> {
+        match self {
+            Self::BowSgd(m) => m.set_label_counts(counts),
+            Self::BowAdagrad(m) => m.set_label_counts(counts),
+            Self::BowAdam(m) => m.set_label_counts(counts),
+            _ => Ok(()),
+        }
+    }
+
     /// A bag-of-words model's labels (names, prediction format, evaluation counts).
     pub fn labels_mut(&mut self) -> Option<&mut Labels> {
         match self {

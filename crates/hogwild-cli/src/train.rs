@@ -159,10 +159,16 @@ pub fn run(args: Args) -> Result<()> {
         Some(_) => autotune::check(&config, &args.tune)?,
         None => Vec::new(),
     };
-    let names = match &args.labels {
-        Some(path) => Some(labels::read_names(path, &config)?),
+    let label_file = match &args.labels {
+        Some(path) => Some(labels::read_labels(path, &config)?),
         None => None,
     };
+    // A saved model keeps its counts (its tree is trained); a new one takes those of --labels.
+    let counts = match &saved {
+        Some(_) => None,
+        None => labels::counts_for_new(&config, args.labels.as_deref().zip(label_file.as_ref()))?,
+    };
+    let names = label_file.map(|l| l.names);
     if let (Some(path), Some(new), Some(old)) = (
         &args.labels,
         &names,
@@ -270,6 +276,7 @@ pub fn run(args: Args) -> Result<()> {
             data,
             validation: &validation,
             names,
+            counts,
             epochs: args.epochs,
             threads,
             budget: Duration::from_secs_f64(budget),
@@ -292,6 +299,9 @@ pub fn run(args: Args) -> Result<()> {
     };
     if let (Some(names), Some(labels)) = (names, model.labels_mut()) {
         labels.set_names(names)?;
+    }
+    if let Some(counts) = counts {
+        model.set_label_counts(counts)?;
     }
     let ready = started.elapsed();
     let verbose = !args.report.quiet;

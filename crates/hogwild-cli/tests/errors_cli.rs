@@ -108,7 +108,8 @@ fn a_line_the_model_refuses_is_named_by_file_and_line_in_every_mode() {
         ),
         (
             "2 1 2 2 0 1",
-            "train.ms:57: slot \"label\": expected one label, got 2 values",
+            "train.ms:57: slot \"label\": expected one label (loss = \"softmax\"; several labels \
+             need loss = \"ova\"), got 2 values",
         ),
     ];
     for (line, want) in cases {

@@ -649,7 +649,10 @@ fn train_checks_the_label_file_before_training() {
     );
     std::fs::write(d.join("junk.txt"), "not a vocabulary\n").unwrap();
     let e = fails(d, &train(&["--labels", "junk.txt", "--save", "m.ckpt"]));
-    assert!(e.contains("junk.txt:1: expected \"label<TAB>name\""), "{e}");
+    assert!(
+        e.contains("junk.txt:1: expected \"label<TAB>name<TAB>count\""),
+        "{e}"
+    );
     assert!(!d.join("m.ckpt").exists(), "nothing was trained");
     // A saved model keeps the names it was trained with.
     std::fs::write(

@@ -43,6 +43,11 @@ fn fasttext_with_a_vocabulary() {
     let mut vocab = Vocabulary::default();
     vocab.scan(Cursor::new(TRAIN), "train", true).unwrap();
     assert_eq!((vocab.word_ids(), vocab.labels()), (4, 2));
+    assert_eq!(
+        vocab.label_counts(),
+        Some(&[2, 1][..]),
+        "pos twice, neg once"
+    );
     let opts = FastTextOptions {
         word_ids: WordIds::Vocabulary,
         bigram_buckets: None,
@@ -57,8 +62,20 @@ fn fasttext_with_a_vocabulary() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vocab");
     vocab.save(&path).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "label\t__label__pos\t2\nlabel\t__label__neg\t1\nword\tgood\nword\tmovie\nword\tthe\n"
+    );
     let reloaded = Vocabulary::load(&path).unwrap();
     assert_eq!(reloaded, vocab);
+    // A vocabulary written before counts were kept loads without them.
+    std::fs::write(
+        &path,
+        "label\t__label__pos\nlabel\t__label__neg\nword\tgood\n",
+    )
+    .unwrap();
+    let old = Vocabulary::load(&path).unwrap();
+    assert_eq!((old.labels(), old.label_counts()), (2, None));
     assert_eq!(
         fasttext("__label__neg great movie\n", &reloaded, &opts),
         "2 0 2 1 1 \n"
@@ -111,11 +128,25 @@ fn fasttext_errors_name_file_and_line() {
     assert_eq!(
         Vocabulary::load(&path).unwrap_err().to_string(),
         format!(
-            "{}:2: expected \"label<TAB>name\", \"word<TAB>token\" or \
+            "{}:2: expected \"label<TAB>name<TAB>count\", \"word<TAB>token\" or \
              \"subwords<TAB>minn<TAB>maxn<TAB>buckets\", got \"bogus\"",
             path.display()
         )
     );
+    for (text, want) in [
+        (
+            "label\t__label__a\t3\nlabel\t__label__b\tmany\n",
+            ":2: label __label__b: \"many\" is no count",
+        ),
+        (
+            "label\t__label__a\t3\nlabel\t__label__b\n",
+            ":2: label __label__b lacks a count, unlike the first label line",
+        ),
+    ] {
+        std::fs::write(&path, text).unwrap();
+        let e = Vocabulary::load(&path).unwrap_err().to_string();
+        assert!(e.contains(want), "{want}: {e}");
+    }
     std::fs::write(&path, "subwords\t4\t3\t10\nword\tgood\n").unwrap();
     assert_eq!(
         Vocabulary::load(&path).unwrap_err().to_string(),
@@ -155,7 +186,7 @@ fn fasttext_subwords_follow_each_word_with_fasttexts_ids() {
     vocab.save(&path).unwrap();
     assert!(std::fs::read_to_string(&path)
         .unwrap()
-        .starts_with("subwords\t3\t6\t1000000\nlabel\t__label__a\n"));
+        .starts_with("subwords\t3\t6\t1000000\nlabel\t__label__a\t1\n"));
     let reloaded = Vocabulary::load(&path).unwrap();
     assert_eq!(reloaded.subwords(), Some(subwords));
     assert_eq!(reloaded, vocab);

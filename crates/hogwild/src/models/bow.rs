@@ -1,8 +1,10 @@
 //! Bag-of-words text classifier (Paddle's IMDB `bow_net`, fastText's supervised model): an embedding
 //! bag over the word ids of an instance, optionally its words' character n-grams (fastText's
 //! subwords, bucket ids written among the word ids by `hogwild convert --minn --maxn`) and hashed
-//! bigrams of consecutive word ids, pooled (mean or sum), then a fully connected layer (without a bias by default, as fastText) and a
-//! softmax cross-entropy loss.
+//! bigrams of consecutive word ids, pooled (mean or sum), then a fully connected layer (without a
+//! bias by default, as fastText) and a loss: a softmax cross-entropy by default, or for many
+//! labels a hierarchical softmax or one sigmoid per label, which also allows several labels per
+//! instance (`loss`, [`Loss`]).
 //!
 //! Updates are applied instance by instance (as fastText does): each instance's gradient is applied
 //! to its embedding rows and to the output layer before the next instance is read. A batch is one
@@ -24,7 +26,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::labels::{LabelScratch, Labels};
+use super::labels::{LabelScratch, Labels, Scores};
+use super::loss::{Head, HeadScratch, Loss};
 use super::{ModelConfig, ModelKind, OptimizerDesc};
 use crate::checkpoint::Section;
 use crate::feed::{Batch, DataFeedDesc, SlotType};
@@ -70,6 +73,11 @@ pub struct BowConfig {
     pub vocab: usize,
     /// Number of classes: labels must be below it.
     pub classes: usize,
+    /// The output layer's loss: `"softmax"`, `"hs"` (hierarchical softmax over a Huffman tree
+    /// of the labels' counts, which the model keeps) or `"ova"` (one sigmoid per label: an
+    /// instance may have several labels).
+    #[serde(default)]
+    pub loss: Loss,
     /// Embedding width.
     #[serde(default = "default_dim")]
     pub dim: usize,
@@ -216,6 +224,10 @@ pub struct Bow<O> {
     /// The training run's progress, in instances.
     decay: LinearDecay,
     labels: Labels,
+    /// The output layer's structure (the tree of `hs`).
+    head: Head,
+    /// Per class: its instances in the training data, when the loss depends on them (`hs`).
+    label_counts: Option<Vec<u64>>,
 }
 
 /// One worker's scratch buffers: allocated once, reused for every instance.
@@ -226,7 +238,9 @@ pub struct BowWorker {
     pub(crate) words: Vec<u64>,
     pub(crate) hidden: Vec<f32>,
     pub(crate) grad_hidden: Vec<f32>,
-    pub(crate) probs: Vec<f32>,
+    pub(crate) head: HeadScratch,
+    /// The instance's labels.
+    pub(crate) golds: Vec<usize>,
     pub(crate) labels: LabelScratch,
     /// Positions of the words and label slots in a batch.
     pub(crate) words_at: usize,
@@ -250,12 +264,17 @@ impl<O: Optimizer<f32>> Bow<O> {
             let subwords = Self::subword_row(&cfg, 0);
             emb.prefer_base_pages(subwords..subwords + cfg.subword_buckets);
         }
-        let fc = Table::new("output", cfg.classes, cfg.dim + 1, &opt)?;
+        let fc = Table::new(
+            "output",
+            cfg.loss.output_rows(cfg.classes),
+            cfg.dim + 1,
+            &opt,
+        )?;
         Ok(Self::assemble(cfg, opt, emb, fc))
     }
 
-    /// A model from a checkpoint's tables (which must fit `cfg` and `opt`) and label names (a
-    /// checkpoint without them gives a model without them).
+    /// A model from a checkpoint's tables (which must fit `cfg` and `opt`), label names (a
+    /// checkpoint without them gives a model without them) and, for `hs`, label counts.
     pub fn from_checkpoint(
         cfg: BowConfig,
         opt: O,
@@ -263,17 +282,45 @@ impl<O: Optimizer<f32>> Bow<O> {
     ) -> Result<Self> {
         cfg.check()?;
         let emb = ck.take_table("embedding", Self::embedding_rows(&cfg), cfg.dim)?;
-        let fc = ck.take_table("output", cfg.classes, cfg.dim + 1)?;
+        let fc = ck.take_table("output", cfg.loss.output_rows(cfg.classes), cfg.dim + 1)?;
         emb.check_optimizer::<O>()?;
         fc.check_optimizer::<O>()?;
         let labels = Labels::from_checkpoint(ck, cfg.classes)?;
-        Ok(Self {
+        let counts = match ck.take_section(LABEL_COUNTS_SECTION) {
+            Some(bytes) => {
+                Some(
+                    parse_counts(&bytes, cfg.classes).map_err(|reason| Error::Checkpoint {
+                        path: ck.path.display().to_string(),
+                        reason: format!("section {LABEL_COUNTS_SECTION}: {reason}"),
+                    })?,
+                )
+            }
+            None if cfg.loss.needs_counts() => {
+                return Err(Error::Checkpoint {
+                    path: ck.path.display().to_string(),
+                    reason: format!(
+                        "loss = \"{}\" needs the label counts (section {LABEL_COUNTS_SECTION}), \
+                         which it lacks",
+                        cfg.loss.name()
+                    ),
+                })
+            }
+            None => None,
+        };
+        let mut m = Self {
             labels,
             ..Self::assemble(cfg, opt, emb, fc)
-        })
+        };
+        if let Some(counts) = counts {
+            m.set_counts(counts);
+        }
+        Ok(m)
     }
 
     fn assemble(cfg: BowConfig, opt: O, emb: Table, fc: Table) -> Self {
+        // Until the data's counts are set, every label counts the same: a balanced tree.
+        let counts = cfg.loss.needs_counts().then(|| vec![1; cfg.classes]);
+        let head = Head::new(cfg.loss, counts.as_deref().unwrap_or(&[]));
         Self {
             labels: Labels::new(cfg.classes),
             cfg,
@@ -281,7 +328,40 @@ impl<O: Optimizer<f32>> Bow<O> {
             emb,
             fc,
             decay: LinearDecay::default(),
+            head,
+            label_counts: counts,
         }
+    }
+
+    /// Sets each class's number of instances in the training data, of which `loss = "hs"`
+    /// builds its tree (a new model's is balanced, as if all were equal), on a model not trained
+    /// yet: the tree decides what the output rows mean. The counts are kept in the model's
+    /// checkpoint. Other losses do not use them.
+    pub fn set_label_counts(&mut self, counts: Vec<u64>) -> Result<()> {
+        if counts.len() != self.cfg.classes {
+            return Err(Error::InvalidConfig {
+                field: "label counts".into(),
+                reason: format!(
+                    "{} counts for a model of {} classes",
+                    counts.len(),
+                    self.cfg.classes
+                ),
+            });
+        }
+        if self.cfg.loss.needs_counts() {
+            self.set_counts(counts);
+        }
+        Ok(())
+    }
+
+    fn set_counts(&mut self, counts: Vec<u64>) {
+        self.head = Head::new(self.cfg.loss, &counts);
+        self.label_counts = Some(counts);
+    }
+
+    /// The label counts the model keeps (`hs`), in class order.
+    pub fn label_counts(&self) -> Option<&[u64]> {
+        self.label_counts.as_deref()
     }
 
     fn embedding_rows(cfg: &BowConfig) -> usize {
@@ -306,7 +386,8 @@ impl<O: Optimizer<f32>> Bow<O> {
     pub fn embedding(&self) -> &Table {
         &self.emb
     }
-    /// The output table (one row per class: weights, then the bias).
+    /// The output table (one row per class, or per inner node of the tree with `hs`: weights,
+    /// then the bias).
     pub fn output(&self) -> &Table {
         &self.fc
     }
@@ -334,7 +415,7 @@ impl<O: Optimizer<f32>> Bow<O> {
             self.init_rows(end..end + 1);
         }
         let zero = vec![0.0f32; self.cfg.dim + 1];
-        for c in 0..self.cfg.classes {
+        for c in 0..self.fc.rows() {
             self.fc.write_weights(c, &zero);
         }
     }
@@ -360,7 +441,8 @@ impl<O: Optimizer<f32>> Bow<O> {
             words: Vec::new(),
             hidden: vec![0.0; self.cfg.dim + 1],
             grad_hidden: vec![0.0; self.cfg.dim],
-            probs: vec![0.0; self.cfg.classes],
+            head: HeadScratch::new(self.cfg.classes),
+            golds: Vec::with_capacity(4),
             labels: LabelScratch::default(),
             words_at: 0,
             label_at: None,
@@ -424,7 +506,8 @@ impl<O: Optimizer<f32>> Bow<O> {
     }
 
     /// Forward pass over `w.rows`: pooled hidden vector (with a trailing 1 for the bias, 0 without
-    /// one, so that the bias column stays at zero) and class probabilities in `w.probs`.
+    /// one, so that the bias column stays at zero); the output layer follows in
+    /// [`Bow::score`].
     #[inline]
     pub(crate) fn forward(&self, w: &mut BowWorker) {
         let dim = self.cfg.dim;
@@ -444,44 +527,29 @@ impl<O: Optimizer<f32>> Bow<O> {
             h.iter_mut().for_each(|x| *x *= inv);
         }
         w.hidden[dim] = if self.cfg.bias { 1.0 } else { 0.0 };
-        let mut max = f32::NEG_INFINITY;
-        for (c, p) in w.probs.iter_mut().enumerate() {
-            *p = self.fc.dot(c, &w.hidden);
-            max = max.max(*p);
-        }
-        let mut sum = 0.0;
-        for p in w.probs.iter_mut() {
-            *p = (*p - max).exp();
-            sum += *p;
-        }
-        let inv = 1.0 / sum;
-        w.probs.iter_mut().for_each(|p| *p *= inv);
     }
 
-    /// The loss of class `label` and whether the most probable class is `label` (after `forward`).
+    /// The output layer after `forward`: the loss of the instance's labels `w.golds` and whether
+    /// its most probable class is one of them. `backward` also computes the gradients: of the
+    /// output rows, and reaching the pooled vector (in `w.grad_hidden`).
     #[inline]
-    pub(crate) fn score(&self, w: &BowWorker, label: usize) -> (f32, bool) {
-        let loss = -w.probs[label].max(1e-30).ln();
-        (loss, argmax(&w.probs) == label)
+    pub(crate) fn score(&self, w: &mut BowWorker, backward: bool) -> (f32, bool) {
+        let grad_hidden = if backward {
+            w.grad_hidden.fill(0.0);
+            Some(&mut w.grad_hidden[..])
+        } else {
+            None
+        };
+        self.head
+            .loss(&self.fc, &w.hidden, &w.golds, &mut w.head, grad_hidden)
     }
 
-    /// Backward pass after `forward`: the gradient reaching the pooled vector, in `w.grad_hidden`.
+    /// Applies the instance's gradients (after `score` with `backward`): output rows, then its
+    /// embedding rows.
     #[inline]
-    pub(crate) fn backward(&self, w: &mut BowWorker, label: usize) {
-        w.grad_hidden.fill(0.0);
-        for (c, &p) in w.probs.iter().enumerate() {
-            let g = p - f32::from(u8::from(c == label));
-            self.fc.add_weights_to(c, g, &mut w.grad_hidden);
-        }
-    }
-
-    /// Applies the instance's gradients: output rows, then its embedding rows.
-    #[inline]
-    pub(crate) fn update(&self, w: &BowWorker, label: usize, steps: &BowSteps<O>) {
-        for (c, &p) in w.probs.iter().enumerate() {
-            let g = p - f32::from(u8::from(c == label));
-            self.fc.update_row(&self.opt, &steps.fc, c, &w.hidden, g);
-        }
+    pub(crate) fn update(&self, w: &BowWorker, steps: &BowSteps<O>) {
+        self.head
+            .update(&self.fc, &self.opt, &steps.fc, &w.hidden, &w.head);
         let scale = match self.cfg.pool {
             Pool::Mean if !w.rows.is_empty() => 1.0 / w.rows.len() as f32,
             _ => 1.0,
@@ -522,14 +590,14 @@ impl<O: Optimizer<f32>> Bow<O> {
         self.scale_at(self.decay.advance(instances as u64))
     }
 
-    /// Ends an optimizer call that updated `rows` embedding rows and `instances` output-layer steps.
-    pub(crate) fn finish(&self, rows: usize, instances: usize) {
+    /// Ends an optimizer call that updated `rows` embedding rows and `outputs` output rows.
+    pub(crate) fn finish(&self, rows: usize, outputs: usize) {
         self.emb.finish(&self.opt, true, rows);
-        self.fc
-            .finish(&self.opt, false, instances * self.cfg.classes);
+        self.fc.finish(&self.opt, false, outputs);
     }
 
-    /// Trains on one instance; returns its loss and whether it was classified right before the update.
+    /// Trains on one instance of label `label`; returns its loss and whether it was classified
+    /// right before the update.
     pub fn train_instance(
         &self,
         w: &mut BowWorker,
@@ -537,14 +605,25 @@ impl<O: Optimizer<f32>> Bow<O> {
         ids: &[u64],
         label: u64,
     ) -> Result<(f32, bool)> {
-        let label = self.check_label(label)?;
+        self.train_labels(w, steps, ids, &[label])
+    }
+
+    /// Trains on one instance of labels `labels` (one, except with `loss = "ova"`); returns its
+    /// loss and whether its most probable class was one of them before the update.
+    pub fn train_labels(
+        &self,
+        w: &mut BowWorker,
+        steps: &BowSteps<O>,
+        ids: &[u64],
+        labels: &[u64],
+    ) -> Result<(f32, bool)> {
+        self.set_golds(w, labels, 0)?;
         self.gather_rows(w, ids)
             .map_err(|e| self.instance_error(e, 0))?;
         self.claim_rows(w);
         self.forward(w);
-        let scored = self.score(w, label);
-        self.backward(w, label);
-        self.update(w, label, steps);
+        let scored = self.score(w, true);
+        self.update(w, steps);
         Ok(scored)
     }
 
@@ -553,14 +632,47 @@ impl<O: Optimizer<f32>> Bow<O> {
         self.gather_rows(w, ids)
             .map_err(|e| self.instance_error(e, 0))?;
         self.forward(w);
-        Ok(&w.probs)
+        let BowWorker { hidden, head, .. } = w;
+        match self.cfg.loss {
+            Loss::Softmax | Loss::Ova => {
+                // Any label: only the probabilities are read.
+                self.head.loss(&self.fc, hidden, &[0], head, None);
+            }
+            Loss::Hs => self.head.scores(&self.fc, hidden, &[]).all(&mut head.probs),
+        }
+        Ok(&w.head.probs)
     }
 
-    pub(crate) fn check_label(&self, label: u64) -> Result<usize> {
-        if label >= self.cfg.classes as u64 {
-            return Err(self.instance_error(InstanceError::LabelOutOfRange { label }, 0));
+    /// Sets `w.golds` to instance `instance`'s labels `labels`: in range, and one of them unless
+    /// the loss takes several.
+    fn set_golds(&self, w: &mut BowWorker, labels: &[u64], instance: usize) -> Result<()> {
+        let several = self.cfg.loss.multi_label();
+        if labels.is_empty() || (labels.len() > 1 && !several) {
+            let want = if several {
+                "one label or more".to_string()
+            } else {
+                format!(
+                    "one label (loss = \"{}\"; several labels need loss = \"ova\")",
+                    self.cfg.loss.name()
+                )
+            };
+            return Err(Error::BadInstance {
+                slot: self.cfg.label_slot.clone(),
+                instance,
+                reason: format!("expected {want}, got {} values", labels.len()),
+            });
         }
-        Ok(label as usize)
+        w.golds.clear();
+        for &label in labels {
+            if label >= self.cfg.classes as u64 {
+                return Err(self.instance_error(InstanceError::LabelOutOfRange { label }, instance));
+            }
+            // A label written twice on a line is one of its labels, as once.
+            if !w.golds.contains(&(label as usize)) {
+                w.golds.push(label as usize);
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn instance_error(&self, e: InstanceError, instance: usize) -> Error {
@@ -646,20 +758,20 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
     ) -> Result<()> {
         let label_at = self.cfg.training_label(w.label_at)?;
         let steps = self.begin(self.take_batch(batch.len))?;
-        let (mut loss, mut right, mut rows) = (0.0f64, 0usize, 0usize);
+        let (mut loss, mut right, mut rows, mut outputs) = (0.0f64, 0usize, 0usize, 0usize);
         for i in 0..batch.len {
-            let label = self.label_of(batch, label_at, i)?;
+            self.labels_of(w, batch, label_at, i)?;
             let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
             let t0 = stages.as_ref().map(|_| Instant::now());
             self.gather_rows(w, ids)
                 .map_err(|e| self.instance_error(e, i))?;
             self.claim_rows(w);
             self.forward(w);
-            let (l, ok) = self.score(w, label);
             let t1 = t0.map(|_| Instant::now());
-            self.backward(w, label);
+            // The output layer's forward and backward pass are one: both in `backward`.
+            let (l, ok) = self.score(w, true);
             let t2 = t0.map(|_| Instant::now());
-            self.update(w, label, &steps);
+            self.update(w, &steps);
             if let (Some(st), Some(t0), Some(t1), Some(t2)) = (stages.as_deref_mut(), t0, t1, t2) {
                 let t3 = Instant::now();
                 st.forward += t1 - t0;
@@ -669,8 +781,9 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
             loss += l as f64;
             right += usize::from(ok);
             rows += w.rows.len();
+            outputs += w.head.grads.len();
         }
-        self.finish(rows, batch.len);
+        self.finish(rows, outputs);
         let n = batch.len.max(1) as f64;
         out[0] = loss / n;
         out[1] = right as f64 / n;
@@ -691,14 +804,30 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
                 .map_err(|e| self.instance_error(e, i))?;
             self.forward(w);
             if let Some(label_at) = w.label_at {
-                let label = self.label_of(batch, label_at, i)?;
-                let (l, ok) = self.score(w, label);
+                self.labels_of(w, batch, label_at, i)?;
+                let (l, ok) = self.score(w, false);
                 loss += l as f64;
                 right += usize::from(ok);
-                self.labels.count(&mut w.labels, label, &w.probs);
+            } else if self.cfg.loss != Loss::Hs {
+                // The probabilities to write: any label's loss computes them.
+                w.golds.clear();
+                w.golds.push(0);
+                self.score(w, false);
+            }
+            let BowWorker {
+                hidden,
+                head,
+                golds,
+                labels,
+                label_at,
+                ..
+            } = w;
+            let scores = self.head.scores(&self.fc, hidden, &head.probs);
+            if label_at.is_some() {
+                self.labels.count(labels, golds, &scores);
             }
             if let Some(text) = predictions.as_deref_mut() {
-                self.labels.write(&mut w.labels, text, &w.probs);
+                self.labels.write(labels, text, &scores);
             }
         }
         let n = batch.len.max(1) as f64;
@@ -713,7 +842,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
 
     fn check_instance(&self, w: &mut BowWorker, batch: &Batch, i: usize) -> Result<()> {
         if let Some(label_at) = w.label_at {
-            self.label_of(batch, label_at, i)?;
+            self.labels_of(w, batch, label_at, i)?;
         }
         let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
         self.gather_rows(w, ids)
@@ -736,9 +865,21 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
         vec![&self.emb, &self.fc]
     }
 
-    /// The label names, when the model has them.
+    /// The label names, when the model has them, and the label counts of `hs`.
     fn sections(&self) -> Vec<Section> {
-        self.labels.sections()
+        let mut sections = self.labels.sections();
+        if let Some(counts) = &self.label_counts {
+            let mut text = String::new();
+            for c in counts {
+                text.push_str(&c.to_string());
+                text.push('\n');
+            }
+            sections.push(Section {
+                name: LABEL_COUNTS_SECTION.into(),
+                bytes: text.into_bytes(),
+            });
+        }
+        sections
     }
 
     fn describe(&self) -> String {
@@ -751,19 +892,35 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
 }
 
 impl<O: Optimizer<f32>> Bow<O> {
-    fn label_of(&self, batch: &Batch, label_at: usize, i: usize) -> Result<usize> {
+    /// Sets `w.golds` to the labels of instance `i` of `batch`.
+    fn labels_of(&self, w: &mut BowWorker, batch: &Batch, label_at: usize, i: usize) -> Result<()> {
         let values = batch.slots[label_at].u64s(i).unwrap_or(&[]);
-        match values {
-            [label] => self.check_label(*label).map_err(|_| {
-                self.instance_error(InstanceError::LabelOutOfRange { label: *label }, i)
-            }),
-            _ => Err(Error::BadInstance {
-                slot: self.cfg.label_slot.clone(),
-                instance: i,
-                reason: format!("expected one label, got {} values", values.len()),
-            }),
-        }
+        self.set_golds(w, values, i)
     }
+}
+
+/// The checkpoint section holding the label counts of `hs`: one decimal count per line, in class
+/// order.
+const LABEL_COUNTS_SECTION: &str = "label_counts";
+
+/// The counts of a [`LABEL_COUNTS_SECTION`] for `classes` classes.
+fn parse_counts(bytes: &[u8], classes: usize) -> std::result::Result<Vec<u64>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())?;
+    let counts = text
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            line.parse::<u64>()
+                .map_err(|e| format!("line {}: \"{line}\" is no count: {e}", i + 1))
+        })
+        .collect::<std::result::Result<Vec<u64>, String>>()?;
+    if counts.len() != classes {
+        return Err(format!(
+            "{} counts for a model of {classes} classes",
+            counts.len()
+        ));
+    }
+    Ok(counts)
 }
 
 /// The per-batch optimizer steps of the two tables.
@@ -786,6 +943,7 @@ pub(crate) fn argmax(xs: &[f32]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::TopK;
     use crate::optim::{Adagrad, AdamAsync, Sgd};
     use crate::rng::FASTTEXT_NGRAM_MULT;
     use approx::assert_relative_eq;
@@ -796,6 +954,7 @@ mod tests {
             label_slot: "label".into(),
             vocab: 20,
             classes: 2,
+            loss: Loss::Softmax,
             dim: 4,
             bigram_buckets: bigrams,
             subword_buckets: 0,
@@ -915,6 +1074,182 @@ mod tests {
         assert_relative_eq!(w0[0], 0.44158, epsilon = 1e-4);
         assert_relative_eq!(w0[1], -0.47079, epsilon = 1e-4);
         assert_relative_eq!(w0[2], -0.19210, epsilon = 1e-4);
+    }
+
+    // Reference for one SGD step (lr 0.5) of loss = "hs" on ids [1, 2], label 1, dim 2, 3 classes
+    // of counts [5, 3, 2]: the tree (huffman.rs's rule) joins labels 2 and 1 under inner node 0
+    // (2 first), then node 0 and label 0 under the root, node 1. Label 1's way: root, first
+    // child (code 0); node 0, second child (code 1). Embedding rows as in the softmax reference,
+    // output rows (per inner node, last column bias) W = [[0.5, -0.5, 0.1], [0.2, 0.3, -0.1]].
+    // numpy:
+    //   sig = lambda x: 1 / (1 + np.exp(-x)); h = (e1 + e2) / 2; hb = np.append(h, 1.0)
+    //   for n, c in [(1, 0), (0, 1)]:
+    //       z = W[n] @ hb; p = sig(z); loss += -np.log(p if c else 1 - p); g = p - c
+    //       gh += g * W[n][:2]; W2[n] = W[n] - 0.5 * g * hb
+    //   loss = 1.22510 (p = 0.29373); e1' = e1 - 0.5 * gh / 2 = [0.13085, 0.10946]
+    //   W2 = [[0.54378, -0.52189, 0.31891], [0.15225, 0.32388, -0.33876]]
+    //   every label: [sig(z1), (1 - sig(z1)) sig(z0), (1 - sig(z1)) (1 - sig(z0))]
+    //              = [0.47752, 0.29373, 0.22876]: label 0 is the most probable.
+    #[test]
+    fn one_hs_step_matches_numpy() {
+        let mut c = cfg(0);
+        c.dim = 2;
+        c.classes = 3;
+        c.loss = Loss::Hs;
+        let mut m = Bow::new(c, Sgd { lr: 0.5f32 }).unwrap();
+        m.set_label_counts(vec![5, 3, 2]).unwrap();
+        assert_eq!(m.output().rows(), 2, "one row per inner node");
+        m.embedding().write_weights(1, &[0.1, 0.2]);
+        m.embedding().write_weights(2, &[0.3, -0.4]);
+        m.output().write_weights(0, &[0.5, -0.5, 0.1]);
+        m.output().write_weights(1, &[0.2, 0.3, -0.1]);
+        let mut w = m.new_worker();
+        let probs = m.predict_instance(&mut w, &[1, 2]).unwrap().to_vec();
+        for (p, want) in probs.iter().zip([0.47752, 0.29373, 0.22876]) {
+            assert_relative_eq!(*p, want, epsilon = 1e-4);
+        }
+        let steps = m.begin(1.0).unwrap();
+        let (loss, right) = m.train_instance(&mut w, &steps, &[1, 2], 1).unwrap();
+        assert_relative_eq!(loss, 1.22510, epsilon = 1e-4);
+        assert!(!right, "label 0 is more probable");
+        let mut e1 = [0.0f32; 2];
+        m.embedding().read_weights(1, &mut e1);
+        assert_relative_eq!(e1[0], 0.13085, epsilon = 1e-4);
+        assert_relative_eq!(e1[1], 0.10946, epsilon = 1e-4);
+        let mut row = [0.0f32; 3];
+        for (node, want) in [[0.54378, -0.52189, 0.31891], [0.15225, 0.32388, -0.33876]]
+            .iter()
+            .enumerate()
+        {
+            m.output().read_weights(node, &mut row);
+            for (x, y) in row.iter().zip(want) {
+                assert_relative_eq!(*x, *y, epsilon = 1e-4);
+            }
+        }
+    }
+
+    /// A corpus of `classes` labels of falling frequency (label `c` about twice as often as
+    /// `c + 1`), each with its own 4 words of the vocabulary of `4 * classes`, plus noise words.
+    fn many_labels(n: usize, classes: u64) -> Vec<(Vec<u64>, u64)> {
+        let mut s = 11u64;
+        (0..n)
+            .map(|_| {
+                s = mix64(s);
+                let label = (s.trailing_zeros() as u64).min(classes - 1);
+                let ids = (0..5)
+                    .map(|_| {
+                        s = mix64(s);
+                        if s.is_multiple_of(5) {
+                            s % (4 * classes)
+                        } else {
+                            4 * label + s % 4
+                        }
+                    })
+                    .collect();
+                (ids, label)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn hs_learns_and_its_search_finds_the_most_probable_labels() {
+        let classes = 12u64;
+        let (tr, te) = (many_labels(3000, classes), many_labels(400, classes));
+        let mut c = cfg(0);
+        (c.classes, c.vocab, c.dim, c.bias) = (12, 48, 8, false);
+        c.loss = Loss::Hs;
+        let mut m = Bow::new(c, Sgd { lr: 0.5f32 }).unwrap();
+        let mut counts = vec![0u64; 12];
+        tr.iter().for_each(|(_, y)| counts[*y as usize] += 1);
+        m.set_label_counts(counts.clone()).unwrap();
+        assert_eq!(m.label_counts(), Some(&counts[..]));
+        m.init();
+        let loss = train(&m, &tr, 5);
+        assert!(loss < 0.6, "loss {loss}");
+        assert!(accuracy(&m, &te) > 0.9, "accuracy {}", accuracy(&m, &te));
+        // The search gives what every label's probability gives, with k and the threshold.
+        let mut w = m.new_worker();
+        let (mut found, mut want) = (Vec::new(), Vec::new());
+        for (ids, _) in &te[..50] {
+            let probs = m.predict_instance(&mut w, ids).unwrap().to_vec();
+            assert_relative_eq!(probs.iter().sum::<f32>(), 1.0, epsilon = 1e-5);
+            m.forward(&mut w);
+            let scores = m.head.scores(&m.fc, &w.hidden, &[]);
+            for top in [(1, 0.0), (3, 0.0), (12, 0.0), (12, 0.05), (2, 0.9)] {
+                let top = TopK {
+                    k: top.0,
+                    threshold: top.1,
+                };
+                scores.select(top, &mut found);
+                top.select(&probs, &mut want);
+                assert_eq!(found.len(), want.len(), "{top:?}");
+                for (f, w) in found.iter().zip(&want) {
+                    assert_eq!(f.0, w.0, "{top:?}");
+                    assert_relative_eq!(f.1, w.1, epsilon = 1e-5);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ova_learns_several_labels_per_instance() {
+        // Instances of words of label a, of b, or of both: labels [a], [b] or [a, b] (a and b
+        // among 3 classes).
+        let mut c = cfg(0);
+        c.classes = 3;
+        c.loss = Loss::Ova;
+        c.bias = false;
+        let m = Bow::new(c, Sgd { lr: 0.5f32 }).unwrap();
+        m.init();
+        let mut w = m.new_worker();
+        let data: Vec<(Vec<u64>, Vec<u64>)> = (0..600)
+            .map(|i| match i % 3 {
+                0 => (vec![1, 2, 3], vec![0]),
+                1 => (vec![11, 12, 13], vec![2]),
+                _ => (vec![1, 2, 11, 12], vec![0, 2]),
+            })
+            .collect();
+        for _ in 0..5 {
+            let steps = m.begin(1.0).unwrap();
+            for (ids, labels) in &data {
+                m.train_labels(&mut w, &steps, ids, labels).unwrap();
+            }
+            m.finish(0, 0);
+        }
+        let probs = m
+            .predict_instance(&mut w, &[1, 2, 11, 12])
+            .unwrap()
+            .to_vec();
+        assert!(
+            probs[0] > 0.9 && probs[2] > 0.9 && probs[1] < 0.1,
+            "{probs:?}"
+        );
+        let probs = m.predict_instance(&mut w, &[1, 2, 3]).unwrap().to_vec();
+        assert!(probs[0] > 0.9 && probs[2] < 0.1, "{probs:?}");
+        // The loss is the sum of the classes' binary losses: three near-certain ones.
+        let steps = m.begin(0.0).unwrap();
+        let (loss, right) = m
+            .train_labels(&mut w, &steps, &[1, 2, 11, 12], &[0, 2])
+            .unwrap();
+        assert!(loss < 0.3 && right, "{loss}");
+        // Softmax and hs take one label.
+        for loss in [Loss::Softmax, Loss::Hs] {
+            let mut c = cfg(0);
+            c.loss = loss;
+            let m = Bow::new(c, Sgd { lr: 0.5f32 }).unwrap();
+            let mut w = m.new_worker();
+            let steps = m.begin(1.0).unwrap();
+            let e = m
+                .train_labels(&mut w, &steps, &[1], &[0, 1])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("expected one label")
+                    && e.contains("several labels need loss = \"ova\"")
+                    && e.contains("got 2 values"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

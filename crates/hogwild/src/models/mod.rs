@@ -25,12 +25,16 @@
 
 mod bow;
 mod ctr;
+mod huffman;
 mod labels;
+mod loss;
 mod word2vec;
 
 pub use bow::{Bow, BowConfig, BowWorker, LrSchedule, Pool};
 pub use ctr::{Ctr, CtrConfig, CtrKind, CtrWorker};
+pub use huffman::{Huffman, Node};
 pub use labels::{format_general, write_general, Labels, PredictionFormat, TopK, LABELS_SECTION};
+pub use loss::Loss;
 pub(crate) use word2vec::dot;
 pub use word2vec::{
     text_to_ids, Input, Vocab, VocabSource, Word2Vec, Word2VecConfig, Word2VecWorker,

@@ -45,6 +45,9 @@ pub struct Vocabulary {
     label_list: Vec<String>,
     /// The character n-grams the data converted with it holds (its `subwords` line).
     subwords: Option<Subwords>,
+    /// Per label: how often it occurs in the scanned input (`None`: loaded from a vocabulary
+    /// written before counts were kept).
+    label_counts: Option<Vec<u64>>,
 }
 
 /// The reserved word id for unknown words and padding in vocabulary mode.
@@ -67,6 +70,12 @@ impl Vocabulary {
         &self.label_list
     }
 
+    /// How often each label occurs in the input the vocabulary was built from, in id order
+    /// (`None` for a vocabulary file without counts).
+    pub fn label_counts(&self) -> Option<&[u64]> {
+        self.label_counts.as_deref()
+    }
+
     fn add_word(&mut self, word: &str) {
         if !self.words.contains_key(word) {
             self.word_list.push(word.to_string());
@@ -75,11 +84,20 @@ impl Vocabulary {
         }
     }
 
-    fn add_label(&mut self, label: &str) {
-        if !self.labels.contains_key(label) {
-            self.labels
-                .insert(label.to_string(), self.label_list.len() as u64);
-            self.label_list.push(label.to_string());
+    /// Adds `label`, or counts it again when it is known; `count` more occurrences.
+    fn add_label(&mut self, label: &str, count: Option<u64>) {
+        let id = match self.labels.get(label) {
+            Some(&id) => id as usize,
+            None => {
+                self.labels
+                    .insert(label.to_string(), self.label_list.len() as u64);
+                self.label_list.push(label.to_string());
+                self.label_list.len() - 1
+            }
+        };
+        if let (Some(counts), Some(count)) = (&mut self.label_counts, count) {
+            counts.resize(self.label_list.len(), 0);
+            counts[id] += count;
         }
     }
 
@@ -95,13 +113,16 @@ impl Vocabulary {
     }
 
     /// Collects labels (and words, if `with_words`) from fastText-style input, in order of first
-    /// appearance.
+    /// appearance, and counts the labels.
     pub fn scan(&mut self, input: impl BufRead, name: &str, with_words: bool) -> Result<()> {
+        if self.label_list.is_empty() {
+            self.label_counts = Some(Vec::new());
+        }
         for line in input.lines() {
             let line = line.map_err(|e| Error::io(name, &e))?;
             for token in line.split_whitespace() {
                 if token.starts_with(LABEL_PREFIX) {
-                    self.add_label(token);
+                    self.add_label(token, Some(1));
                 } else if with_words {
                     self.add_word(token);
                 }
@@ -110,9 +131,9 @@ impl Vocabulary {
         Ok(())
     }
 
-    /// Writes the vocabulary to `path` (replaced whole, see [`crate::files`]): `label<TAB>name`
-    /// and `word<TAB>token` lines, ids in line order, after a `subwords<TAB>minn<TAB>maxn<TAB>
-    /// buckets` line when the data has character n-grams.
+    /// Writes the vocabulary to `path` (replaced whole, see [`crate::files`]):
+    /// `label<TAB>name<TAB>count` and `word<TAB>token` lines, ids in line order, after a
+    /// `subwords<TAB>minn<TAB>maxn<TAB>buckets` line when the data has character n-grams.
     pub fn save(&self, path: &Path) -> Result<()> {
         let mut out = Output::create(path)?;
         self.write(&mut out)?;
@@ -121,14 +142,21 @@ impl Vocabulary {
 
     /// Writes what [`Vocabulary::save`] writes to `out`; the caller commits it.
     pub fn write(&self, out: &mut Output) -> Result<()> {
+        let name = out.name().to_string();
+        let io = |e: std::io::Error| Error::io(&name, &e);
         if let Some(sw) = &self.subwords {
             let (minn, maxn, buckets) = (sw.minn(), sw.maxn(), sw.buckets());
-            writeln!(out, "subwords\t{minn}\t{maxn}\t{buckets}")
-                .map_err(|e| Error::io(out.name(), &e))?;
+            writeln!(out, "subwords\t{minn}\t{maxn}\t{buckets}").map_err(io)?;
         }
-        let lines = self.label_list.iter().map(|l| ("label", l));
-        for (kind, token) in lines.chain(self.word_list.iter().map(|w| ("word", w))) {
-            writeln!(out, "{kind}\t{token}").map_err(|e| Error::io(out.name(), &e))?;
+        for (id, label) in self.label_list.iter().enumerate() {
+            match self.label_counts.as_ref().and_then(|c| c.get(id)) {
+                Some(count) => writeln!(out, "label\t{label}\t{count}"),
+                None => writeln!(out, "label\t{label}"),
+            }
+            .map_err(io)?;
+        }
+        for word in &self.word_list {
+            writeln!(out, "word\t{word}").map_err(io)?;
         }
         Ok(())
     }
@@ -138,21 +166,43 @@ impl Vocabulary {
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(&name, &e))?;
         let mut vocab = Vocabulary::default();
+        // Counts when every label line has one (files written before counts were kept have none).
+        let mut counted = None;
         for (i, line) in text.lines().enumerate() {
-            let err = |message: String| Error::Convert {
+            let bad = |message: String| Error::Convert {
                 file: name.clone(),
                 line: i as u64 + 1,
                 message,
             };
             match line.split_once('\t') {
-                Some(("label", label)) => vocab.add_label(label),
+                Some(("label", label)) => {
+                    let (label, count) = match label.split_once('\t') {
+                        Some((label, count)) => {
+                            let count = count.parse::<u64>().map_err(|e| {
+                                bad(format!("label {label}: \"{count}\" is no count: {e}"))
+                            })?;
+                            (label, Some(count))
+                        }
+                        None => (label, None),
+                    };
+                    if *counted.get_or_insert(count.is_some()) != count.is_some() {
+                        return Err(bad(format!(
+                            "label {label} {} a count, unlike the first label line",
+                            if count.is_some() { "has" } else { "lacks" }
+                        )));
+                    }
+                    if count.is_some() && vocab.label_counts.is_none() {
+                        vocab.label_counts = Some(Vec::new());
+                    }
+                    vocab.add_label(label, count);
+                }
                 Some(("word", word)) => vocab.add_word(word),
                 Some(("subwords", settings)) => {
-                    vocab.subwords = Some(parse_subwords(settings).map_err(err)?)
+                    vocab.subwords = Some(parse_subwords(settings).map_err(bad)?)
                 }
                 _ => {
-                    return Err(err(format!(
-                        "expected \"label<TAB>name\", \"word<TAB>token\" or \
+                    return Err(bad(format!(
+                        "expected \"label<TAB>name<TAB>count\", \"word<TAB>token\" or \
                          \"subwords<TAB>minn<TAB>maxn<TAB>buckets\", got \"{line}\""
                     )))
                 }

@@ -1,0 +1,300 @@
+//! The classifier's losses for many labels on the real binary: `loss = "ova"` trains lines of
+//! several labels end to end (convert, train, predict with a threshold, eval's P@k and R@k over
+//! every gold label), `loss = "hs"` keeps the label counts of `--labels` in its checkpoint, and
+//! what they refuse is named (several labels with another loss, an unknown loss, hs without
+//! counts).
+
+use std::path::Path;
+
+mod common;
+use common::{fails, ok};
+
+const LABELS: [&str; 3] = ["__label__sports", "__label__weather", "__label__cooking"];
+const WORDS: [[&str; 4]; 3] = [
+    ["goal", "match", "team", "score"],
+    ["rain", "snow", "wind", "cloud"],
+    ["bake", "roast", "salt", "oven"],
+];
+
+/// 240 training lines: a line of label `i % 3`'s words, or, every fourth line, of sports' and
+/// weather's words with both labels (the first label last, as fastText's lines may have it).
+fn train_text() -> String {
+    (0..240)
+        .map(|i| {
+            if i % 4 == 3 {
+                let w = (
+                    WORDS[0][i % 4],
+                    WORDS[1][(i + 1) % 4],
+                    WORDS[0][(i + 2) % 4],
+                );
+                return format!("{} {} {} {} {}\n", LABELS[1], w.0, w.1, LABELS[0], w.2);
+            }
+            let words = &WORDS[i % 3];
+            let line: Vec<&str> = (0..3).map(|j| words[(i + j) % 4]).collect();
+            format!("{} {}\n", LABELS[i % 3], line.join(" "))
+        })
+        .collect()
+}
+
+/// Two lines of both sports and weather, one of cooking, one of weather.
+const TEST: &str = "__label__sports __label__weather goal rain team wind\n\
+                    __label__cooking bake oven salt\n\
+                    __label__weather score snow __label__sports cloud match\n\
+                    __label__weather rain snow\n";
+
+fn model(loss: &str) -> String {
+    format!(
+        "[model]\nkind = \"bow\"\nvocab = 13\nclasses = 3\ndim = 8\nloss = \"{loss}\"\n\
+         bigram_buckets = 0\nend_of_text = false\n\n[optimizer]\nkind = \"adagrad\"\nlr = 0.5\n"
+    )
+}
+
+/// `hogwild predict` of `model` on `data`, to standard output.
+fn predict(d: &Path, model: &str, data: &str, more: &[&str]) -> String {
+    let mut args = vec![
+        "predict",
+        "--model",
+        model,
+        "--feed",
+        "data.prototxt",
+        data,
+        "-o",
+        "-",
+    ];
+    args.extend_from_slice(more);
+    ok(d, &args)
+}
+
+/// `hogwild eval` of `model` on `data`.
+fn eval(d: &Path, model: &str, data: &str, more: &[&str]) -> String {
+    let mut args = vec!["eval", "--model", model, "--feed", "data.prototxt", data];
+    args.extend_from_slice(more);
+    ok(d, &args)
+}
+
+/// `hogwild convert --from fasttext input -o output`.
+fn convert(d: &Path, input: &str, output: &str, more: &[&str]) {
+    let mut args = vec!["convert", "--from", "fasttext", input, "-o", output];
+    args.extend_from_slice(more);
+    ok(d, &args);
+}
+
+/// Converts the training and test text in `d` (vocabulary with label counts in vocab.txt).
+fn setup(d: &Path) {
+    std::fs::write(d.join("train.txt"), train_text()).unwrap();
+    std::fs::write(d.join("test.txt"), TEST).unwrap();
+    let vocab = ["--vocab", "vocab.txt"];
+    convert(
+        d,
+        "train.txt",
+        "train.ms",
+        &[&["--build-vocab"], &vocab[..]].concat(),
+    );
+    convert(d, "test.txt", "test.ms", &vocab);
+    for loss in ["softmax", "hs", "ova", "hsx"] {
+        std::fs::write(d.join(format!("{loss}.toml")), model(loss)).unwrap();
+    }
+}
+
+/// The arguments of `hogwild train` of `{loss}.toml` on train.ms for 10 epochs, saved to
+/// `{loss}.ckpt`.
+fn train_args(loss: &str, more: &[&str]) -> Vec<String> {
+    let (config, save) = (format!("{loss}.toml"), format!("{loss}.ckpt"));
+    let base = [
+        "train",
+        "--config",
+        &config,
+        "--feed",
+        "data.prototxt",
+        "train.ms",
+        "--epochs",
+        "10",
+        "--threads",
+        "2",
+        "--quiet",
+        "--save",
+        &save,
+    ];
+    base.iter().chain(more).map(|a| a.to_string()).collect()
+}
+
+fn train(d: &Path, loss: &str, more: &[&str]) {
+    let args = train_args(loss, more);
+    ok(d, &args.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+#[test]
+fn ova_trains_predicts_and_evaluates_lines_of_several_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    // Label ids by first appearance: sports 0, weather 1, cooking 2; the vocabulary counts each
+    // label's lines (60 lines of each alone, and 60 two-label lines counted for both).
+    let vocab = std::fs::read_to_string(d.join("vocab.txt")).unwrap();
+    assert!(
+        vocab.starts_with(
+            "label\t__label__sports\t120\nlabel\t__label__weather\t120\nlabel\t__label__cooking\t60\n"
+        ),
+        "{vocab}"
+    );
+    let converted = std::fs::read_to_string(d.join("train.ms")).unwrap();
+    let fourth = converted.lines().nth(3).unwrap().trim_end();
+    assert!(
+        fourth.ends_with(" 2 1 0"),
+        "both labels, in line order: {fourth}"
+    );
+    train(d, "ova", &["--labels", "vocab.txt"]);
+    // Each label is its own yes or no: the two-label lines have two labels above 1/2.
+    let sure = predict(d, "ova.ckpt", "test.ms", &["-k", "3", "--threshold", "0.5"]);
+    let sorted: Vec<Vec<&str>> = sure
+        .lines()
+        .map(|l| {
+            let mut v: Vec<&str> = l.split(' ').collect();
+            v.sort();
+            v
+        })
+        .collect();
+    assert_eq!(
+        sorted,
+        [
+            vec!["__label__sports", "__label__weather"],
+            vec!["__label__cooking"],
+            vec!["__label__sports", "__label__weather"],
+            vec!["__label__weather"],
+        ],
+        "{sure}"
+    );
+    let probs = predict(d, "ova.ckpt", "test.ms", &["-k", "2", "--prob"]);
+    let first: Vec<f64> = probs
+        .lines()
+        .next()
+        .unwrap()
+        .split(' ')
+        .skip(1)
+        .step_by(2)
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert!(
+        first.iter().all(|&p| p > 0.5),
+        "independent sigmoids need not sum to 1: {probs}"
+    );
+    // P@3 and R@3 over every gold label: 6 gold labels, each predicted, nothing else.
+    let e = eval(d, "ova.ckpt", "test.ms", &["-k", "3", "--threshold", "0.5"]);
+    assert!(e.ends_with("N\t4\nP@3\t1\nR@3\t1\n"), "{e}");
+    // At k = 1 a two-label line can find one of its two labels: recall 4 of 6.
+    let e = eval(d, "ova.ckpt", "test.ms", &["-k", "1"]);
+    assert!(e.ends_with("N\t4\nP@1\t1\nR@1\t0.667\n"), "{e}");
+}
+
+#[test]
+fn hs_keeps_its_counts_and_predicts_from_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    // One label per line for hs: the lines of two labels are left out. Converted with the
+    // vocabulary of all the lines: the same word ids in both, and its label counts.
+    let single: String = TEST
+        .lines()
+        .skip(1)
+        .step_by(2)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(d.join("single.txt"), single).unwrap();
+    convert(d, "single.txt", "single.ms", &["--vocab", "vocab.txt"]);
+    let train_lines: String = train_text()
+        .lines()
+        .filter(|l| l.matches("__label__").count() == 1)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(d.join("train.txt"), train_lines).unwrap();
+    convert(d, "train.txt", "train.ms", &["--vocab", "vocab.txt"]);
+    let e = fails(
+        d,
+        &[
+            "train",
+            "--config",
+            "hs.toml",
+            "--feed",
+            "data.prototxt",
+            "train.ms",
+            "--quiet",
+        ],
+    );
+    assert_eq!(
+        e,
+        "error: loss = \"hs\" builds its tree from the labels' counts in the training data: give \
+         --labels FILE, the vocabulary `hogwild convert --from fasttext --build-vocab --vocab \
+         FILE` wrote for it\n"
+    );
+    train(d, "hs", &["--labels", "vocab.txt", "--test", "single.ms"]);
+    let predicted = predict(d, "hs.ckpt", "single.ms", &[]);
+    assert_eq!(predicted, "__label__cooking\n__label__weather\n");
+    // The whole tree's probabilities sum to 1; -k 3 names every label.
+    for line in predict(d, "hs.ckpt", "single.ms", &["--all-probs"]).lines() {
+        let sum: f64 = line
+            .split(['\t', ' '])
+            .skip(1)
+            .map(|p| p.parse::<f64>().unwrap())
+            .sum();
+        assert!((sum - 1.0).abs() < 1e-5, "{line}");
+    }
+    let top = predict(d, "hs.ckpt", "single.ms", &["-k", "3"]);
+    assert!(top.lines().all(|l| l.split(' ').count() == 3), "{top}");
+    // Resumed, the model keeps the tree it was trained with (its counts are in the checkpoint).
+    ok(
+        d,
+        &[
+            "train",
+            "--resume",
+            "hs.ckpt",
+            "--feed",
+            "data.prototxt",
+            "train.ms",
+            "--epochs",
+            "1",
+            "--quiet",
+            "--save",
+            "hs2.ckpt",
+        ],
+    );
+    assert_eq!(predict(d, "hs2.ckpt", "single.ms", &[]), predicted);
+}
+
+#[test]
+fn several_labels_need_ova_and_a_loss_must_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    // Line 4 of the training file is the first with two labels; one thread meets it first (of
+    // two, the other's share may fail first).
+    for loss in ["softmax", "hs"] {
+        let mut args = train_args(loss, &["--labels", "vocab.txt", "--no-shuffle"]);
+        let at = args.iter().position(|a| a == "--threads").unwrap();
+        args[at + 1] = "1".into();
+        let e = fails(d, &args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(
+            e,
+            format!(
+                "error: training: train.ms:4: slot \"label\": expected one label (loss = \
+                 \"{loss}\"; several labels need loss = \"ova\"), got 2 values\n"
+            )
+        );
+    }
+    let e = fails(
+        d,
+        &[
+            "train",
+            "--config",
+            "hsx.toml",
+            "--feed",
+            "data.prototxt",
+            "train.ms",
+            "--quiet",
+        ],
+    );
+    assert!(
+        e.contains("hsx.toml")
+            && e.contains("loss = \"hsx\" is no loss: give \"softmax\", \"hs\" or \"ova\""),
+        "{e}"
+    );
+}
