@@ -340,7 +340,7 @@ pub fn run(args: Args) -> Result<()> {
         if args.from == Format::Libffm {
             say!(
                 to_stdout,
-                "  num_fields = N   (ffm only: one more than the largest field number)"
+                "note: ffm also needs num_fields = N, one more than the largest field number"
             );
         }
     }

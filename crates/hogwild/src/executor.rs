@@ -217,6 +217,31 @@ impl RunReport {
         self.fetched.iter().find(|(n, _)| n == name).map(|x| x.1)
     }
 
+    /// This run's report followed by that of `next`, a run of the epochs after this one's (a
+    /// training made of one run per epoch): batches, instances, times and the feed's delivered
+    /// counts and waits are summed, `next`'s epochs are numbered after this run's; the metrics
+    /// and everything else are `next`'s.
+    pub fn then(self, mut next: RunReport) -> RunReport {
+        let before = self.epochs.len();
+        for e in &mut next.epochs {
+            e.epoch += before;
+            e.elapsed += self.elapsed;
+        }
+        let mut epochs = self.epochs;
+        epochs.append(&mut next.epochs);
+        next.feed.instances += self.feed.instances;
+        next.feed.batches += self.feed.batches;
+        next.feed.worker_wait += self.feed.worker_wait;
+        next.feed.elapsed += self.feed.elapsed;
+        RunReport {
+            batches: self.batches + next.batches,
+            instances: self.instances + next.instances,
+            elapsed: self.elapsed + next.elapsed,
+            epochs,
+            ..next
+        }
+    }
+
     /// Instances per second over the run.
     pub fn instances_per_sec(&self) -> f64 {
         self.instances as f64 / self.elapsed.as_secs_f64().max(1e-9)
