@@ -5,26 +5,11 @@
 use std::path::Path;
 
 mod common;
-use common::hogwild;
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use common::{hogwild, run_ok as ok, text};
 
 #[path = "../../hogwild/tests/support/ctr_toy.rs"]
 mod ctr_toy;
 use ctr_toy::value_dependent;
-
-/// Runs `hogwild` in `dir` and returns its stdout, failing the test on a non-zero exit.
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = hogwild(dir, args);
-    assert!(
-        out.status.success(),
-        "hogwild {args:?}: {}",
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
 
 /// `hogwild train --quiet` of `model.toml` on `train.ms` (read with `data.prototxt`), then
 /// `extra`.

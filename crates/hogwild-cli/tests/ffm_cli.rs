@@ -5,37 +5,11 @@
 use std::path::Path;
 
 mod common;
-use common::hogwild;
+use common::{run_fails as fails, run_ok as ok};
 
 #[path = "../../hogwild/tests/support/ctr_toy.rs"]
 mod ctr_toy;
 use ctr_toy::value_dependent;
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Runs `hogwild` in `dir` and returns its stdout, failing the test on a non-zero exit.
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = hogwild(dir, args);
-    assert!(
-        out.status.success(),
-        "hogwild {args:?}: {}",
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
-/// Runs `hogwild` in `dir` and returns its stderr, failing the test on a zero exit.
-fn fails(dir: &Path, args: &[&str]) -> String {
-    let out = hogwild(dir, args);
-    assert!(
-        !out.status.success(),
-        "hogwild {args:?} succeeded: {}",
-        text(&out.stdout)
-    );
-    text(&out.stderr)
-}
 
 /// The value after `name ` in `line`.
 fn value(line: &str, name: &str) -> f64 {

@@ -410,15 +410,37 @@ impl Table {
             bulk::sgd_step(&cells[start..start + grad.len()], grad, 1.0, lr);
             return;
         }
-        step_row(
-            opt,
-            step,
-            self.dim,
-            grad,
-            1.0,
-            |i| cells[start + i].load(),
-            |i, x| cells[start + i].store(x),
-        );
+        // The run's weights and each slot's run are copied out (16 bytes per access, as
+        // `read_weights` does), stepped as plain floats, which the compiler can do several at a
+        // time, and copied back: the element rule's arithmetic, with the loads and stores of a
+        // run grouped (a concurrent update in between can be lost, as with any Hogwild step).
+        const CHUNK: usize = 16;
+        let dim = self.dim;
+        let mut weights = [0.0f32; CHUNK];
+        let mut slots = [[0.0f32; CHUNK]; MAX_SLOTS];
+        for (c, grad) in grad.chunks(CHUNK).enumerate() {
+            let (at, n) = (start + c * CHUNK, grad.len());
+            bulk::load(&cells[at..at + n], &mut weights[..n]);
+            for (s, slot) in slots.iter_mut().enumerate().take(O::SLOTS) {
+                let from = dim * (1 + s) + at;
+                bulk::load(&cells[from..from + n], &mut slot[..n]);
+            }
+            for (i, &g) in grad.iter().enumerate() {
+                let mut state = [0.0f32; MAX_SLOTS];
+                for (s, x) in state.iter_mut().enumerate().take(O::SLOTS) {
+                    *x = slots[s][i];
+                }
+                opt.element(step, &mut weights[i], &mut state[..O::SLOTS], g);
+                for (s, &x) in state.iter().enumerate().take(O::SLOTS) {
+                    slots[s][i] = x;
+                }
+            }
+            bulk::store(&cells[at..at + n], &weights[..n]);
+            for (s, slot) in slots.iter().enumerate().take(O::SLOTS) {
+                let from = dim * (1 + s) + at;
+                bulk::store(&cells[from..from + n], &slot[..n]);
+            }
+        }
     }
 
     /// Ends an optimizer step that touched `touched` rows or elements: advances the scalars with a

@@ -38,6 +38,38 @@ pub fn hogwild_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Outp
         .expect("the hogwild binary runs")
 }
 
+/// Bytes a command wrote, as text.
+#[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs [`hogwild`] with `args` in `dir` and returns its standard output, failing the test
+/// with its standard error when it fails.
+#[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
+pub fn run_ok(dir: &Path, args: &[&str]) -> String {
+    let out = hogwild(dir, args);
+    assert!(
+        out.status.success(),
+        "hogwild {args:?}: {}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// Runs [`hogwild`] with `args` in `dir` and returns its standard error, failing the test
+/// when it succeeds.
+#[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
+pub fn run_fails(dir: &Path, args: &[&str]) -> String {
+    let out = hogwild(dir, args);
+    assert!(
+        !out.status.success(),
+        "hogwild {args:?} succeeded: {}",
+        text(&out.stdout)
+    );
+    text(&out.stderr)
+}
+
 /// The data.prototxt of the logistic-regression setups: one uint64 slot `a` and a label.
 #[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
 pub const LR_DESC: &str = "name: \"MultiSlotDataFeed\"\nbatch_size: 16\nmulti_slot_desc {\n  \

@@ -84,34 +84,41 @@ impl<O: Optimizer<f32>> Ctr<O> {
         w.grad.resize(n * width, 0.0);
         w.touched.clear();
         w.touched.resize(n * count, false);
-        let x = |i: usize| if V { w.xs[i] } else { 1.0 };
+        // Plain slices: the loops then keep their pointers in registers instead of reloading
+        // them from the worker after every store.
+        let (vals, grad, touched) = (&w.vals[..], &mut w.grad[..], &mut w.touched[..]);
+        let (fields, xs) = (&w.fields[..], &w.xs[..]);
+        let x = |i: usize| if V { xs[i] } else { 1.0 };
         for i in 0..n {
-            let fi = w.fields[i] as usize;
+            let fi = fields[i] as usize;
             for j in i + 1..n {
-                let fj = w.fields[j] as usize;
+                let fj = fields[j] as usize;
                 let c = g * norm * x(i) * x(j);
                 // v_{i,f_j} and v_{j,f_i}: each one's gradient is the other, times c.
                 let (a, b) = (i * width + 1 + fj * k, j * width + 1 + fi * k);
-                for d in 0..k {
-                    w.grad[a + d] += c * w.vals[b + d];
-                    w.grad[b + d] += c * w.vals[a + d];
+                let (va, vb) = (&vals[a..a + k], &vals[b..b + k]);
+                for (gr, &v) in grad[a..a + k].iter_mut().zip(vb) {
+                    *gr += c * v;
                 }
-                w.touched[i * count + fj] = true;
-                w.touched[j * count + fi] = true;
+                for (gr, &v) in grad[b..b + k].iter_mut().zip(va) {
+                    *gr += c * v;
+                }
+                touched[i * count + fj] = true;
+                touched[j * count + fi] = true;
             }
         }
         let root = norm.sqrt();
         for (i, &(_, row)) in w.feats.iter().enumerate() {
-            let vals = &w.vals[i * width..(i + 1) * width];
-            let grad = &mut w.grad[i * width..(i + 1) * width];
+            let vals = &vals[i * width..(i + 1) * width];
+            let grad = &mut grad[i * width..(i + 1) * width];
             grad[0] = g * root * x(i) + l2 * vals[0];
-            let touched = &w.touched[i * count..(i + 1) * count];
             // The run of adjacent elements to step: the weight, then each touched block.
             let mut run = 0..1;
-            for (f, _) in touched.iter().enumerate().filter(|(_, &t)| t) {
+            let blocks = touched[i * count..(i + 1) * count].iter().enumerate();
+            for (f, _) in blocks.filter(|(_, &t)| t) {
                 let block = 1 + f * k..1 + (f + 1) * k;
-                for e in block.clone() {
-                    grad[e] += l2 * vals[e];
+                for (gr, &v) in grad[block.clone()].iter_mut().zip(&vals[block.clone()]) {
+                    *gr += l2 * v;
                 }
                 if block.start != run.end {
                     let step = &steps.tables[0];
