@@ -2,8 +2,6 @@
 //! a user runs them: the keys `convert` prints make `lr` and `fm` read the values, libffm's field
 //! numbers and VW's importance weights.
 
-use std::path::Path;
-
 mod common;
 use common::{hogwild, run_ok as ok, text};
 
