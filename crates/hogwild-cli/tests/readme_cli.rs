@@ -262,9 +262,20 @@ fn ctr_walkthrough_runs() {
     );
     assert_eq!(
         printed.matches("test: 1000 instances").count(),
-        3 + 1,
+        3 + 1 + 1,
         "{printed}"
     );
+    // The field-aware machine's run shows the validation AUC per epoch, and its saved file is
+    // the best epoch's: `eval` gives the AUC that epoch printed.
+    let best = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("build/ctr/libffm/ffm.ckpt holds epoch "))
+        .unwrap_or_else(|| panic!("{printed}"));
+    let (_, auc) = best.split_once("(auc ").unwrap();
+    let auc = auc.trim_end_matches(')');
+    assert!(printed.contains("validation auc "), "{printed}");
+    // `eval`'s line (the epoch lines read `validation auc`).
+    assert!(printed.contains(&format!("  auc {auc}")), "{printed}");
 }
 
 #[test]

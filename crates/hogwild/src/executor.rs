@@ -54,7 +54,7 @@ use crate::feed::{
     count_instances, DataFeedDesc, FeedMode, FeedOptions, FeedStats, InMemoryDataset,
 };
 use crate::files::Output;
-use crate::model::{Model, RunPlan, StageTimes};
+use crate::model::{Model, StageTimes};
 use crate::{Error, Result};
 pub use run::MAX_THREADS;
 use run::{check_threads, Spec};
@@ -74,6 +74,19 @@ pub struct RunOptions {
     pub feed: FeedOptions,
     /// Asks the run to stop early (see [`Stop`]); by default nothing does.
     pub stop: Stop,
+    /// Where a training run sits in a longer schedule (see [`Span`]); `None`: the run is the
+    /// whole schedule.
+    pub span: Option<Span>,
+}
+
+/// A training run that is part of a longer one, for the models whose learning rate follows the
+/// run's progress: it trains epochs `before + 1 ..= before + feed.epochs` of a schedule of
+/// `total` epochs (a run per epoch, with an evaluation between them, decays the rate over all of
+/// them and not to zero in each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub before: usize,
+    pub total: usize,
 }
 
 impl Default for RunOptions {
@@ -84,6 +97,7 @@ impl Default for RunOptions {
             debug: false,
             feed: FeedOptions::default(),
             stop: Stop::default(),
+            span: None,
         }
     }
 }
@@ -215,6 +229,31 @@ impl RunReport {
     /// The fetched value called `name`.
     pub fn get(&self, name: &str) -> Option<f64> {
         self.fetched.iter().find(|(n, _)| n == name).map(|x| x.1)
+    }
+
+    /// This run's report followed by that of `next`, a run of the epochs after this one's (a
+    /// training made of one run per epoch): batches, instances, times and the feed's delivered
+    /// counts and waits are summed, `next`'s epochs are numbered after this run's; the metrics
+    /// and everything else are `next`'s.
+    pub fn then(self, mut next: RunReport) -> RunReport {
+        let before = self.epochs.len();
+        for e in &mut next.epochs {
+            e.epoch += before;
+            e.elapsed += self.elapsed;
+        }
+        let mut epochs = self.epochs;
+        epochs.append(&mut next.epochs);
+        next.feed.instances += self.feed.instances;
+        next.feed.batches += self.feed.batches;
+        next.feed.worker_wait += self.feed.worker_wait;
+        next.feed.elapsed += self.feed.elapsed;
+        RunReport {
+            batches: self.batches + next.batches,
+            instances: self.instances + next.instances,
+            elapsed: self.elapsed + next.elapsed,
+            epochs,
+            ..next
+        }
     }
 
     /// Instances per second over the run.
@@ -372,7 +411,7 @@ fn in_memory<M: Model>(
         FeedMode::Stream => None,
     };
     let count = || Ok(data.len() as u64);
-    model.plan(&RunPlan::new(spec.epochs(), &count))?;
+    model.plan(&spec.plan(&count))?;
     let source = Memory::new(
         data,
         workers.len(),
@@ -405,7 +444,7 @@ fn streaming<M: Model>(
 ) -> Result<RunReport> {
     if spec.train {
         let count = || count_instances(desc, files);
-        model.plan(&RunPlan::new(spec.epochs(), &count))?;
+        model.plan(&spec.plan(&count))?;
     }
     let threads = workers.len();
     let source = Stream::start(desc, files, &spec.options.feed, threads)?;

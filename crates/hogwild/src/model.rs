@@ -46,6 +46,11 @@ impl StageTimes {
 pub struct RunPlan<'a> {
     /// Passes over the data.
     pub epochs: usize,
+    /// Epochs of the schedule trained before this run (0 unless the run is part of a longer
+    /// one, [`RunPlan::within`]).
+    pub before: usize,
+    /// Epochs of the whole schedule the run is part of (`epochs` for a run on its own).
+    pub total: usize,
     instances: &'a (dyn Fn() -> Result<u64> + Sync),
 }
 
@@ -55,7 +60,19 @@ impl<'a> RunPlan<'a> {
     pub fn new(epochs: usize, instances_per_epoch: &'a (dyn Fn() -> Result<u64> + Sync)) -> Self {
         Self {
             epochs,
+            before: 0,
+            total: epochs,
             instances: instances_per_epoch,
+        }
+    }
+
+    /// The plan placed in a schedule of `total` epochs after `before` of them (a schedule
+    /// shorter than `before + epochs` is taken as that long).
+    pub fn within(self, before: usize, total: usize) -> Self {
+        Self {
+            before,
+            total: total.max(before + self.epochs),
+            ..self
         }
     }
 

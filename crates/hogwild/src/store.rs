@@ -384,11 +384,63 @@ impl Table {
             opt,
             step,
             self.dim,
-            grad,
+            &grad[..self.dim],
             scale,
             |i| cells[i].load(),
             |i, x| cells[i].store(x),
         );
+    }
+
+    /// Applies `opt`'s rule to the weights `start..start + grad.len()` of row `row` (and their
+    /// slots) with gradient `grad`, as [`Table::update_row`] does to a whole row: for models
+    /// whose instances touch a few runs of a wide row (a field-aware factorization machine's
+    /// factor blocks), which leaves the other elements and their slots as they are (a lazy
+    /// sparse update, as for rows no instance touches).
+    #[inline(always)]
+    pub fn update_elements<O: Optimizer<f32>>(
+        &self,
+        opt: &O,
+        step: &O::Step,
+        row: usize,
+        start: usize,
+        grad: &[f32],
+    ) {
+        let cells = self.row(row);
+        if let Some(lr) = opt.plain_lr(step) {
+            bulk::sgd_step(&cells[start..start + grad.len()], grad, 1.0, lr);
+            return;
+        }
+        // The run's weights and each slot's run are copied out (16 bytes per access, as
+        // `read_weights` does), stepped as plain floats, which the compiler can do several at a
+        // time, and copied back: the element rule's arithmetic, with the loads and stores of a
+        // run grouped (a concurrent update in between can be lost, as with any Hogwild step).
+        const CHUNK: usize = 16;
+        let dim = self.dim;
+        let mut weights = [0.0f32; CHUNK];
+        let mut slots = [[0.0f32; CHUNK]; MAX_SLOTS];
+        for (c, grad) in grad.chunks(CHUNK).enumerate() {
+            let (at, n) = (start + c * CHUNK, grad.len());
+            bulk::load(&cells[at..at + n], &mut weights[..n]);
+            for (s, slot) in slots.iter_mut().enumerate().take(O::SLOTS) {
+                let from = dim * (1 + s) + at;
+                bulk::load(&cells[from..from + n], &mut slot[..n]);
+            }
+            for (i, &g) in grad.iter().enumerate() {
+                let mut state = [0.0f32; MAX_SLOTS];
+                for (s, x) in state.iter_mut().enumerate().take(O::SLOTS) {
+                    *x = slots[s][i];
+                }
+                opt.element(step, &mut weights[i], &mut state[..O::SLOTS], g);
+                for (s, &x) in state.iter().enumerate().take(O::SLOTS) {
+                    slots[s][i] = x;
+                }
+            }
+            bulk::store(&cells[at..at + n], &weights[..n]);
+            for (s, slot) in slots.iter().enumerate().take(O::SLOTS) {
+                let from = dim * (1 + s) + at;
+                bulk::store(&cells[from..from + n], &slot[..n]);
+            }
+        }
     }
 
     /// Ends an optimizer step that touched `touched` rows or elements: advances the scalars with a
@@ -425,9 +477,10 @@ pub(crate) fn element_value<O: Optimizer<f32>>(opt: &O, dim: usize, i: usize, st
     }
 }
 
-/// Applies `opt`'s rule with gradient `scale * grad` to one row laid out as a table's (`dim`
-/// weights, then each slot's `dim` values), reached through `load` and `store` by element index:
-/// each weight and its slots are loaded into locals, updated, and stored back. The shared rows
+/// Applies `opt`'s rule with gradient `scale * grad` to the first `grad.len()` weights of one
+/// row laid out as a table's (`dim` weights, then each slot's `dim` values), reached through
+/// `load` and `store` by element index: each weight and its slots are loaded into locals,
+/// updated, and stored back. The shared rows
 /// ([`Table::update_row`]) and a worker's private copies ([`LocalRows::update_row`]) both step
 /// through here, so that they give the same bits.
 #[inline(always)]
@@ -441,7 +494,7 @@ pub(crate) fn step_row<O: Optimizer<f32>>(
     store: impl Fn(usize, f32),
 ) {
     let mut slots = [0.0f32; MAX_SLOTS];
-    for (i, &g) in grad[..dim].iter().enumerate() {
+    for (i, &g) in grad.iter().enumerate() {
         let mut w = load(i);
         for (s, v) in slots.iter_mut().enumerate().take(O::SLOTS) {
             *v = load(dim * (1 + s) + i);

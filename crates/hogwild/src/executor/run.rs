@@ -27,7 +27,7 @@ use super::report::{LocalWindow, Reporter};
 use super::{EpochHook, EpochReport, RunOptions, RunReport, Stop};
 use crate::feed::{Batch, DataFeedDesc, FeedStats};
 use crate::metrics::Auc;
-use crate::model::{Model, StageTimes};
+use crate::model::{Model, RunPlan, StageTimes};
 use crate::{Error, Result};
 
 /// Where a batch came from: its epoch (0-based) and its number in the source's order (used by
@@ -84,6 +84,16 @@ impl Spec<'_> {
     /// The epochs the source serves (`options.feed.epochs`, at least one).
     pub fn epochs(&self) -> usize {
         self.options.feed.epochs.max(1)
+    }
+
+    /// The run's plan for [`Model::plan`]: its epochs, and where they sit in a longer schedule
+    /// ([`RunOptions::span`](super::RunOptions::span)).
+    pub fn plan<'c>(&self, count: &'c (dyn Fn() -> Result<u64> + Sync)) -> RunPlan<'c> {
+        let plan = RunPlan::new(self.epochs(), count);
+        match self.options.span {
+            Some(span) => plan.within(span.before, span.total),
+            None => plan,
+        }
     }
 }
 

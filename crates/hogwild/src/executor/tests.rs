@@ -1438,3 +1438,50 @@ fn epoch_lines_say_what_was_measured() {
         "epoch 3: 200 instances in 0.100s (2000/s, 2 threads)  loss 0.50000"
     );
 }
+
+/// A run per epoch placed in the whole schedule ([`Span`]) trains as one run of all the epochs
+/// does: one thread, the files' order, the same batches, and the linear decay followed across the
+/// runs (not restarted in each), so the tables end with the same bits.
+#[test]
+fn runs_of_one_epoch_in_a_span_follow_the_whole_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = write_corpus(dir.path(), "train", 2, 200, 21);
+    let data = InMemoryDataset::load(&desc(), &train, &FeedOptions::default()).unwrap();
+    let trained = |spans: bool| {
+        let mut cfg = bow_cfg();
+        cfg.lr_schedule = LrSchedule::Linear;
+        let model = Bow::new(cfg, Sgd { lr: 0.5 }).unwrap();
+        startup(&model);
+        if spans {
+            for before in 0..3 {
+                let mut o = in_memory(1, None);
+                o.span = Some(Span { before, total: 3 });
+                train_dataset(&model, &desc(), &data, 1, &[], &o, None).unwrap();
+            }
+        } else {
+            train_dataset(&model, &desc(), &data, 1, &[], &in_memory(3, None), None).unwrap();
+        }
+        embedding_values(&model)
+    };
+    let whole = trained(false);
+    assert_eq!(trained(true), whole);
+    // Without the span, each run decays to zero on its own: another model.
+    let model = Bow::new(bow_cfg(), Sgd { lr: 0.5 }).unwrap();
+    startup(&model);
+    for _ in 0..3 {
+        train_dataset(&model, &desc(), &data, 1, &[], &in_memory(1, None), None).unwrap();
+    }
+    assert_ne!(embedding_values(&model), whole);
+}
+
+/// Every weight of `model`'s embedding, row after row.
+fn embedding_values(model: &Bow<Sgd<f32>>) -> Vec<f32> {
+    let table = model.embedding();
+    let mut row = vec![0.0f32; table.dim()];
+    (0..table.rows())
+        .flat_map(|r| {
+            table.read_weights(r, &mut row);
+            row.clone()
+        })
+        .collect()
+}

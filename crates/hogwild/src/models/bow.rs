@@ -736,7 +736,9 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
         if self.cfg.lr_schedule == LrSchedule::Linear {
             let per_epoch = plan.instances_per_epoch()?;
             self.decay
-                .start(per_epoch.saturating_mul(plan.epochs as u64));
+                .start(per_epoch.saturating_mul(plan.total as u64));
+            self.decay
+                .set_done(per_epoch.saturating_mul(plan.before as u64));
         }
         Ok(())
     }

@@ -1,5 +1,6 @@
-//! Click-through-rate models over hashed categorical fields: logistic regression and a
-//! factorization machine (Rendle 2010), as xLearn and Vowpal Wabbit train them.
+//! Click-through-rate models over hashed categorical fields: logistic regression, a
+//! factorization machine (Rendle 2010) and a field-aware one (Juan et al. 2016; its arithmetic
+//! is in `ctr/ffm.rs`), as xLearn and Vowpal Wabbit train them.
 //!
 //! Each field is a uint64 slot of the DataFeedDesc (one or more ids per instance); a field's id
 //! is hashed with the field's name into `buckets` rows of a table, so ids may be any 64-bit
@@ -19,6 +20,11 @@
 //! Adagrad or AdamAsync (lazy sparse rows, optional RMSProp); a batch is one optimizer call.
 //! Without `values` no feature is multiplied by a value: each loop is compiled for both cases
 //! and the case chosen once per batch.
+//!
+//! The field-aware factorization machine (`kind = "ffm"`) keeps, in a feature's row, its weight
+//! and one factor vector per field (`num_fields x dim`); a field's number is its place in
+//! `fields` or, for libffm data, the number its line gives (below `num_fields`, or the instance
+//! is refused). Its instances are normalized as xLearn's are by default (`normalize`).
 //!
 //! The input of `hogwild convert` is read as it is written:
 //! - libffm: `field_numbers = { ids = "fields" }` makes each id's entry in the `fields` slot its
@@ -82,6 +88,9 @@ pub enum CtrKind {
     Lr,
     /// Factorization machine: logistic regression plus pairwise factor interactions.
     Fm,
+    /// Field-aware factorization machine: a factor vector per feature and field, each pair of
+    /// features interacting through the vectors each keeps for the other's field.
+    Ffm,
 }
 
 /// The CTR models' settings.
@@ -119,6 +128,17 @@ pub struct CtrConfig {
     /// numbered fields are their numbers (`field_dims = { 3 = 4 }`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub field_dims: BTreeMap<String, usize>,
+    /// The field-aware factorization machine's number of fields `F`: each feature's row holds
+    /// `F` factor vectors, one per field. Required with `field_numbers` (libffm's numbers must
+    /// be below it); with named fields it is the length of `fields`, which numbers them in
+    /// order (field 0 first), and may be left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_fields: Option<usize>,
+    /// The field-aware factorization machine's instance-wise normalization (xLearn's default,
+    /// on unless given `false`): each instance's feature values are divided by their L2 norm,
+    /// so the linear term is scaled by `1/||x||` and the pairwise one by `1/||x||^2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalize: Option<bool>,
     /// L2 penalty on the weights and factors of each touched row.
     #[serde(default)]
     pub l2: f32,
@@ -140,6 +160,9 @@ fn default_init_scale() -> f32 {
 /// The factorization machine's factor size when none is given.
 const DEFAULT_DIM: usize = 8;
 
+/// The field-aware factorization machine's factor size when none is given (xLearn's `k`).
+const DEFAULT_FFM_DIM: usize = 4;
+
 impl CtrConfig {
     /// Settings with every default over `buckets` rows.
     pub fn new(buckets: usize) -> Self {
@@ -152,6 +175,8 @@ impl CtrConfig {
             buckets,
             dim: None,
             field_dims: BTreeMap::new(),
+            num_fields: None,
+            normalize: None,
             l2: 0.0,
             init_scale: default_init_scale(),
             seed: 0,
@@ -163,9 +188,31 @@ impl CtrConfig {
         match kind {
             CtrKind::Lr => 0,
             CtrKind::Fm => self.dim.unwrap_or(DEFAULT_DIM),
+            CtrKind::Ffm => self.dim.unwrap_or(DEFAULT_FFM_DIM),
         }
     }
 
+    /// The field-aware factorization machine's number of fields (0 for the other models).
+    fn field_count(&self, kind: CtrKind) -> usize {
+        match kind {
+            CtrKind::Ffm => self.num_fields.unwrap_or(self.fields.len()),
+            CtrKind::Lr | CtrKind::Fm => 0,
+        }
+    }
+
+    /// Whether the field-aware factorization machine normalizes each instance.
+    fn normalizes(&self) -> bool {
+        self.normalize.unwrap_or(true)
+    }
+
+    /// How many factor vectors of the table's size a feature's row holds: one per field for
+    /// the field-aware factorization machine, one otherwise.
+    fn blocks(&self, kind: CtrKind) -> usize {
+        match kind {
+            CtrKind::Ffm => self.field_count(kind),
+            CtrKind::Lr | CtrKind::Fm => 1,
+        }
+    }
     /// Checks the settings (see [`ModelConfig::validate`](super::ModelConfig::validate)).
     pub(crate) fn check(&self, kind: CtrKind) -> Result<()> {
         let bad = |field: &str, reason: String| {
@@ -191,6 +238,18 @@ impl CtrConfig {
         }
         if self.dim == Some(0) {
             return bad("dim", "must be at least 1".into());
+        }
+        if kind == CtrKind::Ffm {
+            self.check_ffm()?;
+        } else {
+            let only = "only the field-aware factorization machine (kind = \"ffm\") has it: \
+                        remove it";
+            if self.num_fields.is_some() {
+                return bad("num_fields", only.into());
+            }
+            if self.normalize.is_some() {
+                return bad("normalize", only.into());
+            }
         }
         if let Some((name, _)) = self.field_dims.iter().find(|(_, &d)| d == 0) {
             return bad(&format!("field_dims.{name}"), "must be at least 1".into());
@@ -231,6 +290,47 @@ impl CtrConfig {
             );
         }
         Ok(())
+    }
+
+    /// The field-aware factorization machine's own checks: one factor size, and fields that
+    /// are numbered, by libffm's numbers below `num_fields` or by their place in `fields`.
+    fn check_ffm(&self) -> Result<()> {
+        let bad = |field: &str, reason: String| {
+            Err(Error::InvalidConfig {
+                field: field.into(),
+                reason,
+            })
+        };
+        if !self.field_dims.is_empty() {
+            return bad(
+                "field_dims",
+                "the field-aware factorization machine has one factor size: use dim".into(),
+            );
+        }
+        match (self.field_numbers.is_empty(), self.num_fields) {
+            (_, Some(0)) => bad("num_fields", "must be at least 1".into()),
+            (false, None) => bad(
+                "num_fields",
+                "the field-aware factorization machine needs the number of fields of its \
+                 numbered fields (field_numbers): set num_fields above the largest field number"
+                    .into(),
+            ),
+            (true, _) if self.fields.is_empty() => bad(
+                "fields",
+                "the field-aware factorization machine numbers its named fields by their place \
+                 in this list: name them (fields = [\"a\", \"b\"]), or give libffm's field \
+                 numbers (field_numbers)"
+                    .into(),
+            ),
+            (true, Some(n)) if n != self.fields.len() => bad(
+                "num_fields",
+                format!(
+                    "{n}, but fields names {} fields: leave num_fields out",
+                    self.fields.len()
+                ),
+            ),
+            _ => Ok(()),
+        }
     }
 
     /// The distinct factor sizes, ascending: one table each.
@@ -318,6 +418,17 @@ impl CtrConfig {
             ));
         }
         let numbered = !self.field_numbers.is_empty();
+        if kind == CtrKind::Ffm && numbered {
+            if let Some(name) = names.iter().find(|n| !self.field_numbers.contains_key(*n)) {
+                return Err(invalid(
+                    format!("fields.{name}"),
+                    format!(
+                        "the field-aware factorization machine's fields are numbered by \
+                         field_numbers: give \"{name}\" its field numbers too, or leave it out"
+                    ),
+                ));
+            }
+        }
         for name in self.field_dims.keys() {
             let named = names.contains(name) && !self.field_numbers.contains_key(name);
             if named || (numbered && field_number(name).is_some()) {
@@ -339,7 +450,8 @@ impl CtrConfig {
         let table_of = |dim: usize| dims.iter().position(|&d| d == dim).unwrap_or(0);
         let fields = names
             .iter()
-            .map(|name| {
+            .enumerate()
+            .map(|(index, name)| {
                 let at = slot(format!("fields.{name}"), name, SlotType::U64)?;
                 let dim = self.field_dims.get(name).copied().unwrap_or(default);
                 let values = match self.values.get(name) {
@@ -352,6 +464,7 @@ impl CtrConfig {
                 };
                 Ok(Field {
                     at,
+                    index: index as u32,
                     table: table_of(dim),
                     salt: salt(name),
                     values,
@@ -364,10 +477,16 @@ impl CtrConfig {
             .iter()
             .filter_map(|(key, &dim)| Some((field_number(key)?, table_of(dim))))
             .collect();
+        let field_count = match kind {
+            CtrKind::Ffm => Some(self.field_count(kind) as u64),
+            CtrKind::Lr | CtrKind::Fm => None,
+        };
         let layout = Layout {
-            plain: fields
-                .iter()
-                .all(|f| f.values.is_none() && f.numbers.is_none()),
+            plain: field_count.is_none()
+                && fields
+                    .iter()
+                    .all(|f| f.values.is_none() && f.numbers.is_none()),
+            field_count,
             valued: fields.iter().any(|f| f.values.is_some()),
             numbered: if numbered {
                 NumberedFields::new(numbered_tables, table_of(default))
@@ -443,6 +562,8 @@ pub struct Ctr<O> {
 #[derive(Debug, Clone)]
 struct Field {
     at: usize,
+    /// The field's number in a field-aware factorization machine: its place among the fields.
+    index: u32,
     table: usize,
     salt: u64,
     /// The float slot of each id's value (`values`).
@@ -463,9 +584,20 @@ struct Layout {
     /// Some field has values: then `batch_xs` and `xs` hold every feature's value (1 for the
     /// fields without), and the model's arithmetic multiplies by them.
     valued: bool,
+    /// The field-aware factorization machine's number of fields: then `batch_fields` and
+    /// `fields` hold every feature's field number, which must be below it.
+    field_count: Option<u64>,
     numbered: NumberedFields,
     slot_names: Vec<String>,
 }
+
+/// Where [`Ctr::push_features`] appends an instance's features: their tables and rows, values
+/// and field numbers.
+type Features<'a> = (
+    &'a mut Vec<(usize, usize)>,
+    &'a mut Vec<f32>,
+    &'a mut Vec<u32>,
+);
 
 /// Where a configuration's slots are in the batches of one desc: what a worker reads.
 struct Slots {
@@ -495,6 +627,34 @@ impl Layout {
             reason: format!(
                 "{got} {what} for the {ids} ids of slot \"{}\" (one per id)",
                 self.slot_names[f.at]
+            ),
+        })
+    }
+}
+
+impl Layout {
+    /// Checks that the field numbers `numbers` (of slot `at`, for the ids `ids` of instance
+    /// `i`) are below the field-aware factorization machine's `count` fields.
+    fn check_field_numbers(
+        &self,
+        at: usize,
+        numbers: &[u64],
+        ids: &[u64],
+        count: u64,
+        i: usize,
+    ) -> Result<()> {
+        let Some(k) = numbers.iter().position(|&n| n >= count) else {
+            return Ok(());
+        };
+        Err(Error::BadInstance {
+            slot: self.slot_names[at].clone(),
+            instance: i,
+            reason: format!(
+                "field number {} of id {} (position {k}) is out of range: the model has \
+                 num_fields = {count} (fields 0 to {})",
+                numbers[k],
+                ids[k],
+                count - 1
             ),
         })
     }
@@ -553,12 +713,15 @@ pub struct CtrWorker {
     feats: Vec<(usize, usize)>,
     /// With `layout.valued`: the instance's features' values.
     xs: Vec<f32>,
+    /// With `layout.field_count`: the instance's features' field numbers.
+    fields: Vec<u32>,
     /// Every instance's features of the batch, hashed up front so that the rows of instances
     /// ahead can be prefetched; instance `i`'s are
     /// `batch_feats[batch_starts[i]..batch_starts[i + 1]]` (and their values the same range of
     /// `batch_xs`, with `layout.valued`).
     batch_feats: Vec<(usize, usize)>,
     batch_xs: Vec<f32>,
+    batch_fields: Vec<u32>,
     batch_starts: Vec<usize>,
     /// In training, per entry of `batch_feats`: its row's private copy in `rows`, or [`SHARED`];
     /// `local` holds the current instance's part.
@@ -573,6 +736,9 @@ pub struct CtrWorker {
     sum: Vec<f32>,
     sumsq: Vec<f32>,
     grad: Vec<f32>,
+    /// The field-aware factorization machine's factor blocks an instance updates: block `f` of
+    /// feature `i` at `i * fields + f`.
+    touched: Vec<bool>,
     /// The evaluated instances' (logit, label) pairs, drained by the executor.
     auc: Auc,
 }
@@ -587,6 +753,7 @@ fn table_name(kind: CtrKind, dim: usize) -> String {
     match kind {
         CtrKind::Lr => "weights".into(),
         CtrKind::Fm => format!("fm_k{dim}"),
+        CtrKind::Ffm => format!("ffm_k{dim}"),
     }
 }
 
@@ -628,7 +795,14 @@ impl<O: Optimizer<f32>> Ctr<O> {
         let dims = cfg.table_dims(kind);
         let tables = dims
             .iter()
-            .map(|&d| Table::new(&table_name(kind, d), cfg.buckets, 1 + d, &opt))
+            .map(|&d| {
+                Table::new(
+                    &table_name(kind, d),
+                    cfg.buckets,
+                    1 + d * cfg.blocks(kind),
+                    &opt,
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
         let bias = Table::new("bias", 1, 1, &opt)?;
         Ok(Self::assemble(kind, cfg, opt, dims, tables, bias))
@@ -645,7 +819,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
         let dims = cfg.table_dims(kind);
         let tables = dims
             .iter()
-            .map(|&d| ck.take_table(&table_name(kind, d), cfg.buckets, 1 + d))
+            .map(|&d| ck.take_table(&table_name(kind, d), cfg.buckets, 1 + d * cfg.blocks(kind)))
             .collect::<Result<Vec<_>>>()?;
         let bias = ck.take_table("bias", 1, 1)?;
         for t in tables.iter().chain(std::iter::once(&bias)) {
@@ -726,8 +900,10 @@ impl<O: Optimizer<f32>> Ctr<O> {
             weight_at,
             feats: Vec::with_capacity(64),
             xs: Vec::new(),
+            fields: Vec::new(),
             batch_feats: Vec::with_capacity(64 * 256),
             batch_xs: Vec::new(),
+            batch_fields: Vec::new(),
             batch_starts: Vec::with_capacity(257),
             batch_local: Vec::with_capacity(64 * 256),
             local: Vec::with_capacity(64),
@@ -737,6 +913,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
             sum: padded(max_dim),
             sumsq: padded(max_dim),
             grad: padded(1 + max_dim),
+            touched: Vec::new(),
             auc: Auc::default(),
         })
     }
@@ -746,12 +923,14 @@ impl<O: Optimizer<f32>> Ctr<O> {
     fn gather(&self, w: &mut CtrWorker, batch: &Batch, i: usize) -> Result<()> {
         w.feats.clear();
         w.xs.clear();
+        w.fields.clear();
         w.local.clear();
         if w.layout.plain {
             self.push_plain(&w.layout.fields, &mut w.feats, batch, i);
             return Ok(());
         }
-        self.push_features(&w.layout, &mut w.feats, &mut w.xs, batch, i)
+        let features = (&mut w.feats, &mut w.xs, &mut w.fields);
+        self.push_features(&w.layout, features, batch, i)
     }
 
     /// [`Ctr::push_features`] for fields without values or field numbers: nothing to check.
@@ -776,15 +955,15 @@ impl<O: Optimizer<f32>> Ctr<O> {
         ((u128::from(mix64(id ^ salt)) * self.cfg.buckets as u128) >> 64) as usize
     }
 
-    /// Appends instance `i`'s features (table and hashed row) to `feats` and, with
-    /// `layout.valued`, their values to `xs` (1 for a field without values). Fails when a field's values
-    /// or field numbers do not match its ids one to one, or a value is not finite.
+    /// Appends instance `i`'s features (table and hashed row) to `feats`, with `layout.valued`
+    /// their values to `xs` (1 for a field without values), and with `layout.field_count`
+    /// their field numbers to `fields`. Fails when a field's values or field numbers do not
+    /// match its ids one to one, a value is not finite or a field number is out of range.
     #[inline]
     fn push_features(
         &self,
         layout: &Layout,
-        feats: &mut Vec<(usize, usize)>,
-        xs: &mut Vec<f32>,
+        (feats, xs, fields): Features<'_>,
         batch: &Batch,
         i: usize,
     ) -> Result<()> {
@@ -800,6 +979,16 @@ impl<O: Optimizer<f32>> Ctr<O> {
                     for (&id, &number) in ids.iter().zip(numbers) {
                         let (table, salt) = layout.numbered.get(number);
                         feats.push((table, self.row_of(id, salt)));
+                    }
+                }
+            }
+            if let Some(count) = layout.field_count {
+                match f.numbers {
+                    None => fields.resize(fields.len() + ids.len(), f.index),
+                    Some(at) => {
+                        let numbers = batch.slots[at].u64s(i).unwrap_or(&[]);
+                        layout.check_field_numbers(at, numbers, ids, count, i)?;
+                        fields.extend(numbers.iter().map(|&n| n as u32));
                     }
                 }
             }
@@ -834,6 +1023,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     fn gather_batch(&self, w: &mut CtrWorker, batch: &Batch, training: bool) -> Result<()> {
         w.batch_feats.clear();
         w.batch_xs.clear();
+        w.batch_fields.clear();
         w.batch_starts.clear();
         w.batch_starts.push(0);
         w.batch_local.clear();
@@ -844,7 +1034,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
             }
         } else {
             for i in 0..batch.len {
-                self.push_features(&w.layout, &mut w.batch_feats, &mut w.batch_xs, batch, i)?;
+                let features = (&mut w.batch_feats, &mut w.batch_xs, &mut w.batch_fields);
+                self.push_features(&w.layout, features, batch, i)?;
                 w.batch_starts.push(w.batch_feats.len());
             }
         }
@@ -874,6 +1065,10 @@ impl<O: Optimizer<f32>> Ctr<O> {
         if V {
             w.xs.clear();
             w.xs.extend_from_slice(&w.batch_xs[a..b]);
+        }
+        if w.layout.field_count.is_some() {
+            w.fields.clear();
+            w.fields.extend_from_slice(&w.batch_fields[a..b]);
         }
         w.local.clear();
         if let Some(local) = w.batch_local.get(a..b) {
@@ -968,9 +1163,25 @@ impl<O: Optimizer<f32>> Ctr<O> {
             }
             at += 1 + d;
         }
+        self.step_bias(steps, bias, g);
+    }
+
+    /// Applies gradient `g` to the worker's copy of the bias.
+    #[inline(always)]
+    fn step_bias(&self, steps: &Steps<O::Step>, bias: &mut LocalBias, g: f32) {
         let (weight, slots) = bias.now.split_at_mut(1);
         self.opt
             .element(&steps.bias, &mut weight[0], &mut slots[..O::SLOTS], g);
+    }
+
+    /// The logit of the current instance: [`Ctr::ffm_forward`] for the field-aware
+    /// factorization machine, [`Ctr::forward`] for the others.
+    #[inline(always)]
+    fn logit<const V: bool>(&self, w: &mut CtrWorker, bias: f32) -> f32 {
+        match self.kind {
+            CtrKind::Ffm => self.ffm_forward::<V>(w, bias),
+            CtrKind::Lr | CtrKind::Fm => self.forward::<V>(w, bias),
+        }
     }
 
     /// The worker's copy of the bias and its slots, as the shared table holds them now.
@@ -1058,8 +1269,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
         self.gather(w, batch, i)?;
         let bias = self.bias.weights(0)[0].load();
         let logit = match w.layout.valued {
-            true => self.forward::<true>(w, bias),
-            false => self.forward::<false>(w, bias),
+            true => self.logit::<true>(w, bias),
+            false => self.logit::<false>(w, bias),
         };
         Ok(sigmoid(logit))
     }
@@ -1085,12 +1296,15 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 continue;
             }
             self.next_instance::<V>(w, i);
-            let logit = self.forward::<V>(w, bias.now[0]);
+            let logit = self.logit::<V>(w, bias.now[0]);
             sums.loss += f64::from(weight * logloss(logit, y));
             sums.weight += f64::from(weight);
             sums.applied += 1;
             let (g, l2) = (weight * (sigmoid(logit) - y), weight * self.cfg.l2);
-            self.update::<V>(w, steps, bias, g, l2);
+            match self.kind {
+                CtrKind::Ffm => self.ffm_update::<V>(w, steps, bias, g, l2),
+                CtrKind::Lr | CtrKind::Fm => self.update::<V>(w, steps, bias, g, l2),
+            }
             for &(t, _) in &w.feats {
                 rows[t] += 1;
             }
@@ -1111,7 +1325,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
         let bias = self.bias.weights(0)[0].load();
         for i in 0..batch.len {
             self.next_instance::<V>(w, i);
-            let logit = self.forward::<V>(w, bias);
+            let logit = self.logit::<V>(w, bias);
             if let Some(label_at) = w.label_at {
                 let y = self.label(batch, label_at, i)?;
                 let weight = self.weight(w, batch, i)?;
@@ -1280,7 +1494,9 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         if !w.layout.plain {
             w.batch_feats.clear();
             w.batch_xs.clear();
-            self.push_features(&w.layout, &mut w.batch_feats, &mut w.batch_xs, batch, i)?;
+            w.batch_fields.clear();
+            let features = (&mut w.batch_feats, &mut w.batch_xs, &mut w.batch_fields);
+            self.push_features(&w.layout, features, batch, i)?;
         }
         if let Some(label_at) = w.label_at {
             self.label(batch, label_at, i)?;
@@ -1315,6 +1531,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         let model = match self.kind {
             CtrKind::Lr => ModelKind::Lr(self.cfg.clone()),
             CtrKind::Fm => ModelKind::Fm(self.cfg.clone()),
+            CtrKind::Ffm => ModelKind::Ffm(self.cfg.clone()),
         };
         ModelConfig {
             model,
@@ -1332,5 +1549,6 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
     }
 }
 
+mod ffm;
 #[cfg(test)]
 mod tests;

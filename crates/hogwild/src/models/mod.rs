@@ -18,9 +18,10 @@
 //! lr = 0.01
 //! ```
 //!
-//! Other kinds: `word2vec` ([`Word2VecConfig`]: skip-gram with negative sampling), `lr` and `fm`
-//! ([`CtrConfig`]: logistic regression and factorization machines over hashed fields, with feature
-//! values, libffm field numbers and importance weights when their slots are named); see
+//! Other kinds: `word2vec` ([`Word2VecConfig`]: skip-gram with negative sampling), `lr`, `fm` and
+//! `ffm` ([`CtrConfig`]: logistic regression, factorization machines and field-aware ones over
+//! hashed fields, with feature values, libffm field numbers and importance weights when their
+//! slots are named); see
 //! `examples/word2vec/` and `examples/ctr/` for complete configurations.
 
 mod bow;
@@ -77,6 +78,20 @@ pub enum ModelKind {
     Lr(CtrConfig),
     /// A factorization machine over hashed fields.
     Fm(CtrConfig),
+    /// A field-aware factorization machine over hashed fields.
+    Ffm(CtrConfig),
+}
+
+impl ModelKind {
+    /// Which CTR model this is, with its settings (None for the other models).
+    pub fn ctr(&self) -> Option<(CtrKind, &CtrConfig)> {
+        match self {
+            Self::Lr(c) => Some((CtrKind::Lr, c)),
+            Self::Fm(c) => Some((CtrKind::Fm, c)),
+            Self::Ffm(c) => Some((CtrKind::Ffm, c)),
+            Self::Bow(_) | Self::Word2vec(_) => None,
+        }
+    }
 }
 
 /// The optimizer and its hyper-parameters.
@@ -329,6 +344,7 @@ impl ModelConfig {
             }
             ModelKind::Lr(c) => c.check(CtrKind::Lr),
             ModelKind::Fm(c) => c.check(CtrKind::Fm),
+            ModelKind::Ffm(c) => c.check(CtrKind::Ffm),
         }
     }
 
@@ -353,6 +369,7 @@ impl ModelConfig {
             ModelKind::Word2vec(c) => c.check_desc(desc),
             ModelKind::Lr(c) => c.check_desc(CtrKind::Lr, desc, training),
             ModelKind::Fm(c) => c.check_desc(CtrKind::Fm, desc, training),
+            ModelKind::Ffm(c) => c.check_desc(CtrKind::Ffm, desc, training),
         }
     }
 

@@ -1159,7 +1159,9 @@ impl Model for Word2Vec {
     /// The learning rate decays over the run's epochs of the corpus (its words are known from
     /// the vocabulary's counts).
     fn plan(&self, plan: &RunPlan<'_>) -> Result<()> {
-        self.start_run(plan.epochs);
+        self.start_run(plan.total);
+        self.decay
+            .set_done(self.corpus_words.saturating_mul(plan.before as u64));
         Ok(())
     }
 

@@ -297,7 +297,7 @@ impl LocalRows {
             opt,
             step,
             dim,
-            grad,
+            &grad[..dim],
             1.0,
             |i| row[i].get(),
             |i, x| row[i].set(x),

@@ -1117,3 +1117,394 @@ lr = 0.1
     assert_eq!(back.predict(&mut wb, &batch, 0).unwrap(), p);
     assert_same_bits(&m, &back);
 }
+
+/// The field-aware factorization machine over [`valued_desc`]: fields a, b, c (numbers 0, 1, 2
+/// by their place in `fields`), dim 2, L2 0.1.
+fn ffm_named_config(normalize: bool) -> CtrConfig {
+    let mut cfg = valued_config(1000);
+    cfg.fields = vec!["a".into(), "b".into(), "c".into()];
+    cfg.dim = Some(2);
+    cfg.l2 = 0.1;
+    cfg.normalize = (!normalize).then_some(false);
+    cfg
+}
+
+// One step (lr 0.5, label 1, L2 0.1) of an FFM with 3 fields and dim 2 on features of values
+// x = [0.5, 2.0, 1.0] in fields 0, 1, 2; each row is [w, v_{i,0}, v_{i,1}, v_{i,2}]. numpy (float64):
+//   x = np.array([0.5, 2.0, 1.0]); f = [0, 1, 2]; k, F, b, lr, l2 = 2, 3, 0.1, 0.5, 0.1
+//   w = np.array([0.2, -0.3, 0.05])
+//   v = np.array([[[0.1, -0.2], [0.3, 0.4], [-0.1, 0.2]],
+//                 [[0.2, 0.1], [-0.4, 0.3], [0.25, -0.15]],
+//                 [[-0.3, 0.2], [0.1, 0.05], [0.6, -0.5]]])  # v[i, field]
+//   n = 1 / (x @ x) if normalize else 1.0     # xLearn's instance-wise normalization
+//   z = b + np.sqrt(n) * (x @ w) + n * sum(x[i] * x[j] * v[i, f[j]] @ v[j, f[i]]
+//                                          for i in range(3) for j in range(i + 1, 3))
+//   p = 1 / (1 + np.exp(-z)); g = p - 1; loss = -np.log(p)
+//   gw = g * np.sqrt(n) * x + l2 * w
+//   gv = np.zeros_like(v); touched = np.zeros((3, F), bool)
+//   for i in range(3):
+//       for j in range(i + 1, 3):
+//           gv[i, f[j]] += g * n * x[i] * x[j] * v[j, f[i]]; gv[j, f[i]] += g * n * x[i] * x[j] * v[i, f[j]]
+//           touched[i, f[j]] = touched[j, f[i]] = True
+//   gv += l2 * v * touched[:, :, None]     # only the blocks the instance touched
+//   sgd:     w - lr * gw, v - lr * gv, b - lr * g
+//   adagrad: step = lambda p_, g_: p_ - lr * g_ / np.sqrt(0.1 + g_ * g_)   # accumulator 0.1
+//            step(w, gw), np.where(touched[:, :, None], step(v, gv), v), step(b, g)
+// The untouched block v_{i,f_i} keeps its values (no pair reaches it, and no L2 either).
+// The float32 model matches to 1e-6.
+#[test]
+fn one_ffm_step_matches_numpy_for_sgd_and_adagrad() {
+    type Expected = (bool, f64, f64, [[f64; 7]; 3], f64);
+    let sgd: Expected = (
+        true,
+        0.48400168,
+        0.72566691,
+        [
+            [
+                0.24630003,
+                0.1,
+                -0.2,
+                0.29482854,
+                0.38491427,
+                -0.10237140,
+                0.19491427,
+            ],
+            [
+                -0.05979987,
+                0.20474281,
+                0.11465708,
+                -0.4,
+                0.3,
+                0.24732854,
+                -0.13758573,
+            ],
+            [
+                0.16010007,
+                -0.28745713,
+                0.19491427,
+                0.11957135,
+                0.03275719,
+                0.6,
+                -0.5,
+            ],
+        ],
+        0.35799916,
+    );
+    let adagrad: Expected = (
+        true,
+        0.48400168,
+        0.72566691,
+        [
+            [
+                0.34051311,
+                0.1,
+                -0.2,
+                0.28365515,
+                0.35251040,
+                -0.10749820,
+                0.18392582,
+            ],
+            [
+                0.11763869,
+                0.21499134,
+                0.14615188,
+                -0.4,
+                0.3,
+                0.24155331,
+                -0.11086308,
+            ],
+            [
+                0.33572073,
+                -0.26046019,
+                0.18392582,
+                0.16142129,
+                -0.00420518,
+                0.6,
+                -0.5,
+            ],
+        ],
+        0.52631140,
+    );
+    let sgd_no_norm: Expected = (
+        false,
+        0.45512111,
+        0.78719172,
+        [
+            [
+                0.32621972,
+                0.1,
+                -0.2,
+                0.33948789,
+                0.40724394,
+                -0.13586592,
+                0.21724394,
+            ],
+            [
+                0.25987889,
+                0.27173183,
+                0.20397578,
+                -0.4,
+                0.3,
+                0.29198789,
+                -0.11525606,
+            ],
+            [
+                0.31993945,
+                -0.29862197,
+                0.21724394,
+                0.23121972,
+                -0.03423183,
+                0.6,
+                -0.5,
+            ],
+        ],
+        0.37243945,
+    );
+    let start: [[f32; 7]; 3] = [
+        [0.2, 0.1, -0.2, 0.3, 0.4, -0.1, 0.2],
+        [-0.3, 0.2, 0.1, -0.4, 0.3, 0.25, -0.15],
+        [0.05, -0.3, 0.2, 0.1, 0.05, 0.6, -0.5],
+    ];
+    fn check<O: Optimizer<f32> + OptimizerDesc>(
+        opt: O,
+        (normalize, p, loss, rows, bias): Expected,
+        start: &[[f32; 7]; 3],
+    ) {
+        let name = format!("{:?}, normalize {normalize}", opt.describe());
+        let m = Ctr::new(CtrKind::Ffm, ffm_named_config(normalize), opt).unwrap();
+        assert_eq!(m.feature_tables()[0].dim(), 7);
+        m.init();
+        let mut w = m.new_worker(&valued_desc()).unwrap();
+        let batch = valued_one(0.5, 2.0);
+        m.gather(&mut w, &batch, 0).unwrap();
+        assert_eq!(w.fields, [0, 1, 2]);
+        let feats = w.feats.clone();
+        for (&(t, row), start) in feats.iter().zip(start) {
+            m.feature_tables()[t].write_weights(row, start);
+        }
+        m.bias.write_weights(0, &[0.1]);
+        let got = f64::from(m.predict(&mut w, &batch, 0).unwrap());
+        assert_relative_eq!(got, p, epsilon = 1e-6);
+        let mut out = [0.0f64];
+        m.train_batch(&mut w, &batch, &mut out, None).unwrap();
+        assert_relative_eq!(out[0], loss, epsilon = 1e-6);
+        for (&(t, row), expected) in feats.iter().zip(rows) {
+            let mut got = [0.0f32; 7];
+            m.feature_tables()[t].read_weights(row, &mut got);
+            let got = got.map(f64::from);
+            assert!(
+                got.iter().zip(expected).all(|(a, b)| (a - b).abs() < 1e-6),
+                "{name}: row {got:?}, numpy {expected:?}"
+            );
+        }
+        let got = f64::from(m.bias.weights(0)[0].load());
+        assert_relative_eq!(got, bias, epsilon = 1e-6);
+    }
+    check(Sgd { lr: 0.5f32 }, sgd, &start);
+    check(Sgd { lr: 0.5f32 }, sgd_no_norm, &start);
+    let ada = Adagrad {
+        lr: 0.5f32,
+        initial_accumulator: 0.1,
+    };
+    check(ada, adagrad, &start);
+}
+
+/// The field-aware factorization machine over `hogwild convert --from libffm`'s layout.
+fn ffm_numbered_config(num_fields: usize) -> CtrConfig {
+    let mut cfg = ffm_config(2);
+    cfg.num_fields = Some(num_fields);
+    cfg.l2 = 0.1;
+    cfg
+}
+
+// libffm's field numbers are the fields: the same instance written with field numbers 0, 1, 2
+// scores and trains as the named fields a, b, c do (ids hash differently, so the rows are set by
+// hand). A number at or above num_fields is refused, naming the slot, the number and the id.
+#[test]
+fn ffm_uses_libffm_field_numbers_and_refuses_numbers_out_of_range() {
+    let desc = crate::tools::convert::libsvm_desc(true);
+    let m = Ctr::new(CtrKind::Ffm, ffm_numbered_config(3), Sgd { lr: 0.5f32 }).unwrap();
+    m.init();
+    let mut w = m.new_worker(&desc).unwrap();
+    let batch = ffm_batch(&[2, 0, 1], &[33, 11, 22], &[1.0, 0.5, 2.0]);
+    m.gather(&mut w, &batch, 0).unwrap();
+    assert_eq!(w.fields, [2, 0, 1]);
+    assert_eq!(w.xs, [1.0, 0.5, 2.0]);
+    let named = Ctr::new(CtrKind::Ffm, ffm_named_config(true), Sgd { lr: 0.5f32 }).unwrap();
+    named.init();
+    let mut wn = named.new_worker(&valued_desc()).unwrap();
+    let named_batch = valued_one(0.5, 2.0);
+    named.gather(&mut wn, &named_batch, 0).unwrap();
+    let rows: [[f32; 7]; 3] = [
+        [0.05, -0.3, 0.2, 0.1, 0.05, 0.6, -0.5],
+        [0.2, 0.1, -0.2, 0.3, 0.4, -0.1, 0.2],
+        [-0.3, 0.2, 0.1, -0.4, 0.3, 0.25, -0.15],
+    ];
+    for (&(_, row), values) in w.feats.iter().zip(&rows) {
+        m.feature_tables()[0].write_weights(row, values);
+    }
+    // The named instance lists a, b, c: rows 1, 2, 0 of the numbered one.
+    for (&(_, row), values) in wn.feats.iter().zip([&rows[1], &rows[2], &rows[0]]) {
+        named.feature_tables()[0].write_weights(row, values);
+    }
+    m.bias.write_weights(0, &[0.1]);
+    named.bias.write_weights(0, &[0.1]);
+    let p = m.predict(&mut w, &batch, 0).unwrap();
+    assert_relative_eq!(p, named.predict(&mut wn, &named_batch, 0).unwrap());
+    assert_relative_eq!(p, 0.48400168, epsilon = 1e-6);
+    let (mut a, mut b) = ([0.0f64], [0.0f64]);
+    m.train_batch(&mut w, &batch, &mut a, None).unwrap();
+    named
+        .train_batch(&mut wn, &named_batch, &mut b, None)
+        .unwrap();
+    assert_relative_eq!(a[0], b[0]);
+    // Field c's row (listed first here) is the named model's third, and so on; the pairs are
+    // summed in another order, so the floats agree to rounding.
+    for (&(_, row), &(_, named_row)) in w
+        .feats
+        .iter()
+        .zip([wn.feats[2], wn.feats[0], wn.feats[1]].iter())
+    {
+        let (mut x, mut y) = ([0.0f32; 7], [0.0f32; 7]);
+        m.feature_tables()[0].read_weights(row, &mut x);
+        named.feature_tables()[0].read_weights(named_row, &mut y);
+        assert_relative_eq!(&x[..], &y[..], epsilon = 1e-6);
+    }
+
+    let message = "slot \"fields\", instance 0 of the batch: field number 3 of id 22 (position 1) \
+                   is out of range: the model has num_fields = 3 (fields 0 to 2)";
+    let bad = ffm_batch(&[0, 3], &[11, 22], &[1.0, 1.0]);
+    let e = m.train_batch(&mut w, &bad, &mut [0.0], None).unwrap_err();
+    assert_eq!(e.to_string(), message);
+    let e = m.predict(&mut w, &bad, 0).unwrap_err();
+    assert_eq!(e.to_string(), message);
+    let e = m.check_instance(&mut w, &bad, 0).unwrap_err();
+    assert_eq!(e.to_string(), message);
+}
+
+// Each optimizer trains the field-aware machine to the interactions of `write_data` (which
+// logistic regression cannot learn: `fm_learns_interactions_lr_cannot...` has LR's AUC), with
+// one thread and two.
+#[test]
+fn ffm_learns_interactions_with_every_optimizer() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = write_data(dir.path(), "train", 2, 4000, 1);
+    let test = write_data(dir.path(), "test", 1, 3000, 2);
+    let mut cfg = CtrConfig::new(4096);
+    cfg.fields = vec!["a".into(), "b".into()];
+    cfg.init_scale = 0.1;
+    let ada = Adagrad {
+        lr: 0.2f32,
+        initial_accumulator: 0.1,
+    };
+    for threads in [1, 2] {
+        let m = Ctr::new(CtrKind::Ffm, cfg.clone(), ada).unwrap();
+        let (_, auc) = fit(&m, &train, &test, threads);
+        assert!(auc > 0.8, "adagrad, {threads} threads: auc {auc}");
+    }
+    let adam = AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8);
+    let m = Ctr::new(CtrKind::Ffm, cfg.clone(), adam).unwrap();
+    let (_, auc) = fit(&m, &train, &test, 2);
+    assert!(auc > 0.8, "adam_async auc {auc}");
+    let m = Ctr::new(CtrKind::Ffm, cfg, Sgd { lr: 0.5f32 }).unwrap();
+    let (_, auc) = fit(&m, &train, &test, 1);
+    assert!(auc > 0.8, "sgd auc {auc}");
+}
+
+#[test]
+fn ffm_settings_are_checked() {
+    let named = || {
+        let mut cfg = CtrConfig::new(16);
+        cfg.fields = vec!["a".into(), "b".into()];
+        cfg
+    };
+    let cases: [(CtrKind, CtrConfig, &str, &str); 7] = [
+        (CtrKind::Ffm, CtrConfig::new(16), "fields", "name them"),
+        (
+            CtrKind::Ffm,
+            ffm_config(4),
+            "num_fields",
+            "above the largest",
+        ),
+        (
+            CtrKind::Ffm,
+            CtrConfig {
+                num_fields: Some(3),
+                ..named()
+            },
+            "num_fields",
+            "3, but fields names 2 fields",
+        ),
+        (
+            CtrKind::Ffm,
+            CtrConfig {
+                num_fields: Some(0),
+                ..ffm_config(4)
+            },
+            "num_fields",
+            "at least 1",
+        ),
+        (
+            CtrKind::Ffm,
+            CtrConfig {
+                field_dims: [("a".to_string(), 2)].into(),
+                ..named()
+            },
+            "field_dims",
+            "one factor size",
+        ),
+        (
+            CtrKind::Fm,
+            CtrConfig {
+                num_fields: Some(2),
+                ..named()
+            },
+            "num_fields",
+            "only the field-aware",
+        ),
+        (
+            CtrKind::Lr,
+            CtrConfig {
+                normalize: Some(false),
+                ..CtrConfig::new(16)
+            },
+            "normalize",
+            "only the field-aware",
+        ),
+    ];
+    for (kind, cfg, field, reason) in cases {
+        let e = Ctr::new(kind, cfg, Sgd { lr: 0.1f32 })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("{field}: ")) && e.contains(reason),
+            "{field}: {e}"
+        );
+    }
+    // With field numbers, every field is numbered.
+    let mut cfg = ffm_numbered_config(4);
+    cfg.fields = vec!["ids".into(), "values_ids".into()];
+    let desc = DataFeedDesc::multi_slot(
+        16,
+        ["ids", "fields", "values_ids"]
+            .iter()
+            .map(|n| crate::feed::Slot::sparse(n, crate::feed::SlotType::U64))
+            .chain([
+                crate::feed::Slot::sparse("values", crate::feed::SlotType::F32),
+                crate::feed::Slot::sparse("label", crate::feed::SlotType::U64),
+            ])
+            .collect(),
+    );
+    let m = Ctr::new(CtrKind::Ffm, cfg, Sgd { lr: 0.1f32 }).unwrap();
+    let e = m.new_worker(&desc).unwrap_err().to_string();
+    assert!(
+        e.contains("fields.values_ids") && e.contains("give \"values_ids\" its field numbers"),
+        "{e}"
+    );
+    // The table holds `num_fields` factor vectors per row, and round-trips through TOML.
+    let m = Ctr::new(CtrKind::Ffm, ffm_numbered_config(5), Sgd { lr: 0.1f32 }).unwrap();
+    assert_eq!(m.feature_tables()[0].dim(), 1 + 5 * 2);
+    assert_eq!(m.feature_tables()[0].name(), "ffm_k2");
+    let again = ModelConfig::from_toml(&m.describe(), "m.toml").unwrap();
+    assert_eq!(again.model, ModelKind::Ffm(ffm_numbered_config(5)));
+}
