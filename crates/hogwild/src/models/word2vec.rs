@@ -973,7 +973,7 @@ impl Word2Vec {
     /// the pair [`PREFETCH_AHEAD`] ahead are prefetched. The output rows of noise words are
     /// random rows of a table larger than the cache: waiting on them was the largest cost.
     fn train_skipgram(&self, w: &mut Word2VecWorker, alpha: f32, update: bool) -> (f64, u64) {
-        self.draw_pairs(w);
+        self.draw_examples(w);
         let pairs = std::mem::take(&mut w.pairs);
         let pair_negs = std::mem::take(&mut w.pair_negs);
         for k in 0..PREFETCH_AHEAD.min(pairs.len()) {
@@ -999,7 +999,7 @@ impl Word2Vec {
     /// trained with the rows of the word [`PREFETCH_AHEAD`] ahead prefetched, as
     /// [`Word2Vec::train_skipgram`] does.
     fn train_cbow(&self, w: &mut Word2VecWorker, alpha: f32, update: bool) -> (f64, u64) {
-        self.draw_windows(w);
+        self.draw_examples(w);
         let windows = std::mem::take(&mut w.windows);
         let contexts = std::mem::take(&mut w.contexts);
         let negs = std::mem::take(&mut w.pair_negs);
@@ -1045,29 +1045,13 @@ impl Word2Vec {
         }
     }
 
-    /// Fills `w.pairs` and `w.pair_negs` for `w.sentence`: for every word, a window shrunk at
-    /// random, then for every context word in it the noise words (the word itself left out).
-    fn draw_pairs(&self, w: &mut Word2VecWorker) {
+    /// Draws the examples of `w.sentence`: for every word a window shrunk at random, then the
+    /// noise words (the word itself left out) for every context word in it (skip-gram: into
+    /// `w.pairs`) or once for the word (CBOW: into `w.windows`, its context words into
+    /// `w.contexts`; a word without context words, in a sentence of one word, is left out as
+    /// word2vec.c leaves it). The noise words go to `w.pair_negs`.
+    fn draw_examples(&self, w: &mut Word2VecWorker) {
         w.pairs.clear();
-        w.pair_negs.clear();
-        let n = w.sentence.len();
-        for pos in 0..n {
-            let word = w.sentence[pos];
-            let (lo, hi) = self.draw_window(&mut w.rng, pos, n);
-            for c in lo..hi {
-                if c == pos {
-                    continue;
-                }
-                self.draw_noise(&mut w.rng, word, &mut w.pair_negs);
-                w.pairs.push((word, w.sentence[c], w.pair_negs.len()));
-            }
-        }
-    }
-
-    /// Fills `w.windows`, `w.contexts` and `w.pair_negs` for `w.sentence`: for every word, a
-    /// window shrunk at random, its context words, then the noise words. A word without context
-    /// words (a sentence of one word) is left out, as word2vec.c leaves it.
-    fn draw_windows(&self, w: &mut Word2VecWorker) {
         w.windows.clear();
         w.contexts.clear();
         w.pair_negs.clear();
@@ -1075,13 +1059,21 @@ impl Word2Vec {
         for pos in 0..n {
             let word = w.sentence[pos];
             let (lo, hi) = self.draw_window(&mut w.rng, pos, n);
-            if hi - lo < 2 {
-                continue;
+            match self.cfg.arch {
+                Arch::Skipgram => {
+                    for c in (lo..hi).filter(|&c| c != pos) {
+                        self.draw_noise(&mut w.rng, word, &mut w.pair_negs);
+                        w.pairs.push((word, w.sentence[c], w.pair_negs.len()));
+                    }
+                }
+                Arch::Cbow if hi - lo > 1 => {
+                    w.contexts.extend_from_slice(&w.sentence[lo..pos]);
+                    w.contexts.extend_from_slice(&w.sentence[pos + 1..hi]);
+                    self.draw_noise(&mut w.rng, word, &mut w.pair_negs);
+                    w.windows.push((word, w.contexts.len(), w.pair_negs.len()));
+                }
+                Arch::Cbow => {}
             }
-            w.contexts.extend_from_slice(&w.sentence[lo..pos]);
-            w.contexts.extend_from_slice(&w.sentence[pos + 1..hi]);
-            self.draw_noise(&mut w.rng, word, &mut w.pair_negs);
-            w.windows.push((word, w.contexts.len(), w.pair_negs.len()));
         }
     }
 

@@ -95,7 +95,7 @@ fn cbow_windows_hold_the_neighbours_and_noise() {
     let m = Word2Vec::new(c, Sgd { lr: 0.1 }, vocab(&[4, 3, 2, 1])).unwrap();
     let mut w = m.new_worker(0);
     w.sentence = vec![2, 0, 3];
-    m.draw_windows(&mut w);
+    m.draw_examples(&mut w);
     let words: Vec<u32> = w.windows.iter().map(|e| e.0).collect();
     assert_eq!(words, [2, 0, 3]);
     let ends: Vec<usize> = w.windows.iter().map(|e| e.1).collect();
@@ -108,7 +108,7 @@ fn cbow_windows_hold_the_neighbours_and_noise() {
         start = end;
     }
     w.sentence = vec![1];
-    m.draw_windows(&mut w);
+    m.draw_examples(&mut w);
     assert!(w.windows.is_empty() && w.contexts.is_empty());
     assert_eq!(m.train_sentence(&mut w, 0.1, true), (0.0, 0));
 }
