@@ -522,17 +522,15 @@ lr = 0.01
             );
         }
         // A word2vec architecture other than the two is named with the choices.
-        let e = ModelConfig::from_toml(
-            &w2v("arch = \"cbw\"", "kind = \"sgd\"\nlr = 0.025"),
-            "m.toml",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("m.toml")
-                && e.contains("arch = \"cbw\": expected \"skipgram\" (gensim's sg=1) or \"cbow\""),
-            "{e}"
-        );
+        for arch in ["\"cbw\"", "0"] {
+            let text = w2v(&format!("arch = {arch}"), "kind = \"sgd\"\nlr = 0.025");
+            let e = ModelConfig::from_toml(&text, "m.toml")
+                .unwrap_err()
+                .to_string();
+            let expected =
+                format!("arch = {arch}: expected \"skipgram\" (gensim's sg=1) or \"cbow\"");
+            assert!(e.contains("m.toml") && e.contains(&expected), "{e}");
+        }
         // The same checks guard a configuration built in code.
         let mut c = ModelConfig::from_toml(EXAMPLE, "model.toml").unwrap();
         c.optimizer = OptimizerConfig::Sgd { lr: -0.5 };

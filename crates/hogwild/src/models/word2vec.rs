@@ -74,12 +74,12 @@ pub enum Arch {
 /// own error points at the table's first line and not at the key.
 impl<'de> Deserialize<'de> for Arch {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let name = String::deserialize(d)?;
-        match name.as_str() {
-            "skipgram" => Ok(Self::Skipgram),
-            "cbow" => Ok(Self::Cbow),
+        let value = toml::Value::deserialize(d)?;
+        match value.as_str() {
+            Some("skipgram") => Ok(Self::Skipgram),
+            Some("cbow") => Ok(Self::Cbow),
             _ => Err(serde::de::Error::custom(format!(
-                "arch = {name:?}: expected \"skipgram\" (gensim's sg=1) or \"cbow\" (sg=0)"
+                "arch = {value}: expected \"skipgram\" (gensim's sg=1) or \"cbow\" (sg=0)"
             ))),
         }
     }
