@@ -1,7 +1,9 @@
-"""word2vec benchmark: hogwild vs gensim on GCIDE, skip-gram with negative sampling.
+"""word2vec benchmark: hogwild vs gensim on GCIDE, skip-gram (`--arch skipgram`, gensim's sg=1)
+or CBOW (`--arch cbow`, gensim's sg=0 with its default cbow_mean=1), negative sampling.
 
 Both train on the same cleaned text (letters only, lower case, 1000 words per line) with
-sg=1, negative=5, window=5, dim 100, min_count=5, sample=1e-4, `--epochs` epochs (default 10:
+negative=5, window=5, dim 100, min_count=5, sample=1e-4, learning rate `--lr` (default 0.025,
+gensim's for both architectures) decaying to 0.0001, `--epochs` epochs (default 10:
 fewer leave both far from trained, where the analogy test says little about the vectors),
 at 1 and 2 threads, back to back, `--repeats` times (median). Throughput is effective words/s (words trained after
 subsampling, gensim's own figure from its log; ours from `effective_words` and the epoch time).
@@ -9,6 +11,8 @@ Quality is gensim's `evaluate_word_analogies` on its bundled questions-words.txt
 vectors and for ours loaded with `KeyedVectors.load_word2vec_format`, after every run (median and
 all runs reported). Peak memory is the max RSS
 of each training process. Run through scripts/bench_word2vec.sh (bench venv, release build).
+Results go to build/bench/word2vec/results.md (CBOW: results-cbow.md) and a plot to
+docs/bench_word2vec.png (CBOW: docs/bench_word2vec_cbow.png).
 """
 import argparse
 import gzip
@@ -50,15 +54,17 @@ logging.basicConfig(format="%(message)s", level=logging.INFO)
 from gensim.models.word2vec import LineSentence
 path, threads, out, epochs = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 source = {"corpus_file": path} if sys.argv[5] == "corpus_file" else {"sentences": LineSentence(path)}
-m = Word2Vec(**source, sg=1, negative=5, window=5, vector_size=100, min_count=5,
-             sample=1e-4, epochs=epochs, workers=threads)
+sg, alpha = int(sys.argv[6]), float(sys.argv[7])
+m = Word2Vec(**source, sg=sg, negative=5, window=5, vector_size=100, min_count=5,
+             sample=1e-4, epochs=epochs, workers=threads, alpha=alpha, min_alpha=0.0001)
 m.wv.save_word2vec_format(out)
 """
 
 
-def gensim_run(text, threads, vectors, epochs, mode="corpus_file"):
+def gensim_run(text, threads, vectors, epochs, arch, lr, mode="corpus_file"):
+    sg = "1" if arch == "skipgram" else "0"
     out, _, rss, cpu = run_measured([sys.executable, "-c", GENSIM_CHILD, str(text), str(threads),
-                                str(vectors), str(epochs), mode])
+                                str(vectors), str(epochs), mode, sg, str(lr)])
     m = re.findall(r"training on ([\d,]+) raw words \(([\d,]+) effective words\) took "
                    r"([\d.]+)s, ([\d,]+) effective words/s", out)
     if not m:
@@ -98,6 +104,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--arch", choices=["skipgram", "cbow"], default="skipgram")
+    ap.add_argument("--lr", type=float, default=0.025)
     ap.add_argument("--gensim-iterable", action="store_true",
                     help="also train gensim once per thread count above 1 from a sentence iterable "
                          "(LineSentence) and report its analogy accuracy: with corpus_file and "
@@ -107,9 +115,11 @@ def main():
     args = ap.parse_args()
     text = prepare_text()
     OUT.mkdir(parents=True, exist_ok=True)
-    config = OUT / "model.toml"
+    suffix = "" if args.arch == "skipgram" else f"-{args.arch}"
+    config = OUT / f"model{suffix}.toml"
     config.write_text(f"""[model]
 kind = "word2vec"
+arch = "{args.arch}"
 input = "text"
 vocab_file = "{OUT / 'vocab.txt'}"
 dim = 100
@@ -120,7 +130,7 @@ sample = 1e-4
 
 [optimizer]
 kind = "sgd"
-lr = 0.025
+lr = {args.lr}
 """)
     feed = ROOT / "examples" / "word2vec" / "data.prototxt"
     load = os.getloadavg()
@@ -130,16 +140,16 @@ lr = 0.025
     # compare runs made close together, as the ratios between systems do.
     for r in range(args.repeats):
         for threads in thread_counts:
-            gv = OUT / f"gensim-{threads}.txt"
+            gv = OUT / f"gensim{suffix}-{threads}.txt"
             probe = core_to_core_ns() if threads > 1 else None
-            g = gensim_run(text, threads, gv, args.epochs)
+            g = gensim_run(text, threads, gv, args.epochs, args.arch, args.lr)
             g["core_to_core_ns"] = probe
             g["analogy"] = analogies(gv)
             results[("gensim", threads)].append(g)
-            ck = OUT / f"hogwild-{threads}.ckpt"
+            ck = OUT / f"hogwild{suffix}-{threads}.ckpt"
             probe = core_to_core_ns() if threads > 1 else None
             h = ours_run(args.hogwild, text, threads, config, feed, ck, args.epochs)
-            ov = OUT / f"hogwild-{threads}.txt"
+            ov = OUT / f"hogwild{suffix}-{threads}.txt"
             subprocess.run([args.hogwild, "export", "--model", str(ck), "-o", str(ov)],
                            check=True, capture_output=True)
             h["analogy"] = analogies(ov)
@@ -153,8 +163,8 @@ lr = 0.025
     iterable = {}
     if args.gensim_iterable:
         for threads in [t for t in thread_counts if t > 1]:
-            gv = OUT / f"gensim-iterable-{threads}.txt"
-            g = gensim_run(text, threads, gv, args.epochs, mode="iterable")
+            gv = OUT / f"gensim{suffix}-iterable-{threads}.txt"
+            g = gensim_run(text, threads, gv, args.epochs, args.arch, args.lr, mode="iterable")
             iterable[threads] = (g, analogies(gv))
     rows = []
     for (name, threads), runs in results.items():
@@ -171,7 +181,7 @@ lr = 0.025
             "core_to_core_ns": [r["core_to_core_ns"] for r in runs if r["core_to_core_ns"]],
         })
     by = {(r["system"], r["threads"]): r for r in rows}
-    lines = [f"{args.epochs} epoch(s), {args.repeats} repeats",
+    lines = [f"{args.arch}, lr {args.lr}, {args.epochs} epoch(s), {args.repeats} repeats",
              "",
              "| system | threads | effective words/s (median) | runs | process CPU s (median) | analogy acc. % (median) | runs | peak RSS MiB |",
              "|---|---|---|---|---|---|---|---|"]
@@ -202,8 +212,8 @@ lr = 0.025
     lines.append(f"- load average at start: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores)")
     table = "\n".join(lines)
     print(table)
-    (OUT / "results.md").write_text(table + "\n")
-    (OUT / "results.json").write_text(json.dumps(rows, indent=1))
+    (OUT / f"results{suffix}.md").write_text(table + "\n")
+    (OUT / f"results{suffix}.json").write_text(json.dumps(rows, indent=1))
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -215,10 +225,10 @@ lr = 0.025
         ax.set_xlabel("threads")
         ax.set_ylabel("effective k words/s")
         ax.set_xticks(ts)
-        ax.set_title("word2vec SGNS on GCIDE (median)")
+        ax.set_title(f"word2vec {'SGNS' if args.arch == 'skipgram' else 'CBOW'} on GCIDE (median)")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(ROOT / "docs" / "bench_word2vec.png", dpi=100)
+        fig.savefig(ROOT / "docs" / f"bench_word2vec{suffix.replace('-', '_')}.png", dpi=100)
     except ImportError:
         print("matplotlib missing: no plot")
 

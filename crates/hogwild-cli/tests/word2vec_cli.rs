@@ -305,3 +305,106 @@ fn an_older_checkpoint_reads_the_vocabulary_file_it_names() {
     let vectors = std::fs::read_to_string(elsewhere.path().join("v.txt")).unwrap();
     assert_eq!(words(&vectors), ["red", "green", "blue"]);
 }
+
+/// The repository root (this crate is `crates/hogwild-cli`).
+fn repo() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The words of `nn`'s answer: the first word of each `word<TAB>similarity` line.
+fn neighbours(answer: &str) -> Vec<&str> {
+    answer
+        .lines()
+        .filter_map(|l| l.split_once('\t').map(|(w, _)| w))
+        .collect()
+}
+
+/// CBOW (`examples/word2vec/cbow.toml`: word2vec.c's CBOW rate 0.05; 30 epochs) trained on
+/// the walk-through's text: the model stores its architecture, and `nn` finds each topic's words
+/// near a word of the topic (the text mixes 15 words of each of three topics with 21 common ones:
+/// examples/text/generate.py); `analogy --questions` scores the example questions.
+#[test]
+fn cbow_learns_the_example_topics_and_answers_queries() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    let examples = repo().join("examples");
+    let text: String = std::fs::read_to_string(examples.join("text/train.txt"))
+        .unwrap()
+        .lines()
+        .map(|l| format!("{}\n", l.split_once(' ').map_or("", |(_, words)| words)))
+        .collect();
+    std::fs::write(d.join("text.txt"), text).unwrap();
+    let config = std::fs::read_to_string(examples.join("word2vec/cbow.toml")).unwrap();
+    assert!(config.contains("\narch = \"cbow\""), "{config}");
+    std::fs::write(d.join("cbow.toml"), config).unwrap();
+    let feed = examples
+        .join("word2vec/data.prototxt")
+        .display()
+        .to_string();
+    let args = [
+        "train",
+        "--config",
+        "cbow.toml",
+        "--feed",
+        &feed,
+        "text.txt",
+    ];
+    let more = ["--epochs", "30", "--threads", "1", "--save", "cbow.ckpt"];
+    ok(&hogwild(d, &[&args[..], &more[..]].concat()));
+    let stored = String::from_utf8_lossy(&std::fs::read(d.join("cbow.ckpt")).unwrap()).into_owned();
+    assert!(
+        stored.contains("\narch = \"cbow\"\n"),
+        "the checkpoint's config"
+    );
+
+    let answers = ok(&hogwild(
+        d,
+        &[
+            "nn",
+            "--model",
+            "cbow.ckpt",
+            "oven",
+            "rain",
+            "coach",
+            "-k",
+            "5",
+        ],
+    ));
+    let topics = [
+        "recipe oven flour butter garlic simmer bake pan sauce onion salt pepper dough roast \
+         kitchen",
+        "rain cloud storm wind forecast sunny cold snow temperature humid fog thunder breeze \
+         frost umbrella",
+        "match team goal player coach score league season win referee ball stadium fans \
+         striker keeper",
+    ];
+    let answers: Vec<&str> = answers.split("\n\n").collect();
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    // Five words drawn from the 67 of the vocabulary would hold about one of a topic's 15.
+    let mut total = 0;
+    for (answer, topic) in answers.iter().zip(topics) {
+        let words = neighbours(answer);
+        assert_eq!(words.len(), 5, "{answer}");
+        let of_topic = words
+            .iter()
+            .filter(|w| topic.split(' ').any(|t| t == **w))
+            .count();
+        assert!(of_topic >= 2, "{of_topic} of 5 of the topic: {answer}");
+        total += of_topic;
+    }
+    assert!(total >= 10, "{total} of 15 of their topics: {answers:?}");
+    let questions = examples
+        .join("word2vec/questions.txt")
+        .display()
+        .to_string();
+    let scored = ok(&hogwild(
+        d,
+        &["analogy", "--model", "cbow.ckpt", "--questions", &questions],
+    ));
+    for line in [
+        "\nQuadruplets with out-of-vocabulary words: 16.7%\n",
+        "\nTotal accuracy: ",
+    ] {
+        assert!(scored.contains(line), "{line:?}: {scored}");
+    }
+}

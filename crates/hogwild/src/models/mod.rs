@@ -18,10 +18,10 @@
 //! lr = 0.01
 //! ```
 //!
-//! Other kinds: `word2vec` ([`Word2VecConfig`]: skip-gram with negative sampling), `lr`, `fm` and
-//! `ffm` ([`CtrConfig`]: logistic regression, factorization machines and field-aware ones over
-//! hashed fields, with feature values, libffm field numbers and importance weights when their
-//! slots are named); see
+//! Other kinds: `word2vec` ([`Word2VecConfig`]: skip-gram or CBOW with negative sampling), `lr`,
+//! `fm` and `ffm` ([`CtrConfig`]: logistic regression, factorization machines and field-aware
+//! ones over hashed fields, with feature values, libffm field numbers and importance weights when
+//! their slots are named); see
 //! `examples/word2vec/` and `examples/ctr/` for complete configurations.
 
 mod bow;
@@ -38,7 +38,7 @@ pub use labels::{format_general, write_general, Labels, PredictionFormat, TopK, 
 pub use loss::Loss;
 pub(crate) use word2vec::dot;
 pub use word2vec::{
-    text_to_ids, Input, Vocab, VocabSource, Word2Vec, Word2VecConfig, Word2VecWorker,
+    text_to_ids, Arch, Input, Vocab, VocabSource, Word2Vec, Word2VecConfig, Word2VecWorker,
 };
 
 use serde::{Deserialize, Serialize};
@@ -72,7 +72,7 @@ pub struct ModelConfig {
 pub enum ModelKind {
     /// The bag-of-words text classifier.
     Bow(BowConfig),
-    /// word2vec: skip-gram with negative sampling.
+    /// word2vec: skip-gram or CBOW with negative sampling.
     Word2vec(Word2VecConfig),
     /// Logistic regression over hashed fields.
     Lr(CtrConfig),
@@ -571,6 +571,16 @@ lr = 0.01
                 e.contains(&format!("m.toml: {key}: ")) && e.contains(value),
                 "{key} = {value}: {e}"
             );
+        }
+        // A word2vec architecture other than the two is named with the choices.
+        for arch in ["\"cbw\"", "0"] {
+            let text = w2v(&format!("arch = {arch}"), "kind = \"sgd\"\nlr = 0.025");
+            let e = ModelConfig::from_toml(&text, "m.toml")
+                .unwrap_err()
+                .to_string();
+            let expected =
+                format!("arch = {arch}: expected \"skipgram\" (gensim's sg=1) or \"cbow\"");
+            assert!(e.contains("m.toml") && e.contains(&expected), "{e}");
         }
         // The same checks guard a configuration built in code.
         let mut c = ModelConfig::from_toml(EXAMPLE, "model.toml").unwrap();
