@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use hogwild::executor::{self, EpochReport, Progress, RunOptions};
 use hogwild::feed::{DataFeedDesc, FeedMode, InMemoryDataset};
-use hogwild::models::{BowConfig, LrSchedule, ModelConfig, ModelKind, OptimizerConfig, Pool};
+use hogwild::models::{BowConfig, Loss, LrSchedule, ModelConfig, ModelKind, OptimizerConfig, Pool};
 use hogwild::rng::{unit_f64, XorShift64Star};
 
 use crate::models::{default_threads, AnyModel};
@@ -115,6 +115,7 @@ pub fn run(args: Args) -> Result<()> {
             label_slot: "label".into(),
             vocab: VOCAB as usize,
             classes: CLASSES as usize,
+            loss: Loss::Softmax,
             dim: 10,
             bigram_buckets: 0,
             pool: Pool::Mean,

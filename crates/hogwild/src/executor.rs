@@ -20,14 +20,14 @@
 //! ```no_run
 //! use hogwild::executor::{self, RunOptions};
 //! use hogwild::feed::DataFeedDesc;
-//! use hogwild::models::{Bow, BowConfig, LrSchedule, Pool};
+//! use hogwild::models::{Bow, BowConfig, Loss, LrSchedule, Pool};
 //! use hogwild::optim::AdamAsync;
 //!
 //! # fn main() -> hogwild::Result<()> {
 //! let desc = DataFeedDesc::from_file("data.prototxt".as_ref())?;
 //! let cfg = BowConfig {
 //!     words_slot: "words".into(), label_slot: "label".into(), vocab: 30_000, classes: 2,
-//!     dim: 10, bigram_buckets: 1 << 20, pool: Pool::Mean, end_of_text: true, bias: false,
+//!     loss: Loss::Softmax, dim: 10, bigram_buckets: 1 << 20, pool: Pool::Mean, end_of_text: true, bias: false,
 //!     lr_schedule: LrSchedule::Linear, lr_hold: 0.25,
 //!     seed: 1,
 //! };

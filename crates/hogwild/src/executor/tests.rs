@@ -7,7 +7,7 @@ use crate::checkpoint;
 use crate::feed::{Batch, DataFeedDesc, ErrorPolicy, FeedMode, InMemoryDataset};
 use crate::files::Output;
 use crate::metrics::Auc;
-use crate::models::{Bow, BowConfig, LrSchedule, Pool};
+use crate::models::{Bow, BowConfig, Loss, LrSchedule, Pool};
 use crate::optim::{AdamAsync, Sgd};
 use crate::store::Table;
 
@@ -72,6 +72,7 @@ fn bow_cfg() -> BowConfig {
         label_slot: "label".into(),
         vocab: 40,
         classes: 3,
+        loss: Loss::Softmax,
         dim: 8,
         bigram_buckets: 64,
         pool: Pool::Mean,

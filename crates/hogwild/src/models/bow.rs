@@ -1,7 +1,8 @@
 //! Bag-of-words text classifier (Paddle's IMDB `bow_net`, fastText's supervised model): an embedding
 //! bag over the word ids of an instance and, optionally, hashed bigrams of consecutive ids, pooled
 //! (mean or sum), then a fully connected layer (without a bias by default, as fastText) and a
-//! softmax cross-entropy loss.
+//! loss: a softmax cross-entropy by default, or for many labels a hierarchical softmax or one
+//! sigmoid per label, which also allows several labels per instance (`loss`, [`Loss`]).
 //!
 //! Updates are applied instance by instance (as fastText does): each instance's gradient is applied
 //! to its embedding rows and to the output layer before the next instance is read. A batch is one
@@ -23,7 +24,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::labels::{LabelScratch, Labels};
+use super::labels::{LabelScratch, Labels, Scores};
+use super::loss::{Head, HeadScratch, Loss};
 use super::{ModelConfig, ModelKind, OptimizerDesc};
 use crate::checkpoint::Section;
 use crate::feed::{Batch, DataFeedDesc, SlotType};
@@ -69,6 +71,11 @@ pub struct BowConfig {
     pub vocab: usize,
     /// Number of classes: labels must be below it.
     pub classes: usize,
+    /// The output layer's loss: `"softmax"`, `"hs"` (hierarchical softmax over a Huffman tree
+    /// of the labels' counts, which the model keeps) or `"ova"` (one sigmoid per label: an
+    /// instance may have several labels).
+    #[serde(default)]
+    pub loss: Loss,
     /// Embedding width.
     #[serde(default = "default_dim")]
     pub dim: usize,
@@ -207,6 +214,10 @@ pub struct Bow<O> {
     /// The training run's progress, in instances.
     decay: LinearDecay,
     labels: Labels,
+    /// The output layer's structure (the tree of `hs`).
+    head: Head,
+    /// Per class: its instances in the training data, when the loss depends on them (`hs`).
+    label_counts: Option<Vec<u64>>,
 }
 
 /// One worker's scratch buffers: allocated once, reused for every instance.
@@ -215,7 +226,9 @@ pub struct BowWorker {
     pub(crate) rows: Vec<usize>,
     pub(crate) hidden: Vec<f32>,
     pub(crate) grad_hidden: Vec<f32>,
-    pub(crate) probs: Vec<f32>,
+    pub(crate) head: HeadScratch,
+    /// The instance's labels.
+    pub(crate) golds: Vec<usize>,
     pub(crate) labels: LabelScratch,
     /// Positions of the words and label slots in a batch.
     pub(crate) words_at: usize,
@@ -237,12 +250,17 @@ impl<O: Optimizer<f32>> Bow<O> {
         if emb.stride() * 4 >= WIDE_ROW_BYTES {
             emb.prefer_base_pages(cfg.vocab..cfg.vocab + cfg.bigram_buckets);
         }
-        let fc = Table::new("output", cfg.classes, cfg.dim + 1, &opt)?;
+        let fc = Table::new(
+            "output",
+            cfg.loss.output_rows(cfg.classes),
+            cfg.dim + 1,
+            &opt,
+        )?;
         Ok(Self::assemble(cfg, opt, emb, fc))
     }
 
-    /// A model from a checkpoint's tables (which must fit `cfg` and `opt`) and label names (a
-    /// checkpoint without them gives a model without them).
+    /// A model from a checkpoint's tables (which must fit `cfg` and `opt`), label names (a
+    /// checkpoint without them gives a model without them) and, for `hs`, label counts.
     pub fn from_checkpoint(
         cfg: BowConfig,
         opt: O,
@@ -250,17 +268,45 @@ impl<O: Optimizer<f32>> Bow<O> {
     ) -> Result<Self> {
         cfg.check()?;
         let emb = ck.take_table("embedding", Self::embedding_rows(&cfg), cfg.dim)?;
-        let fc = ck.take_table("output", cfg.classes, cfg.dim + 1)?;
+        let fc = ck.take_table("output", cfg.loss.output_rows(cfg.classes), cfg.dim + 1)?;
         emb.check_optimizer::<O>()?;
         fc.check_optimizer::<O>()?;
         let labels = Labels::from_checkpoint(ck, cfg.classes)?;
-        Ok(Self {
+        let counts = match ck.take_section(LABEL_COUNTS_SECTION) {
+            Some(bytes) => {
+                Some(
+                    parse_counts(&bytes, cfg.classes).map_err(|reason| Error::Checkpoint {
+                        path: ck.path.display().to_string(),
+                        reason: format!("section {LABEL_COUNTS_SECTION}: {reason}"),
+                    })?,
+                )
+            }
+            None if cfg.loss.needs_counts() => {
+                return Err(Error::Checkpoint {
+                    path: ck.path.display().to_string(),
+                    reason: format!(
+                        "loss = \"{}\" needs the label counts (section {LABEL_COUNTS_SECTION}), \
+                         which it lacks",
+                        cfg.loss.name()
+                    ),
+                })
+            }
+            None => None,
+        };
+        let mut m = Self {
             labels,
             ..Self::assemble(cfg, opt, emb, fc)
-        })
+        };
+        if let Some(counts) = counts {
+            m.set_counts(counts);
+        }
+        Ok(m)
     }
 
     fn assemble(cfg: BowConfig, opt: O, emb: Table, fc: Table) -> Self {
+        // Until the data's counts are set, every label counts the same: a balanced tree.
+        let counts = cfg.loss.needs_counts().then(|| vec![1; cfg.classes]);
+        let head = Head::new(cfg.loss, counts.as_deref().unwrap_or(&[]));
         Self {
             labels: Labels::new(cfg.classes),
             cfg,
@@ -268,7 +314,40 @@ impl<O: Optimizer<f32>> Bow<O> {
             emb,
             fc,
             decay: LinearDecay::default(),
+            head,
+            label_counts: counts,
         }
+    }
+
+    /// Sets each class's number of instances in the training data, of which `loss = "hs"`
+    /// builds its tree (a new model's is balanced, as if all were equal), on a model not trained
+    /// yet: the tree decides what the output rows mean. The counts are kept in the model's
+    /// checkpoint. Other losses do not use them.
+    pub fn set_label_counts(&mut self, counts: Vec<u64>) -> Result<()> {
+        if counts.len() != self.cfg.classes {
+            return Err(Error::InvalidConfig {
+                field: "label counts".into(),
+                reason: format!(
+                    "{} counts for a model of {} classes",
+                    counts.len(),
+                    self.cfg.classes
+                ),
+            });
+        }
+        if self.cfg.loss.needs_counts() {
+            self.set_counts(counts);
+        }
+        Ok(())
+    }
+
+    fn set_counts(&mut self, counts: Vec<u64>) {
+        self.head = Head::new(self.cfg.loss, &counts);
+        self.label_counts = Some(counts);
+    }
+
+    /// The label counts the model keeps (`hs`), in class order.
+    pub fn label_counts(&self) -> Option<&[u64]> {
+        self.label_counts.as_deref()
     }
 
     fn embedding_rows(cfg: &BowConfig) -> usize {
@@ -287,7 +366,8 @@ impl<O: Optimizer<f32>> Bow<O> {
     pub fn embedding(&self) -> &Table {
         &self.emb
     }
-    /// The output table (one row per class: weights, then the bias).
+    /// The output table (one row per class, or per inner node of the tree with `hs`: weights,
+    /// then the bias).
     pub fn output(&self) -> &Table {
         &self.fc
     }
@@ -315,7 +395,7 @@ impl<O: Optimizer<f32>> Bow<O> {
             self.init_rows(end..end + 1);
         }
         let zero = vec![0.0f32; self.cfg.dim + 1];
-        for c in 0..self.cfg.classes {
+        for c in 0..self.fc.rows() {
             self.fc.write_weights(c, &zero);
         }
     }
@@ -340,7 +420,8 @@ impl<O: Optimizer<f32>> Bow<O> {
             rows: Vec::with_capacity(1024),
             hidden: vec![0.0; self.cfg.dim + 1],
             grad_hidden: vec![0.0; self.cfg.dim],
-            probs: vec![0.0; self.cfg.classes],
+            head: HeadScratch::new(self.cfg.classes),
+            golds: Vec::with_capacity(4),
             labels: LabelScratch::default(),
             words_at: 0,
             label_at: None,
@@ -393,7 +474,8 @@ impl<O: Optimizer<f32>> Bow<O> {
     }
 
     /// Forward pass over `w.rows`: pooled hidden vector (with a trailing 1 for the bias, 0 without
-    /// one, so that the bias column stays at zero) and class probabilities in `w.probs`.
+    /// one, so that the bias column stays at zero); the output layer follows in
+    /// [`Bow::score`].
     #[inline]
     pub(crate) fn forward(&self, w: &mut BowWorker) {
         let dim = self.cfg.dim;
@@ -413,44 +495,29 @@ impl<O: Optimizer<f32>> Bow<O> {
             h.iter_mut().for_each(|x| *x *= inv);
         }
         w.hidden[dim] = if self.cfg.bias { 1.0 } else { 0.0 };
-        let mut max = f32::NEG_INFINITY;
-        for (c, p) in w.probs.iter_mut().enumerate() {
-            *p = self.fc.dot(c, &w.hidden);
-            max = max.max(*p);
-        }
-        let mut sum = 0.0;
-        for p in w.probs.iter_mut() {
-            *p = (*p - max).exp();
-            sum += *p;
-        }
-        let inv = 1.0 / sum;
-        w.probs.iter_mut().for_each(|p| *p *= inv);
     }
 
-    /// The loss of class `label` and whether the most probable class is `label` (after `forward`).
+    /// The output layer after `forward`: the loss of the instance's labels `w.golds` and whether
+    /// its most probable class is one of them. `backward` also computes the gradients: of the
+    /// output rows, and reaching the pooled vector (in `w.grad_hidden`).
     #[inline]
-    pub(crate) fn score(&self, w: &BowWorker, label: usize) -> (f32, bool) {
-        let loss = -w.probs[label].max(1e-30).ln();
-        (loss, argmax(&w.probs) == label)
+    pub(crate) fn score(&self, w: &mut BowWorker, backward: bool) -> (f32, bool) {
+        let grad_hidden = if backward {
+            w.grad_hidden.fill(0.0);
+            Some(&mut w.grad_hidden[..])
+        } else {
+            None
+        };
+        self.head
+            .loss(&self.fc, &w.hidden, &w.golds, &mut w.head, grad_hidden)
     }
 
-    /// Backward pass after `forward`: the gradient reaching the pooled vector, in `w.grad_hidden`.
+    /// Applies the instance's gradients (after `score` with `backward`): output rows, then its
+    /// embedding rows.
     #[inline]
-    pub(crate) fn backward(&self, w: &mut BowWorker, label: usize) {
-        w.grad_hidden.fill(0.0);
-        for (c, &p) in w.probs.iter().enumerate() {
-            let g = p - f32::from(u8::from(c == label));
-            self.fc.add_weights_to(c, g, &mut w.grad_hidden);
-        }
-    }
-
-    /// Applies the instance's gradients: output rows, then its embedding rows.
-    #[inline]
-    pub(crate) fn update(&self, w: &BowWorker, label: usize, steps: &BowSteps<O>) {
-        for (c, &p) in w.probs.iter().enumerate() {
-            let g = p - f32::from(u8::from(c == label));
-            self.fc.update_row(&self.opt, &steps.fc, c, &w.hidden, g);
-        }
+    pub(crate) fn update(&self, w: &BowWorker, steps: &BowSteps<O>) {
+        self.head
+            .update(&self.fc, &self.opt, &steps.fc, &w.hidden, &w.head);
         let scale = match self.cfg.pool {
             Pool::Mean if !w.rows.is_empty() => 1.0 / w.rows.len() as f32,
             _ => 1.0,
@@ -491,14 +558,14 @@ impl<O: Optimizer<f32>> Bow<O> {
         self.scale_at(self.decay.advance(instances as u64))
     }
 
-    /// Ends an optimizer call that updated `rows` embedding rows and `instances` output-layer steps.
-    pub(crate) fn finish(&self, rows: usize, instances: usize) {
+    /// Ends an optimizer call that updated `rows` embedding rows and `outputs` output rows.
+    pub(crate) fn finish(&self, rows: usize, outputs: usize) {
         self.emb.finish(&self.opt, true, rows);
-        self.fc
-            .finish(&self.opt, false, instances * self.cfg.classes);
+        self.fc.finish(&self.opt, false, outputs);
     }
 
-    /// Trains on one instance; returns its loss and whether it was classified right before the update.
+    /// Trains on one instance of label `label`; returns its loss and whether it was classified
+    /// right before the update.
     pub fn train_instance(
         &self,
         w: &mut BowWorker,
@@ -506,14 +573,25 @@ impl<O: Optimizer<f32>> Bow<O> {
         ids: &[u64],
         label: u64,
     ) -> Result<(f32, bool)> {
-        let label = self.check_label(label)?;
+        self.train_labels(w, steps, ids, &[label])
+    }
+
+    /// Trains on one instance of labels `labels` (one, except with `loss = "ova"`); returns its
+    /// loss and whether its most probable class was one of them before the update.
+    pub fn train_labels(
+        &self,
+        w: &mut BowWorker,
+        steps: &BowSteps<O>,
+        ids: &[u64],
+        labels: &[u64],
+    ) -> Result<(f32, bool)> {
+        self.set_golds(w, labels, 0)?;
         self.gather_rows(w, ids)
             .map_err(|e| self.instance_error(e, 0))?;
         self.claim_rows(w);
         self.forward(w);
-        let scored = self.score(w, label);
-        self.backward(w, label);
-        self.update(w, label, steps);
+        let scored = self.score(w, true);
+        self.update(w, steps);
         Ok(scored)
     }
 
@@ -522,14 +600,44 @@ impl<O: Optimizer<f32>> Bow<O> {
         self.gather_rows(w, ids)
             .map_err(|e| self.instance_error(e, 0))?;
         self.forward(w);
-        Ok(&w.probs)
+        let BowWorker { hidden, head, .. } = w;
+        match self.cfg.loss {
+            Loss::Softmax | Loss::Ova => {
+                // Any label: only the probabilities are read.
+                self.head.loss(&self.fc, hidden, &[0], head, None);
+            }
+            Loss::Hs => self.head.scores(&self.fc, hidden, &[]).all(&mut head.probs),
+        }
+        Ok(&w.head.probs)
     }
 
-    pub(crate) fn check_label(&self, label: u64) -> Result<usize> {
-        if label >= self.cfg.classes as u64 {
-            return Err(self.instance_error(InstanceError::LabelOutOfRange { label }, 0));
+    /// Sets `w.golds` to instance `instance`'s labels `labels`: in range, and one of them unless
+    /// the loss takes several.
+    fn set_golds(&self, w: &mut BowWorker, labels: &[u64], instance: usize) -> Result<()> {
+        let several = self.cfg.loss.multi_label();
+        if labels.is_empty() || (labels.len() > 1 && !several) {
+            let want = if several {
+                "one label or more".to_string()
+            } else {
+                format!(
+                    "one label (loss = \"{}\"; several labels need loss = \"ova\")",
+                    self.cfg.loss.name()
+                )
+            };
+            return Err(Error::BadInstance {
+                slot: self.cfg.label_slot.clone(),
+                instance,
+                reason: format!("expected {want}, got {} values", labels.len()),
+            });
         }
-        Ok(label as usize)
+        w.golds.clear();
+        for &label in labels {
+            if label >= self.cfg.classes as u64 {
+                return Err(self.instance_error(InstanceError::LabelOutOfRange { label }, instance));
+            }
+            w.golds.push(label as usize);
+        }
+        Ok(())
     }
 
     pub(crate) fn instance_error(&self, e: InstanceError, instance: usize) -> Error {
@@ -608,20 +716,20 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
     ) -> Result<()> {
         let label_at = self.cfg.training_label(w.label_at)?;
         let steps = self.begin(self.take_batch(batch.len))?;
-        let (mut loss, mut right, mut rows) = (0.0f64, 0usize, 0usize);
+        let (mut loss, mut right, mut rows, mut outputs) = (0.0f64, 0usize, 0usize, 0usize);
         for i in 0..batch.len {
-            let label = self.label_of(batch, label_at, i)?;
+            self.labels_of(w, batch, label_at, i)?;
             let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
             let t0 = stages.as_ref().map(|_| Instant::now());
             self.gather_rows(w, ids)
                 .map_err(|e| self.instance_error(e, i))?;
             self.claim_rows(w);
             self.forward(w);
-            let (l, ok) = self.score(w, label);
             let t1 = t0.map(|_| Instant::now());
-            self.backward(w, label);
+            // The output layer's forward and backward pass are one: both in `backward`.
+            let (l, ok) = self.score(w, true);
             let t2 = t0.map(|_| Instant::now());
-            self.update(w, label, &steps);
+            self.update(w, &steps);
             if let (Some(st), Some(t0), Some(t1), Some(t2)) = (stages.as_deref_mut(), t0, t1, t2) {
                 let t3 = Instant::now();
                 st.forward += t1 - t0;
@@ -631,8 +739,9 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
             loss += l as f64;
             right += usize::from(ok);
             rows += w.rows.len();
+            outputs += w.head.grads.len();
         }
-        self.finish(rows, batch.len);
+        self.finish(rows, outputs);
         let n = batch.len.max(1) as f64;
         out[0] = loss / n;
         out[1] = right as f64 / n;
@@ -653,14 +762,30 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
                 .map_err(|e| self.instance_error(e, i))?;
             self.forward(w);
             if let Some(label_at) = w.label_at {
-                let label = self.label_of(batch, label_at, i)?;
-                let (l, ok) = self.score(w, label);
+                self.labels_of(w, batch, label_at, i)?;
+                let (l, ok) = self.score(w, false);
                 loss += l as f64;
                 right += usize::from(ok);
-                self.labels.count(&mut w.labels, label, &w.probs);
+            } else if self.cfg.loss != Loss::Hs {
+                // The probabilities to write: any label's loss computes them.
+                w.golds.clear();
+                w.golds.push(0);
+                self.score(w, false);
+            }
+            let BowWorker {
+                hidden,
+                head,
+                golds,
+                labels,
+                label_at,
+                ..
+            } = w;
+            let scores = self.head.scores(&self.fc, hidden, &head.probs);
+            if label_at.is_some() {
+                self.labels.count(labels, golds, &scores);
             }
             if let Some(text) = predictions.as_deref_mut() {
-                self.labels.write(&mut w.labels, text, &w.probs);
+                self.labels.write(labels, text, &scores);
             }
         }
         let n = batch.len.max(1) as f64;
@@ -675,7 +800,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
 
     fn check_instance(&self, w: &mut BowWorker, batch: &Batch, i: usize) -> Result<()> {
         if let Some(label_at) = w.label_at {
-            self.label_of(batch, label_at, i)?;
+            self.labels_of(w, batch, label_at, i)?;
         }
         let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
         self.gather_rows(w, ids)
@@ -698,9 +823,21 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
         vec![&self.emb, &self.fc]
     }
 
-    /// The label names, when the model has them.
+    /// The label names, when the model has them, and the label counts of `hs`.
     fn sections(&self) -> Vec<Section> {
-        self.labels.sections()
+        let mut sections = self.labels.sections();
+        if let Some(counts) = &self.label_counts {
+            let mut text = String::new();
+            for c in counts {
+                text.push_str(&c.to_string());
+                text.push('\n');
+            }
+            sections.push(Section {
+                name: LABEL_COUNTS_SECTION.into(),
+                bytes: text.into_bytes(),
+            });
+        }
+        sections
     }
 
     fn describe(&self) -> String {
@@ -713,19 +850,35 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
 }
 
 impl<O: Optimizer<f32>> Bow<O> {
-    fn label_of(&self, batch: &Batch, label_at: usize, i: usize) -> Result<usize> {
+    /// Sets `w.golds` to the labels of instance `i` of `batch`.
+    fn labels_of(&self, w: &mut BowWorker, batch: &Batch, label_at: usize, i: usize) -> Result<()> {
         let values = batch.slots[label_at].u64s(i).unwrap_or(&[]);
-        match values {
-            [label] => self.check_label(*label).map_err(|_| {
-                self.instance_error(InstanceError::LabelOutOfRange { label: *label }, i)
-            }),
-            _ => Err(Error::BadInstance {
-                slot: self.cfg.label_slot.clone(),
-                instance: i,
-                reason: format!("expected one label, got {} values", values.len()),
-            }),
-        }
+        self.set_golds(w, values, i)
     }
+}
+
+/// The checkpoint section holding the label counts of `hs`: one decimal count per line, in class
+/// order.
+const LABEL_COUNTS_SECTION: &str = "label_counts";
+
+/// The counts of a [`LABEL_COUNTS_SECTION`] for `classes` classes.
+fn parse_counts(bytes: &[u8], classes: usize) -> std::result::Result<Vec<u64>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())?;
+    let counts = text
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            line.parse::<u64>()
+                .map_err(|e| format!("line {}: \"{line}\" is no count: {e}", i + 1))
+        })
+        .collect::<std::result::Result<Vec<u64>, String>>()?;
+    if counts.len() != classes {
+        return Err(format!(
+            "{} counts for a model of {classes} classes",
+            counts.len()
+        ));
+    }
+    Ok(counts)
 }
 
 /// The per-batch optimizer steps of the two tables.
@@ -758,6 +911,7 @@ mod tests {
             label_slot: "label".into(),
             vocab: 20,
             classes: 2,
+            loss: Loss::Softmax,
             dim: 4,
             bigram_buckets: bigrams,
             pool: Pool::Mean,

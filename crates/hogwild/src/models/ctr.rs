@@ -1176,13 +1176,13 @@ const LOCAL_RECOUNT_EVERY: u32 = 64;
 const PREFETCH_INSTANCES: usize = 2;
 
 #[inline(always)]
-fn sigmoid(x: f32) -> f32 {
+pub(crate) fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
 /// The logistic loss of `logit` for label `y`: `log(1 + exp(z)) - y z`, computed stably.
 #[inline(always)]
-fn logloss(logit: f32, y: f32) -> f32 {
+pub(crate) fn logloss(logit: f32, y: f32) -> f32 {
     logit.max(0.0) + (-logit.abs()).exp().ln_1p() - y * logit
 }
 

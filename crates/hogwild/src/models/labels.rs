@@ -68,6 +68,27 @@ impl TopK {
     }
 }
 
+/// An instance's class probabilities, for [`Labels`] to write and count: every class's (a
+/// softmax's), or a search for the best ones (a hierarchical softmax's, which never computes
+/// most of them).
+pub(crate) trait Scores {
+    /// Every class's probability, in class order, into `out`.
+    fn all(&self, out: &mut Vec<f32>);
+    /// The classes `top` selects with their probabilities, as [`TopK::select`] orders them.
+    fn select(&self, top: TopK, out: &mut Vec<(usize, f32)>);
+}
+
+impl Scores for [f32] {
+    fn all(&self, out: &mut Vec<f32>) {
+        out.clear();
+        out.extend_from_slice(self);
+    }
+
+    fn select(&self, top: TopK, out: &mut Vec<(usize, f32)>) {
+        top.select(self, out);
+    }
+}
+
 /// How a classifier writes its prediction of an instance (one line each).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum PredictionFormat {
@@ -96,6 +117,7 @@ pub struct Labels {
 #[derive(Debug, Default)]
 pub(crate) struct LabelScratch {
     top: Vec<(usize, f32)>,
+    all: Vec<f32>,
     counts: LabelCounts,
 }
 
@@ -228,10 +250,17 @@ impl Labels {
         }
     }
 
-    /// Appends the prediction line of an instance of class probabilities `probs`.
-    pub(crate) fn write(&self, s: &mut LabelScratch, text: &mut String, probs: &[f32]) {
+    /// Appends the prediction line of an instance of class probabilities `scores`.
+    pub(crate) fn write<S: Scores + ?Sized>(
+        &self,
+        s: &mut LabelScratch,
+        text: &mut String,
+        scores: &S,
+    ) {
         match self.format {
             PredictionFormat::Table => {
+                scores.all(&mut s.all);
+                let probs = &s.all;
                 let _ = write!(text, "{}\t", argmax(probs));
                 for (c, p) in probs.iter().enumerate() {
                     let sep = if c + 1 == probs.len() { '\n' } else { ' ' };
@@ -239,7 +268,7 @@ impl Labels {
                 }
             }
             PredictionFormat::Labels { top, probs: with } => {
-                top.select(probs, &mut s.top);
+                scores.select(top, &mut s.top);
                 for (i, &(c, p)) in s.top.iter().enumerate() {
                     if i > 0 {
                         text.push(' ');
@@ -255,13 +284,18 @@ impl Labels {
         }
     }
 
-    /// Counts an instance of class `gold` and probabilities `probs` when evaluations count.
-    pub(crate) fn count(&self, s: &mut LabelScratch, gold: usize, probs: &[f32]) {
+    /// Counts an instance of labels `golds` and probabilities `scores` when evaluations count.
+    pub(crate) fn count<S: Scores + ?Sized>(
+        &self,
+        s: &mut LabelScratch,
+        golds: &[usize],
+        scores: &S,
+    ) {
         let Some(top) = self.counting else {
             return;
         };
-        top.select(probs, &mut s.top);
-        s.counts.log(&[gold], s.top.iter().map(|&(c, _)| c));
+        scores.select(top, &mut s.top);
+        s.counts.log(golds, s.top.iter().map(|&(c, _)| c));
     }
 
     /// Adds a worker's counts to the model's.
@@ -463,14 +497,14 @@ mod tests {
     fn counts_are_kept_per_worker_until_flushed() {
         let mut labels = Labels::new(3);
         let mut s = LabelScratch::default();
-        labels.count(&mut s, 0, &[0.7, 0.2, 0.1]);
+        labels.count(&mut s, &[0], &[0.7, 0.2, 0.1][..]);
         assert!(s.counts.is_empty(), "nothing counted unless asked");
         labels.count_top(Some(TopK {
             k: 2,
             threshold: 0.0,
         }));
-        labels.count(&mut s, 0, &[0.7, 0.2, 0.1]);
-        labels.count(&mut s, 2, &[0.7, 0.2, 0.1]);
+        labels.count(&mut s, &[0], &[0.7, 0.2, 0.1][..]);
+        labels.count(&mut s, &[2], &[0.7, 0.2, 0.1][..]);
         assert!(labels.take_counts().is_empty(), "not flushed yet");
         labels.flush(&mut s);
         let c = labels.take_counts();

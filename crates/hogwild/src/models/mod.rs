@@ -17,22 +17,26 @@
 //! lr = 0.01
 //! ```
 //!
-//! Other kinds: `word2vec` ([`Word2VecConfig`]: skip-gram with negative sampling), `lr` and `fm`
+//! Other kinds: `word2vec` ([`Word2VecConfig`]: skip-gram or CBOW with negative sampling), `lr` and `fm`
 //! ([`CtrConfig`]: logistic regression and factorization machines over hashed fields, with feature
 //! values, libffm field numbers and importance weights when their slots are named); see
 //! `examples/word2vec/` and `examples/ctr/` for complete configurations.
 
 mod bow;
 mod ctr;
+mod huffman;
 mod labels;
+mod loss;
 mod word2vec;
 
 pub use bow::{Bow, BowConfig, BowWorker, LrSchedule, Pool};
 pub use ctr::{Ctr, CtrConfig, CtrKind, CtrWorker};
+pub use huffman::{Huffman, Node};
 pub use labels::{format_general, write_general, Labels, PredictionFormat, TopK, LABELS_SECTION};
+pub use loss::Loss;
 pub(crate) use word2vec::dot;
 pub use word2vec::{
-    text_to_ids, Input, Vocab, VocabSource, Word2Vec, Word2VecConfig, Word2VecWorker,
+    text_to_ids, Arch, Input, Vocab, VocabSource, Word2Vec, Word2VecConfig, Word2VecWorker,
 };
 
 use serde::{Deserialize, Serialize};
@@ -66,7 +70,7 @@ pub struct ModelConfig {
 pub enum ModelKind {
     /// The bag-of-words text classifier.
     Bow(BowConfig),
-    /// word2vec: skip-gram with negative sampling.
+    /// word2vec: skip-gram or CBOW with negative sampling.
     Word2vec(Word2VecConfig),
     /// Logistic regression over hashed fields.
     Lr(CtrConfig),
@@ -550,6 +554,18 @@ lr = 0.01
                 "{key} = {value}: {e}"
             );
         }
+        // A word2vec architecture other than the two is named with the choices.
+        let e = ModelConfig::from_toml(
+            &w2v("arch = \"cbw\"", "kind = \"sgd\"\nlr = 0.025"),
+            "m.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("m.toml")
+                && e.contains("arch = \"cbw\": expected \"skipgram\" (gensim's sg=1) or \"cbow\""),
+            "{e}"
+        );
         // The same checks guard a configuration built in code.
         let mut c = ModelConfig::from_toml(EXAMPLE, "model.toml").unwrap();
         c.optimizer = OptimizerConfig::Sgd { lr: -0.5 };

@@ -1,9 +1,13 @@
-//! word2vec: skip-gram with negative sampling (Mikolov et al. 2013; word2vec.c, gensim's `sg=1`).
+//! word2vec with negative sampling (Mikolov et al. 2013; word2vec.c, gensim): skip-gram (`sg=1`)
+//! or CBOW (`sg=0`, `cbow_mean=1`), chosen by [`Arch`].
 //!
-//! An instance is one sentence: the word ids of a line (a uint64 slot, `words` by default). For
-//! every kept word of a sentence and every context word within a window shrunk at random to
-//! `1..=window`, the context word's input vector is trained to predict the word against `negative`
-//! noise words drawn from the unigram distribution raised to the power 0.75. Frequent words are
+//! An instance is one sentence: the word ids of a line (a uint64 slot, `words` by default). Every
+//! kept word of a sentence has a window shrunk at random to `1..=window` words on each side.
+//! Skip-gram trains the input vector of every context word in it to predict the word; CBOW trains
+//! the mean of the context words' input vectors to predict it and adds the correction to each of
+//! them. Either predicts the word against `negative` noise words drawn from the unigram
+//! distribution raised to the power 0.75 (drawn per context word in skip-gram, per word in CBOW,
+//! as word2vec.c and gensim draw them). Frequent words are
 //! subsampled (kept with probability `(sqrt(c / t) + 1) * t / c`, `t = sample * total words`), and
 //! the learning rate decays linearly from the optimizer's `lr` to `min_lr` over each training run
 //! (the run's epochs: `hogwild train --epochs`), following the words taken by all workers together.
@@ -51,6 +55,36 @@ pub enum Input {
     Text,
 }
 
+/// Which word2vec architecture trains the vectors (word2vec.c's `-cbow`, gensim's `sg`). Both
+/// use negative sampling; the names are fastText's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    /// Skip-gram (gensim's `sg=1`): each context word's input vector predicts the word. The
+    /// default, and what a model saved before the setting existed holds.
+    #[default]
+    Skipgram,
+    /// Continuous bag of words (gensim's `sg=0` with its default `cbow_mean=1`): the mean of the
+    /// context words' input vectors predicts the word, and every context word's input vector
+    /// receives the whole correction to that mean.
+    Cbow,
+}
+
+/// Read by hand so that a wrong value names its key: inside the model's tagged table serde's
+/// own error points at the table's first line and not at the key.
+impl<'de> Deserialize<'de> for Arch {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        match name.as_str() {
+            "skipgram" => Ok(Self::Skipgram),
+            "cbow" => Ok(Self::Cbow),
+            _ => Err(serde::de::Error::custom(format!(
+                "arch = {name:?}: expected \"skipgram\" (gensim's sg=1) or \"cbow\" (sg=0)"
+            ))),
+        }
+    }
+}
+
 /// The word2vec model's settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,13 +98,16 @@ pub struct Word2VecConfig {
     /// What the training files hold.
     #[serde(default)]
     pub input: Input,
+    /// Skip-gram or CBOW.
+    #[serde(default)]
+    pub arch: Arch,
     /// Vector width.
     #[serde(default = "default_dim")]
     pub dim: usize,
     /// Largest distance between a word and a context word.
     #[serde(default = "default_window")]
     pub window: usize,
-    /// Noise words per (word, context) pair.
+    /// Noise words per example: (word, context) pair in skip-gram, word in CBOW.
     #[serde(default = "default_negative")]
     pub negative: usize,
     /// Words seen fewer times are skipped (and left out of the vocabulary built from text).
@@ -126,6 +163,7 @@ impl Word2VecConfig {
             words_slot: default_words(),
             vocab_file: vocab_file.into(),
             input: Input::default(),
+            arch: Arch::default(),
             dim: default_dim(),
             window: default_window(),
             negative: default_negative(),
@@ -586,12 +624,12 @@ impl SoftplusTable {
     }
 }
 
-/// How many (word, context) pairs ahead of the one training [`Word2Vec::train_sentence`]
-/// prefetches rows: a pair takes about a microsecond, a memory access a tenth of that, so two
-/// pairs ahead the rows have arrived without crowding the cache (1, 2, 3 and 4 pairs ahead
-/// trained a 2-thread epoch equally fast, in both of the VM's states described at
-/// [`Table::prefetch_weights_to_write`]).
-const PREFETCH_PAIRS: usize = 2;
+/// How many examples ((word, context) pairs in skip-gram, words in CBOW) ahead of the one
+/// training [`Word2Vec::train_sentence`] prefetches rows: a pair takes about a microsecond, a
+/// memory access a tenth of that, so two pairs ahead the rows have arrived without crowding the
+/// cache (1, 2, 3 and 4 pairs ahead trained a 2-thread skip-gram epoch equally fast, in both of
+/// the VM's states described at [`Table::prefetch_weights_to_write`]).
+const PREFETCH_AHEAD: usize = 2;
 
 /// Sigmoid arguments beyond this are saturated: such pairs are not updated (gensim's MAX_EXP).
 const MAX_EXP: f32 = 6.0;
@@ -649,6 +687,11 @@ pub struct Word2VecWorker {
     /// The sentence's (word, context, end of its noise words in `pair_negs`) triples, drawn
     /// before any is trained so that the rows of the pairs ahead can be prefetched.
     pairs: Vec<(u32, u32, usize)>,
+    /// CBOW's (word, end of its context words in `contexts`, end of its noise words in
+    /// `pair_negs`) triples, drawn before any is trained, as `pairs` are.
+    windows: Vec<(u32, usize, usize)>,
+    contexts: Vec<u32>,
+    /// The noise words of every pair (skip-gram) or word (CBOW).
     pair_negs: Vec<u32>,
     l1: Vec<f32>,
     neu1e: Vec<f32>,
@@ -849,6 +892,8 @@ impl Word2Vec {
             ),
             sentence: Vec::with_capacity(1024),
             pairs: Vec::with_capacity(1024 * 2 * self.cfg.window),
+            windows: Vec::new(),
+            contexts: Vec::new(),
             pair_negs: Vec::with_capacity(1024 * 2 * self.cfg.window * self.cfg.negative),
             l1: padded(self.cfg.dim),
             neu1e: padded(self.cfg.dim),
@@ -911,25 +956,34 @@ impl Word2Vec {
         Ok(known)
     }
 
-    /// One skip-gram pass over `w.sentence` at learning rate `alpha` (0: only the loss); returns
-    /// the summed loss and the number of (word, context) pairs.
+    /// One pass of the model's architecture over `w.sentence` at learning rate `alpha` (with
+    /// `update` false: only the loss); returns the summed loss and the number of examples (skip-
+    /// gram: (word, context) pairs; CBOW: words with a context).
+    fn train_sentence(&self, w: &mut Word2VecWorker, alpha: f32, update: bool) -> (f64, u64) {
+        match self.cfg.arch {
+            Arch::Skipgram => self.train_skipgram(w, alpha, update),
+            Arch::Cbow => self.train_cbow(w, alpha, update),
+        }
+    }
+
+    /// One skip-gram pass over `w.sentence`.
     ///
     /// The pairs and their noise words are drawn first, in the order a pair-by-pair pass would
     /// draw them (so the result does not depend on it); then, while a pair trains, the rows of
-    /// the pair [`PREFETCH_PAIRS`] ahead are prefetched. The output rows of noise words are
+    /// the pair [`PREFETCH_AHEAD`] ahead are prefetched. The output rows of noise words are
     /// random rows of a table larger than the cache: waiting on them was the largest cost.
-    fn train_sentence(&self, w: &mut Word2VecWorker, alpha: f32, update: bool) -> (f64, u64) {
+    fn train_skipgram(&self, w: &mut Word2VecWorker, alpha: f32, update: bool) -> (f64, u64) {
         self.draw_pairs(w);
         let pairs = std::mem::take(&mut w.pairs);
         let pair_negs = std::mem::take(&mut w.pair_negs);
-        for k in 0..PREFETCH_PAIRS.min(pairs.len()) {
+        for k in 0..PREFETCH_AHEAD.min(pairs.len()) {
             self.prefetch_pair(&pairs, &pair_negs, k);
         }
         let mut loss = 0.0f64;
         let mut start = 0;
         for (k, &(word, context, end)) in pairs.iter().enumerate() {
-            if k + PREFETCH_PAIRS < pairs.len() {
-                self.prefetch_pair(&pairs, &pair_negs, k + PREFETCH_PAIRS);
+            if k + PREFETCH_AHEAD < pairs.len() {
+                self.prefetch_pair(&pairs, &pair_negs, k + PREFETCH_AHEAD);
             }
             let negs = &pair_negs[start..end];
             loss += self.pair_step(w, negs, word as usize, context as usize, alpha, update) as f64;
@@ -941,31 +995,93 @@ impl Word2Vec {
         (loss, count)
     }
 
+    /// One CBOW pass over `w.sentence`: the words' windows and noise words drawn first, then
+    /// trained with the rows of the word [`PREFETCH_AHEAD`] ahead prefetched, as
+    /// [`Word2Vec::train_skipgram`] does.
+    fn train_cbow(&self, w: &mut Word2VecWorker, alpha: f32, update: bool) -> (f64, u64) {
+        self.draw_windows(w);
+        let windows = std::mem::take(&mut w.windows);
+        let contexts = std::mem::take(&mut w.contexts);
+        let negs = std::mem::take(&mut w.pair_negs);
+        for k in 0..PREFETCH_AHEAD.min(windows.len()) {
+            self.prefetch_window(&windows, &contexts, &negs, k);
+        }
+        let mut loss = 0.0f64;
+        let (mut context_start, mut neg_start) = (0, 0);
+        for (k, &(word, context_end, neg_end)) in windows.iter().enumerate() {
+            if k + PREFETCH_AHEAD < windows.len() {
+                self.prefetch_window(&windows, &contexts, &negs, k + PREFETCH_AHEAD);
+            }
+            let context = &contexts[context_start..context_end];
+            let noise = &negs[neg_start..neg_end];
+            loss += self.cbow_step(w, context, noise, word as usize, alpha, update) as f64;
+            (context_start, neg_start) = (context_end, neg_end);
+        }
+        let count = windows.len() as u64;
+        w.windows = windows;
+        w.contexts = contexts;
+        w.pair_negs = negs;
+        (loss, count)
+    }
+
+    /// The window of the word at `pos` of a sentence of `n` words: positions `lo..hi`, the word
+    /// itself included, reaching `1..=window` words (drawn at random) to each side.
+    #[inline(always)]
+    fn draw_window(&self, rng: &mut XorShift64Star, pos: usize, n: usize) -> (usize, usize) {
+        let window = self.cfg.window;
+        let reduced = (rng.next() % window as u64) as usize;
+        let span = window - reduced;
+        (pos.saturating_sub(span), (pos + span + 1).min(n))
+    }
+
+    /// Appends `negative` noise words to `negs`, leaving out those equal to `word`.
+    #[inline(always)]
+    fn draw_noise(&self, rng: &mut XorShift64Star, word: u32, negs: &mut Vec<u32>) {
+        for _ in 0..self.cfg.negative {
+            let t = self.noise.sample(rng.next());
+            if t != word {
+                negs.push(t);
+            }
+        }
+    }
+
     /// Fills `w.pairs` and `w.pair_negs` for `w.sentence`: for every word, a window shrunk at
     /// random, then for every context word in it the noise words (the word itself left out).
     fn draw_pairs(&self, w: &mut Word2VecWorker) {
         w.pairs.clear();
         w.pair_negs.clear();
         let n = w.sentence.len();
-        let window = self.cfg.window;
         for pos in 0..n {
             let word = w.sentence[pos];
-            let reduced = (w.rng.next() % window as u64) as usize;
-            let span = window - reduced;
-            let lo = pos.saturating_sub(span);
-            let hi = (pos + span + 1).min(n);
+            let (lo, hi) = self.draw_window(&mut w.rng, pos, n);
             for c in lo..hi {
                 if c == pos {
                     continue;
                 }
-                for _ in 0..self.cfg.negative {
-                    let t = self.noise.sample(w.rng.next());
-                    if t != word {
-                        w.pair_negs.push(t);
-                    }
-                }
+                self.draw_noise(&mut w.rng, word, &mut w.pair_negs);
                 w.pairs.push((word, w.sentence[c], w.pair_negs.len()));
             }
+        }
+    }
+
+    /// Fills `w.windows`, `w.contexts` and `w.pair_negs` for `w.sentence`: for every word, a
+    /// window shrunk at random, its context words, then the noise words. A word without context
+    /// words (a sentence of one word) is left out, as word2vec.c leaves it.
+    fn draw_windows(&self, w: &mut Word2VecWorker) {
+        w.windows.clear();
+        w.contexts.clear();
+        w.pair_negs.clear();
+        let n = w.sentence.len();
+        for pos in 0..n {
+            let word = w.sentence[pos];
+            let (lo, hi) = self.draw_window(&mut w.rng, pos, n);
+            if hi - lo < 2 {
+                continue;
+            }
+            w.contexts.extend_from_slice(&w.sentence[lo..pos]);
+            w.contexts.extend_from_slice(&w.sentence[pos + 1..hi]);
+            self.draw_noise(&mut w.rng, word, &mut w.pair_negs);
+            w.windows.push((word, w.contexts.len(), w.pair_negs.len()));
         }
     }
 
@@ -976,16 +1092,43 @@ impl Word2Vec {
         let (word, context, end) = pairs[k];
         let start = if k == 0 { 0 } else { pairs[k - 1].2 };
         self.input.prefetch_weights_to_write(context as usize);
+        self.prefetch_targets(word, &pair_negs[start..end]);
+    }
+
+    /// Prefetches the rows CBOW example `k` reads and then writes: its context words' input
+    /// rows, its word's and noise words' output rows.
+    #[inline(always)]
+    fn prefetch_window(
+        &self,
+        windows: &[(u32, usize, usize)],
+        contexts: &[u32],
+        negs: &[u32],
+        k: usize,
+    ) {
+        let (word, context_end, neg_end) = windows[k];
+        let (context_start, neg_start) = if k == 0 {
+            (0, 0)
+        } else {
+            (windows[k - 1].1, windows[k - 1].2)
+        };
+        for &c in &contexts[context_start..context_end] {
+            self.input.prefetch_weights_to_write(c as usize);
+        }
+        self.prefetch_targets(word, &negs[neg_start..neg_end]);
+    }
+
+    /// Prefetches, to be written, the output rows of `word` and its noise words.
+    #[inline(always)]
+    fn prefetch_targets(&self, word: u32, negs: &[u32]) {
         self.output.prefetch_weights_to_write(word as usize);
-        for &t in &pair_negs[start..end] {
+        for &t in negs {
             self.output.prefetch_weights_to_write(t as usize);
         }
     }
 
     /// Trains the input vector of `context` to predict `word` against the noise words `negs`;
     /// returns the pair's loss. The context's input row is read once into `w.l1` and its
-    /// correction gathered in `w.neu1e`; each target's output row is read into `w.row`, updated
-    /// there and written back once.
+    /// correction gathered in `w.neu1e` ([`Word2Vec::predict`]).
     #[inline]
     pub(crate) fn pair_step(
         &self,
@@ -997,6 +1140,59 @@ impl Word2Vec {
         update: bool,
     ) -> f32 {
         self.input.read_weights(context, &mut w.l1);
+        let loss = self.predict(w, negs, word, alpha, update);
+        if update {
+            axpy(1.0, &w.neu1e, &mut w.l1);
+            self.input.write_weights(context, &w.l1);
+        }
+        loss
+    }
+
+    /// Trains the mean of the input vectors of `contexts` (not empty) to predict `word` against
+    /// the noise words `negs`, and adds the mean's correction to every context word's input
+    /// vector (once per occurrence: a word twice in the window gets it twice, as in word2vec.c
+    /// and gensim); returns the example's loss.
+    #[inline]
+    pub(crate) fn cbow_step(
+        &self,
+        w: &mut Word2VecWorker,
+        contexts: &[u32],
+        negs: &[u32],
+        word: usize,
+        alpha: f32,
+        update: bool,
+    ) -> f32 {
+        w.l1.fill(0.0);
+        for &c in contexts {
+            self.input.add_weights_to(c as usize, 1.0, &mut w.l1);
+        }
+        let inv = 1.0 / contexts.len() as f32;
+        for x in w.l1.iter_mut() {
+            *x *= inv;
+        }
+        let loss = self.predict(w, negs, word, alpha, update);
+        if update {
+            for &c in contexts {
+                self.input.read_weights(c as usize, &mut w.row);
+                axpy(1.0, &w.neu1e, &mut w.row);
+                self.input.write_weights(c as usize, &w.row);
+            }
+        }
+        loss
+    }
+
+    /// Trains the hidden vector `w.l1` to predict `word` against the noise words `negs`: updates
+    /// their output rows and leaves `w.l1`'s correction in `w.neu1e`; returns the loss. Each
+    /// target's output row is read into `w.row`, updated there and written back once.
+    #[inline(always)]
+    fn predict(
+        &self,
+        w: &mut Word2VecWorker,
+        negs: &[u32],
+        word: usize,
+        alpha: f32,
+        update: bool,
+    ) -> f32 {
         w.neu1e.fill(0.0);
         let mut loss = 0.0f32;
         for d in 0..=negs.len() {
@@ -1024,14 +1220,11 @@ impl Word2Vec {
             axpy(g, &w.l1, &mut w.row);
             self.output.write_weights(target, &w.row);
         }
-        if update {
-            axpy(1.0, &w.neu1e, &mut w.l1);
-            self.input.write_weights(context, &w.l1);
-        }
         loss
     }
 
-    /// Trains on one sentence of ids; returns its summed loss and (word, context) pairs.
+    /// Trains on one sentence of ids; returns its summed loss and its number of examples
+    /// ((word, context) pairs in skip-gram, words with a context in CBOW).
     pub fn train_sentence_ids(&self, w: &mut Word2VecWorker, ids: &[u64]) -> Result<(f64, u64)> {
         let known = self.filter(w, ids, 0, true)?;
         let done = self.decay.advance(known);
@@ -1146,8 +1339,9 @@ const METRICS: &[&str] = &["loss", "words"];
 impl Model for Word2Vec {
     type Worker = Word2VecWorker;
 
-    /// `loss`: the mean negative-sampling loss per (word, context) pair; `words`: the mean words
-    /// kept per sentence (after `min_count` and subsampling).
+    /// `loss`: the mean negative-sampling loss per example ((word, context) pair in skip-gram,
+    /// word with a context in CBOW); `words`: the mean words kept per sentence (after
+    /// `min_count` and subsampling).
     fn metrics(&self) -> Vec<String> {
         METRICS.iter().map(|s| s.to_string()).collect()
     }
@@ -1181,7 +1375,7 @@ impl Model for Word2Vec {
         stages: Option<&mut StageTimes>,
     ) -> Result<()> {
         let t0 = stages.as_ref().map(|_| Instant::now());
-        let (mut loss, mut pairs, mut words) = (0.0f64, 0u64, 0u64);
+        let (mut loss, mut examples, mut words) = (0.0f64, 0u64, 0u64);
         for i in 0..batch.len {
             let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
             let known = self.filter(w, ids, i, true)?;
@@ -1189,7 +1383,7 @@ impl Model for Word2Vec {
             let alpha = self.learning_rate(done);
             let (l, p) = self.train_sentence(w, alpha, true);
             loss += l;
-            pairs += p;
+            examples += p;
             words += w.sentence.len() as u64;
         }
         self.effective.fetch_add(words, Ordering::Relaxed);
@@ -1197,7 +1391,7 @@ impl Model for Word2Vec {
             // Forward, backward and update are fused per pair: all of it counts as update.
             st.update += t0.elapsed();
         }
-        out[0] = loss / pairs.max(1) as f64;
+        out[0] = loss / examples.max(1) as f64;
         out[1] = words as f64 / batch.len.max(1) as f64;
         Ok(())
     }
@@ -1209,7 +1403,7 @@ impl Model for Word2Vec {
         out: &mut [f64],
         mut predictions: Option<&mut String>,
     ) -> Result<()> {
-        let (mut loss, mut pairs, mut words) = (0.0f64, 0u64, 0u64);
+        let (mut loss, mut examples, mut words) = (0.0f64, 0u64, 0u64);
         let dim = self.cfg.dim;
         let mut mean = vec![0.0f32; dim];
         for i in 0..batch.len {
@@ -1217,7 +1411,7 @@ impl Model for Word2Vec {
             self.filter(w, ids, i, false)?;
             let (l, p) = self.train_sentence(w, 0.0, false);
             loss += l;
-            pairs += p;
+            examples += p;
             words += w.sentence.len() as u64;
             if let Some(text) = predictions.as_deref_mut() {
                 use std::fmt::Write as _;
@@ -1232,7 +1426,7 @@ impl Model for Word2Vec {
                 }
             }
         }
-        out[0] = loss / pairs.max(1) as f64;
+        out[0] = loss / examples.max(1) as f64;
         out[1] = words as f64 / batch.len.max(1) as f64;
         Ok(())
     }

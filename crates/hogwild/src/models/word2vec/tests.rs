@@ -50,6 +50,69 @@ fn one_pair_step_matches_numpy() {
     assert_relative_eq!(&row[..], &[0.23402561, -0.07990015][..], epsilon = 1e-6);
 }
 
+// One CBOW step, dim 2, word 0, context words [1, 2, 1] (word 1 twice in the window), noise
+// word 3, alpha 0.1: gensim's cbow_mean=1 (word2vec_inner.pyx, w2v_fast_sentence_cbow_neg) and
+// word2vec.c's -cbow 1. numpy (float64):
+//   sig = lambda x: 1 / (1 + np.exp(-x))
+//   v1 = [0.2, -0.1]; v2 = [-0.3, 0.4]; o0 = [0.3, 0.5]; o3 = [-0.4, 0.1]; a = 0.1
+//   h = (v1 + v2 + v1) / 3; neu = 0
+//   f = h @ o0; g = (1 - sig(f)) * a; loss = -log(sig(f)); neu += g * o0; o0 += g * h
+//   f = h @ o3; g = (0 - sig(f)) * a; loss += -log(sig(-f)); neu += g * o3; o3 += g * h
+//   v1 += 2 * neu; v2 += neu       # every occurrence in the window gets the whole correction
+//   -> loss 1.3615346, o0 [0.30163056, 0.50326112], o3 [-0.40166111, 0.09667778],
+//      v1 [0.26921677, -0.06104983], v2 [-0.26539162, 0.41947508]
+#[test]
+fn one_cbow_step_matches_numpy() {
+    let mut c = small_cfg(2);
+    c.arch = Arch::Cbow;
+    let m = Word2Vec::new(c, Sgd { lr: 0.1 }, vocab(&[4, 3, 2, 1])).unwrap();
+    m.input().write_weights(1, &[0.2, -0.1]);
+    m.input().write_weights(2, &[-0.3, 0.4]);
+    m.output().write_weights(0, &[0.3, 0.5]);
+    m.output().write_weights(3, &[-0.4, 0.1]);
+    let mut w = m.new_worker(0);
+    let loss = m.cbow_step(&mut w, &[1, 2, 1], &[3], 0, 0.1, true);
+    assert_relative_eq!(loss, 1.361_534_6, epsilon = 1e-5);
+    let mut row = [0.0f32; 2];
+    for (table, id, expected) in [
+        (m.output(), 0, [0.301_630_6, 0.503_261_1]),
+        (m.output(), 3, [-0.401_661_1, 0.096_677_78]),
+        (m.input(), 1, [0.269_216_8, -0.061_049_83]),
+        (m.input(), 2, [-0.265_391_6, 0.419_475_1]),
+    ] {
+        table.read_weights(id, &mut row);
+        assert_relative_eq!(&row[..], &expected[..], epsilon = 1e-6);
+    }
+}
+
+/// CBOW's examples: each word with the words of its window (window 1 is never shrunk) and at
+/// most `negative` noise words, none of them the word; a sentence of one word has none.
+#[test]
+fn cbow_windows_hold_the_neighbours_and_noise() {
+    let mut c = small_cfg(2);
+    c.arch = Arch::Cbow;
+    c.window = 1;
+    let m = Word2Vec::new(c, Sgd { lr: 0.1 }, vocab(&[4, 3, 2, 1])).unwrap();
+    let mut w = m.new_worker(0);
+    w.sentence = vec![2, 0, 3];
+    m.draw_windows(&mut w);
+    let words: Vec<u32> = w.windows.iter().map(|e| e.0).collect();
+    assert_eq!(words, [2, 0, 3]);
+    let ends: Vec<usize> = w.windows.iter().map(|e| e.1).collect();
+    assert_eq!(ends, [1, 3, 4]);
+    assert_eq!(w.contexts, [0, 2, 3, 0]);
+    let mut start = 0;
+    for &(word, _, end) in &w.windows {
+        let negs = &w.pair_negs[start..end];
+        assert!(negs.len() <= 5 && !negs.contains(&word), "{word}: {negs:?}");
+        start = end;
+    }
+    w.sentence = vec![1];
+    m.draw_windows(&mut w);
+    assert!(w.windows.is_empty() && w.contexts.is_empty());
+    assert_eq!(m.train_sentence(&mut w, 0.1, true), (0.0, 0));
+}
+
 // gensim/word2vec.c keep probability: t = sample * total; p = (sqrt(c / t) + 1) * t / c.
 // Counts [1000, 10, 1], min_count 2, sample 1e-3: total 1010 (the rare word is left out), t = 1.01;
 // python: t = 1e-3 * 1010; (math.sqrt(1000 / t) + 1) * t / 1000, and the same for c = 10.
@@ -242,8 +305,9 @@ fn topic_gap(m: &Word2Vec) -> f32 {
     within.0 / within.1 as f32 - across.0 / across.1 as f32
 }
 
-fn trained(threads: usize, files: &[PathBuf], vocab_file: &Path) -> (Word2Vec, f64) {
+fn trained(threads: usize, files: &[PathBuf], vocab_file: &Path, arch: Arch) -> (Word2Vec, f64) {
     let mut c = Word2VecConfig::new(vocab_file);
+    c.arch = arch;
     c.dim = 16;
     c.min_count = 1;
     c.window = 3;
@@ -270,16 +334,18 @@ fn trained(threads: usize, files: &[PathBuf], vocab_file: &Path) -> (Word2Vec, f
 fn learns_topics_and_two_threads_reach_one_threads_quality() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_topics(dir.path(), 2, 200);
-    let (one, loss1) = trained(1, &files, &dir.path().join("v"));
-    let (two, loss2) = trained(2, &files, &dir.path().join("v"));
-    let (g1, g2) = (topic_gap(&one), topic_gap(&two));
-    assert!(g1 > 0.5, "one thread: within - across cosine {g1}");
-    assert!(g2 > g1 - 0.1, "two threads {g2} vs one {g1}");
-    assert!(
-        loss2 < loss1 * 1.1,
-        "loss two threads {loss2} vs one {loss1}"
-    );
-    assert_eq!(one.words_done(), 3 * 12 * 400);
+    for arch in [Arch::Skipgram, Arch::Cbow] {
+        let (one, loss1) = trained(1, &files, &dir.path().join("v"), arch);
+        let (two, loss2) = trained(2, &files, &dir.path().join("v"), arch);
+        let (g1, g2) = (topic_gap(&one), topic_gap(&two));
+        assert!(g1 > 0.5, "{arch:?} one thread: within - across cosine {g1}");
+        assert!(g2 > g1 - 0.1, "{arch:?} two threads {g2} vs one {g1}");
+        assert!(
+            loss2 < loss1 * 1.1,
+            "{arch:?} loss two threads {loss2} vs one {loss1}"
+        );
+        assert_eq!(one.words_done(), 3 * 12 * 400);
+    }
 }
 
 #[test]
@@ -326,6 +392,7 @@ fn checkpoint_keeps_vectors_progress_and_vocabulary() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = small_cfg(4);
     c.vocab_file = dir.path().join("never-written.txt");
+    c.arch = Arch::Cbow;
     let m = Word2Vec::new(c.clone(), Sgd { lr: 0.025 }, vocab(&[4, 3, 2])).unwrap();
     m.init();
     let mut w = m.new_worker(0);
@@ -343,8 +410,14 @@ fn checkpoint_keeps_vectors_progress_and_vocabulary() {
         back.input().read_weights(r, &mut y);
         assert_eq!(x, y);
     }
-    let cfg = ModelConfig::from_toml(&m.describe(), "stored").unwrap();
-    assert!(matches!(cfg.model, ModelKind::Word2vec(_)));
+    let stored = m.describe();
+    assert!(stored.contains("\narch = \"cbow\"\n"), "{stored}");
+    let cfg = ModelConfig::from_stored(&stored, "stored").unwrap();
+    assert!(matches!(&cfg.model, ModelKind::Word2vec(c) if c.arch == Arch::Cbow));
+    // A model saved before the setting existed holds skip-gram vectors.
+    let older = stored.replace("arch = \"cbow\"\n", "");
+    let cfg = ModelConfig::from_stored(&older, "older").unwrap();
+    assert!(matches!(&cfg.model, ModelKind::Word2vec(c) if c.arch == Arch::Skipgram));
 }
 
 /// Any word survives the checkpoint's encoding (white space, non-ASCII, empty); a damaged
