@@ -1,5 +1,6 @@
-//! word2vec with negative sampling (Mikolov et al. 2013; word2vec.c, gensim): skip-gram (`sg=1`)
-//! or CBOW (`sg=0`, `cbow_mean=1`), chosen by [`Arch`].
+//! word2vec (Mikolov et al. 2013; word2vec.c, gensim): skip-gram (`sg=1`) or CBOW (`sg=0`,
+//! `cbow_mean=1`), chosen by [`Arch`], with negative sampling, hierarchical softmax (`hs`) or
+//! both.
 //!
 //! An instance is one sentence: the word ids of a line (a uint64 slot, `words` by default). Every
 //! kept word of a sentence has a window shrunk at random to `1..=window` words on each side.
@@ -7,7 +8,10 @@
 //! the mean of the context words' input vectors to predict it and adds the correction to each of
 //! them. Either predicts the word against `negative` noise words drawn from the unigram
 //! distribution raised to the power 0.75 (drawn per context word in skip-gram, per word in CBOW,
-//! as word2vec.c and gensim draw them). Frequent words are
+//! as word2vec.c and gensim draw them), and with `hs` through the binary decisions on the word's
+//! way down a Huffman tree of the vocabulary's counts (one output row per inner node, word2vec.c's
+//! `syn1`; labels 1 for a node's first child, 0 for its second, as word2vec.c's codes). Frequent
+//! words are
 //! subsampled (kept with probability `(sqrt(c / t) + 1) * t / c`, `t = sample * total words`), and
 //! the learning rate decays linearly from the optimizer's `lr` to `min_lr` over each training run
 //! (the run's epochs: `hogwild train --epochs`), following the words taken by all workers together.
@@ -33,7 +37,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::{padded, ModelConfig, ModelKind, OptimizerDesc};
+use super::{padded, Huffman, ModelConfig, ModelKind, OptimizerDesc};
 use crate::checkpoint::{Checkpoint, Section};
 use crate::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, SlotType};
 use crate::files::{replace_file, Output};
@@ -107,9 +111,16 @@ pub struct Word2VecConfig {
     /// Largest distance between a word and a context word.
     #[serde(default = "default_window")]
     pub window: usize,
-    /// Noise words per example: (word, context) pair in skip-gram, word in CBOW.
+    /// Noise words per example: (word, context) pair in skip-gram, word in CBOW; 0 with `hs`
+    /// trains hierarchical softmax alone.
     #[serde(default = "default_negative")]
     pub negative: usize,
+    /// Hierarchical softmax (gensim's `hs=1`, word2vec.c's `-hs 1`): the word is predicted
+    /// through the binary decisions on its way down a Huffman tree of the vocabulary's counts,
+    /// about `log2(words)` output rows per example, fewer for frequent words; beside negative
+    /// sampling unless `negative = 0`.
+    #[serde(default)]
+    pub hs: bool,
     /// Words seen fewer times are skipped (and left out of the vocabulary built from text).
     #[serde(default = "default_min_count")]
     pub min_count: u64,
@@ -167,6 +178,7 @@ impl Word2VecConfig {
             dim: default_dim(),
             window: default_window(),
             negative: default_negative(),
+            hs: false,
             min_count: default_min_count(),
             sample: default_sample(),
             min_lr: default_min_lr(),
@@ -201,8 +213,11 @@ impl Word2VecConfig {
         if self.window == 0 {
             return bad("window", "must be at least 1".into());
         }
-        if self.negative == 0 {
-            return bad("negative", "must be at least 1".into());
+        if self.negative == 0 && !self.hs {
+            return bad(
+                "negative",
+                "must be at least 1, or set hs = true (hierarchical softmax alone)".into(),
+            );
         }
         if let Some(reason) = self.obsolete_epochs() {
             return bad("epochs", reason);
@@ -664,6 +679,8 @@ pub struct Word2Vec {
     softplus: SoftplusTable,
     input: Table,
     output: Table,
+    /// Hierarchical softmax's tree and its inner nodes' output rows, with `hs`.
+    hs: Option<HsLayer>,
     /// The run's progress mirrored for checkpoints (words done, as two 32-bit halves), written
     /// when the tables are handed out to be saved: every worker writing it after every batch
     /// would move its cache line between the cores for nothing.
@@ -677,6 +694,31 @@ pub struct Word2Vec {
     effective: AtomicU64,
     /// Workers created so far (each gets its own random stream).
     workers: AtomicU64,
+}
+
+/// Hierarchical softmax's output layer: the Huffman tree of the vocabulary's counts and one
+/// output row per inner node (word2vec.c's `syn1`).
+#[derive(Debug)]
+struct HsLayer {
+    tree: Huffman,
+    table: Table,
+}
+
+/// The name of hierarchical softmax's table in checkpoints.
+const HS_TABLE: &str = "output_hs";
+
+/// The rows of hierarchical softmax's table for `words` words, refused below 2 words (a tree
+/// needs two leaves).
+fn hs_rows(words: usize) -> Result<usize> {
+    match words {
+        0 | 1 => Err(Error::InvalidConfig {
+            field: "hs".into(),
+            reason: format!(
+                "hierarchical softmax needs a vocabulary of at least 2 words, not {words}"
+            ),
+        }),
+        n => Ok(n - 1),
+    }
 }
 
 /// One worker's scratch buffers and random stream.
@@ -706,9 +748,13 @@ impl Word2Vec {
         let rows = vocab.len();
         let input = Table::new("input", rows, cfg.dim, &opt)?;
         let output = Table::new("output", rows, cfg.dim, &opt)?;
+        let hs = match cfg.hs {
+            true => Some(Table::new(HS_TABLE, hs_rows(rows)?, cfg.dim, &opt)?),
+            false => None,
+        };
         let progress_table = Table::new("progress", 1, 2, &opt)?;
         let source = VocabSource::Given;
-        Self::assemble(cfg, opt, vocab, source, input, output, progress_table)
+        Self::assemble(cfg, opt, vocab, source, [input, output], hs, progress_table)
     }
 
     /// A model from a checkpoint: its tables and the vocabulary stored with them. A checkpoint
@@ -763,8 +809,13 @@ impl Word2Vec {
         };
         let input = ck.take_table("input", vocab.len(), cfg.dim)?;
         let output = ck.take_table("output", vocab.len(), cfg.dim)?;
+        let hs = match cfg.hs {
+            true => Some(ck.take_table(HS_TABLE, hs_rows(vocab.len())?, cfg.dim)?),
+            false => None,
+        };
         let progress_table = ck.take_table("progress", 1, 2)?;
-        let m = Self::assemble(cfg, opt, vocab, source, input, output, progress_table)?;
+        let tables = [input, output];
+        let m = Self::assemble(cfg, opt, vocab, source, tables, hs, progress_table)?;
         let cells = m.progress_table.weights(0);
         let done =
             u64::from(cells[0].load().to_bits()) | (u64::from(cells[1].load().to_bits()) << 32);
@@ -777,8 +828,8 @@ impl Word2Vec {
         opt: Sgd<f32>,
         vocab: Vocab,
         vocab_source: VocabSource,
-        input: Table,
-        output: Table,
+        [input, output]: [Table; 2],
+        hs: Option<Table>,
         progress_table: Table,
     ) -> Result<Self> {
         let min_count = cfg.min_count.max(1);
@@ -819,7 +870,12 @@ impl Word2Vec {
                 }
             })
             .collect();
+        let hs = hs.map(|table| HsLayer {
+            tree: Huffman::new(&vocab.counts),
+            table,
+        });
         Ok(Self {
+            hs,
             noise: AliasTable::new(&weights),
             softplus: SoftplusTable::new(),
             keep,
@@ -853,7 +909,7 @@ impl Word2Vec {
     pub fn input(&self) -> &Table {
         &self.input
     }
-    /// The output vectors (negative sampling's).
+    /// The output vectors (negative sampling's; unused with `negative = 0`).
     pub fn output(&self) -> &Table {
         &self.output
     }
@@ -873,7 +929,14 @@ impl Word2Vec {
                 self.input.write_weights(r, &row);
             }
         });
-        in_row_ranges(self.output.rows(), |range| {
+        // Hierarchical softmax's rows start at zero as a new table holds them; so do negative
+        // sampling's, written here only when they are used.
+        let ns_rows = if self.cfg.negative > 0 {
+            self.output.rows()
+        } else {
+            0
+        };
+        in_row_ranges(ns_rows, |range| {
             let row = vec![0.0f32; dim];
             for r in range {
                 self.output.write_weights(r, &row);
@@ -1112,6 +1175,9 @@ impl Word2Vec {
     /// Prefetches, to be written, the output rows of `word` and its noise words.
     #[inline(always)]
     fn prefetch_targets(&self, word: u32, negs: &[u32]) {
+        if self.cfg.negative == 0 {
+            return;
+        }
         self.output.prefetch_weights_to_write(word as usize);
         for &t in negs {
             self.output.prefetch_weights_to_write(t as usize);
@@ -1173,9 +1239,9 @@ impl Word2Vec {
         loss
     }
 
-    /// Trains the hidden vector `w.l1` to predict `word` against the noise words `negs`: updates
-    /// their output rows and leaves `w.l1`'s correction in `w.neu1e`; returns the loss. Each
-    /// target's output row is read into `w.row`, updated there and written back once.
+    /// Trains the hidden vector `w.l1` to predict `word`: through its way down the tree (with
+    /// `hs`), then against the noise words `negs` (with `negative`); updates their output rows
+    /// and leaves `w.l1`'s correction in `w.neu1e`; returns the loss.
     #[inline(always)]
     fn predict(
         &self,
@@ -1187,30 +1253,54 @@ impl Word2Vec {
     ) -> f32 {
         w.neu1e.fill(0.0);
         let mut loss = 0.0f32;
-        for d in 0..=negs.len() {
-            let (target, label) = if d == 0 {
-                (word, 1.0f32)
-            } else {
-                (negs[d - 1] as usize, 0.0)
-            };
-            self.output.read_weights(target, &mut w.row);
-            let f = dot(&w.l1, &w.row);
-            // With e = exp(-f): sigmoid(f) = 1 / (1 + e), -log(sigmoid(f)) = ln(1 + e) for the
-            // word and -log(sigmoid(-f)) = f + ln(1 + e) for noise; both are taken at f clamped
-            // to +-MAX_EXP, where ln(1 + exp(-f)) is -f (below) or about 0 (above) to within 0.003.
-            let fc = f.clamp(-MAX_EXP, MAX_EXP);
-            let e = (-fc).exp();
-            let softplus = self.softplus.at(fc) + (fc - f).max(0.0); // ln(1 + exp(-f))
-            loss += softplus + (1.0 - label) * f;
-            // Saturated pairs are left alone, as gensim does.
-            if !update || f != fc {
-                continue;
+        if let Some(hs) = &self.hs {
+            // word2vec.c's rule: at each inner node, the label is 1 for the first child and 0
+            // for the second.
+            let way = hs.tree.points(word).iter().zip(hs.tree.codes(word));
+            for (&node, &second) in way {
+                let label = if second { 0.0 } else { 1.0 };
+                loss += self.binary_step(w, &hs.table, node as usize, label, alpha, update);
             }
+        }
+        if self.cfg.negative > 0 {
+            loss += self.binary_step(w, &self.output, word, 1.0, alpha, update);
+            for &t in negs {
+                loss += self.binary_step(w, &self.output, t as usize, 0.0, alpha, update);
+            }
+        }
+        loss
+    }
+
+    /// One logistic decision of `w.l1` against row `target` of `table` with `label` (1: the
+    /// word, or the first child of a tree node; 0: noise, or the second child): updates the row
+    /// (read into `w.row` and written back once), adds `w.l1`'s correction to `w.neu1e`, and
+    /// returns the decision's loss.
+    #[inline(always)]
+    fn binary_step(
+        &self,
+        w: &mut Word2VecWorker,
+        table: &Table,
+        target: usize,
+        label: f32,
+        alpha: f32,
+        update: bool,
+    ) -> f32 {
+        table.read_weights(target, &mut w.row);
+        let f = dot(&w.l1, &w.row);
+        // With e = exp(-f): sigmoid(f) = 1 / (1 + e), -log(sigmoid(f)) = ln(1 + e) for label 1
+        // and -log(sigmoid(-f)) = f + ln(1 + e) for label 0; both are taken at f clamped to
+        // +-MAX_EXP, where ln(1 + exp(-f)) is -f (below) or about 0 (above) to within 0.003.
+        let fc = f.clamp(-MAX_EXP, MAX_EXP);
+        let e = (-fc).exp();
+        let softplus = self.softplus.at(fc) + (fc - f).max(0.0); // ln(1 + exp(-f))
+        let loss = softplus + (1.0 - label) * f;
+        // Saturated decisions are left alone, as word2vec.c and gensim leave them.
+        if update && f == fc {
             let p = 1.0 / (1.0 + e);
             let g = (label - p) * alpha;
             axpy(g, &w.row, &mut w.neu1e);
             axpy(g, &w.l1, &mut w.row);
-            self.output.write_weights(target, &w.row);
+            table.write_weights(target, &w.row);
         }
         loss
     }
@@ -1331,7 +1421,7 @@ const METRICS: &[&str] = &["loss", "words"];
 impl Model for Word2Vec {
     type Worker = Word2VecWorker;
 
-    /// `loss`: the mean negative-sampling loss per example ((word, context) pair in skip-gram,
+    /// `loss`: the mean loss per example (negative sampling's, plus hierarchical softmax's) ((word, context) pair in skip-gram,
     /// word with a context in CBOW); `words`: the mean words kept per sentence (after
     /// `min_count` and subsampling).
     fn metrics(&self) -> Vec<String> {
@@ -1428,7 +1518,10 @@ impl Model for Word2Vec {
     /// The vectors and the progress table (refreshed first, so a checkpoint holds the progress).
     fn tables(&self) -> Vec<&Table> {
         self.save_progress();
-        vec![&self.input, &self.output, &self.progress_table]
+        let mut tables = vec![&self.input, &self.output];
+        tables.extend(self.hs.as_ref().map(|hs| &hs.table));
+        tables.push(&self.progress_table);
+        tables
     }
 
     fn describe(&self) -> String {

@@ -85,6 +85,75 @@ fn one_cbow_step_matches_numpy() {
     }
 }
 
+// One hierarchical-softmax pair step (hs = true, negative = 0), dim 2, word 2, context 1,
+// alpha 0.1, vocabulary counts [4, 3, 2, 1]. word2vec.c's tree of those counts joins 3 and 2
+// (node 0), then node 0 and 1 (node 1), then 0 and node 1 (node 2, the root); word 2's way is
+// node 2 (second child: label 0), node 1 (first: label 1), node 0 (second: label 0). numpy
+// (float64):
+//   sig = lambda x: 1 / (1 + np.exp(-x))
+//   l1 = [0.2, -0.1]; n2 = [0.3, 0.5]; n1 = [-0.4, 0.1]; n0 = [0.1, 0.2]; a = 0.1; neu = 0
+//   for n, label in [(n2, 0), (n1, 1), (n0, 0)]:
+//       f = l1 @ n; g = (label - sig(f)) * a
+//       loss += -log(sig(f)) if label else -log(sig(-f)); neu += g * n; n += g * l1
+//   -> loss 2.1304662, n2 [0.28995, 0.505025], n1 [-0.3895503, 0.09477515], n0 [0.09, 0.205],
+//      l1 + neu [0.15902561, -0.12990015]
+#[test]
+fn one_hierarchical_softmax_step_matches_numpy() {
+    let mut c = small_cfg(2);
+    c.hs = true;
+    c.negative = 0;
+    let m = Word2Vec::new(c, Sgd { lr: 0.1 }, vocab(&[4, 3, 2, 1])).unwrap();
+    let hs = m.hs.as_ref().unwrap();
+    assert_eq!(hs.tree.points(2), &[2, 1, 0]);
+    assert_eq!(hs.tree.codes(2), &[true, false, true]);
+    assert_eq!(hs.tree.points(0), &[2]);
+    m.input().write_weights(1, &[0.2, -0.1]);
+    hs.table.write_weights(2, &[0.3, 0.5]);
+    hs.table.write_weights(1, &[-0.4, 0.1]);
+    hs.table.write_weights(0, &[0.1, 0.2]);
+    let mut w = m.new_worker(0);
+    let loss = m.pair_step(&mut w, &[], 2, 1, 0.1, true);
+    assert_relative_eq!(loss, 2.130_466_2, epsilon = 1e-5);
+    let mut row = [0.0f32; 2];
+    for (table, id, expected) in [
+        (&hs.table, 2, [0.28995, 0.505025]),
+        (&hs.table, 1, [-0.389_550_3, 0.094_775_15]),
+        (&hs.table, 0, [0.09, 0.205]),
+        (m.input(), 1, [0.159_025_6, -0.129_900_15]),
+    ] {
+        table.read_weights(id, &mut row);
+        assert_relative_eq!(&row[..], &expected[..], epsilon = 1e-6);
+    }
+    // Negative sampling's rows are not used.
+    for r in 0..4 {
+        m.output().read_weights(r, &mut row);
+        assert_eq!(row, [0.0, 0.0]);
+    }
+}
+
+/// With both, an example's loss is hierarchical softmax's plus negative sampling's, each
+/// computed from the hidden vector as it was before the step.
+#[test]
+fn hierarchical_softmax_and_negative_sampling_add_up() {
+    let run = |hs: bool, negative: usize| {
+        let mut c = small_cfg(2);
+        c.hs = hs;
+        c.negative = negative;
+        let m = Word2Vec::new(c, Sgd { lr: 0.1 }, vocab(&[4, 3, 2, 1])).unwrap();
+        m.input().write_weights(1, &[0.2, -0.1]);
+        m.output().write_weights(2, &[0.3, 0.5]);
+        m.output().write_weights(3, &[-0.4, 0.1]);
+        if let Some(hs) = &m.hs {
+            for (r, row) in [[0.1, 0.2], [-0.4, 0.1], [0.3, 0.5]].iter().enumerate() {
+                hs.table.write_weights(r, row);
+            }
+        }
+        let mut w = m.new_worker(0);
+        m.pair_step(&mut w, &[3], 2, 1, 0.1, false)
+    };
+    assert_relative_eq!(run(true, 1), run(true, 0) + run(false, 1), epsilon = 1e-6);
+}
+
 /// CBOW's examples: each word with the words of its window (window 1 is never shrunk) and at
 /// most `negative` noise words, none of them the word; a sentence of one word has none.
 #[test]
@@ -559,4 +628,60 @@ fn softplus_table_is_accurate() {
         let exact = (-x).exp().ln_1p();
         assert_relative_eq!(f64::from(t.at(x as f32)), exact, epsilon = 1e-6);
     }
+}
+
+/// Hierarchical softmax alone learns the topics, at one and two threads, and its model keeps
+/// its tree's rows through a checkpoint (the tree itself is rebuilt from the stored counts).
+#[test]
+fn hierarchical_softmax_learns_topics_and_survives_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_topics(dir.path(), 2, 200);
+    let desc = DataFeedDesc::from_text(DESC).unwrap();
+    let v = Vocab::count_ids(&desc, &files, "words").unwrap();
+    let mut c = Word2VecConfig::new(dir.path().join("v"));
+    (c.dim, c.min_count, c.window, c.sample) = (16, 1, 3, 0.0);
+    (c.hs, c.negative) = (true, 0);
+    for threads in [1, 2] {
+        let m = Word2Vec::new(c.clone(), Sgd { lr: 0.05 }, v.clone()).unwrap();
+        executor::startup(&m);
+        let mut opts = RunOptions {
+            print_period: 0,
+            progress: Progress::Quiet,
+            ..RunOptions::default()
+        };
+        opts.feed.epochs = 3;
+        executor::run_from_files(&m, &desc, &files, threads, &[], &opts, None).unwrap();
+        let gap = topic_gap(&m);
+        assert!(gap > 0.5, "{threads} threads: within - across cosine {gap}");
+        let path = dir.path().join("hs.ckpt");
+        crate::checkpoint::save_model(&path, &m).unwrap();
+        let stored = m.describe();
+        assert!(stored.contains("\nhs = true\n"), "{stored}");
+        let mut ck = crate::checkpoint::load(&path).unwrap();
+        let back = Word2Vec::from_checkpoint(c.clone(), Sgd { lr: 0.05 }, &mut ck).unwrap();
+        let (a, b) = (m.hs.as_ref().unwrap(), back.hs.as_ref().unwrap());
+        assert_eq!(a.tree, b.tree);
+        let (mut x, mut y) = ([0.0f32; 16], [0.0f32; 16]);
+        for r in 0..a.table.rows() {
+            a.table.read_weights(r, &mut x);
+            b.table.read_weights(r, &mut y);
+            assert_eq!(x, y);
+        }
+    }
+    // Neither loss is a configuration that trains nothing; a tree needs two words.
+    let mut none = small_cfg(2);
+    none.negative = 0;
+    let err = Word2Vec::new(none, Sgd { lr: 0.1 }, vocab(&[2, 1]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("negative") && err.contains("hs = true"),
+        "{err}"
+    );
+    let mut one = small_cfg(2);
+    one.hs = true;
+    let err = Word2Vec::new(one, Sgd { lr: 0.1 }, vocab(&[2]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("at least 2 words, not 1"), "{err}");
 }
