@@ -221,8 +221,8 @@ fn text_classification_walkthrough_runs() {
 #[test]
 fn word2vec_walkthrough_runs() {
     let (dir, printed) = run_walkthrough("word2vec");
-    // nn -k 5 and analogy -k 3 on the skip-gram model, nn -k 5 on the CBOW one:
-    // `word<TAB>similarity` lines.
+    // nn -k 5 and analogy -k 3 on the skip-gram model, nn -k 5 on the CBOW one and on the
+    // hierarchical-softmax one: `word<TAB>similarity` lines.
     let answers = printed
         .lines()
         .filter(|l| {
@@ -230,7 +230,9 @@ fn word2vec_walkthrough_runs() {
                 .is_some_and(|(_, s)| s.len() >= 8 && s.parse::<f32>().is_ok())
         })
         .count();
-    assert_eq!(answers, 5 + 3 + 5, "{printed}");
+    assert_eq!(answers, 5 + 3 + 5 + 5, "{printed}");
+    let hs = std::fs::read_to_string(dir.path().join("build/word2vec/hs.toml")).unwrap();
+    assert!(hs.contains("\nnegative = 0\nhs = true\n"), "{hs}");
     // analogy --questions: one question of six has a word the corpus lacks ("pizza").
     for line in [
         "\nQuadruplets with out-of-vocabulary words: 16.7%\n",
