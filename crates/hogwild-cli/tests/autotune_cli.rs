@@ -5,7 +5,7 @@
 use std::path::Path;
 
 mod common;
-use common::{fails, lr_lines, lr_setup, ok};
+use common::{convert_text, fails, lr_lines, lr_setup, ok};
 
 /// The README's text-classification data, converted: train.ms, valid.ms (its test lines) and
 /// the data.prototxt `convert` writes.
@@ -14,33 +14,13 @@ fn bow_setup(d: &Path) {
     for f in ["train.txt", "test.txt", "model.toml"] {
         std::fs::copy(examples.join(f), d.join(f)).unwrap();
     }
-    ok(
+    convert_text(
         d,
-        &[
-            "convert",
-            "--from",
-            "fasttext",
-            "train.txt",
-            "-o",
-            "train.ms",
-            "--build-vocab",
-            "--vocab",
-            "vocab.txt",
-        ],
+        "train.txt",
+        "train.ms",
+        &["--build-vocab", "--vocab", "vocab.txt"],
     );
-    ok(
-        d,
-        &[
-            "convert",
-            "--from",
-            "fasttext",
-            "test.txt",
-            "-o",
-            "valid.ms",
-            "--vocab",
-            "vocab.txt",
-        ],
-    );
+    convert_text(d, "test.txt", "valid.ms", &["--vocab", "vocab.txt"]);
 }
 
 /// The number after `key ` in `line`.

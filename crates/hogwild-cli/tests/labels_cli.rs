@@ -9,7 +9,7 @@ use std::path::Path;
 use hogwild::models::format_general;
 
 mod common;
-use common::{fails, hogwild, lr_lines, lr_setup, ok, text};
+use common::{convert_text, fails, hogwild, lr_lines, lr_setup, ok, text};
 
 const LABELS: [&str; 3] = ["__label__sports", "__label__weather", "__label__cooking"];
 const WORDS: [[&str; 4]; 3] = [
@@ -52,37 +52,17 @@ fn setup(d: &Path) {
     std::fs::write(d.join("train.txt"), train_text()).unwrap();
     std::fs::write(d.join("test.txt"), TEST).unwrap();
     std::fs::write(d.join("model.toml"), MODEL).unwrap();
-    let convert = ok(
+    let convert = convert_text(
         d,
-        &[
-            "convert",
-            "--from",
-            "fasttext",
-            "train.txt",
-            "-o",
-            "train.ms",
-            "--build-vocab",
-            "--vocab",
-            "vocab.txt",
-        ],
+        "train.txt",
+        "train.ms",
+        &["--build-vocab", "--vocab", "vocab.txt"],
     );
     assert!(
         convert.contains("note: train with --labels vocab.txt to keep the label names"),
         "{convert}"
     );
-    ok(
-        d,
-        &[
-            "convert",
-            "--from",
-            "fasttext",
-            "test.txt",
-            "-o",
-            "test.ms",
-            "--vocab",
-            "vocab.txt",
-        ],
-    );
+    convert_text(d, "test.txt", "test.ms", &["--vocab", "vocab.txt"]);
     ok(
         d,
         &train(&["--labels", "vocab.txt", "--save", "named.ckpt"]),

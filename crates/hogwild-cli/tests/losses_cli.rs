@@ -7,7 +7,7 @@
 use std::path::Path;
 
 mod common;
-use common::{fails, ok};
+use common::{convert_text, fails, ok};
 
 const LABELS: [&str; 3] = ["__label__sports", "__label__weather", "__label__cooking"];
 const WORDS: [[&str; 4]; 3] = [
@@ -72,25 +72,18 @@ fn eval(d: &Path, model: &str, data: &str, more: &[&str]) -> String {
     ok(d, &args)
 }
 
-/// `hogwild convert --from fasttext input -o output`.
-fn convert(d: &Path, input: &str, output: &str, more: &[&str]) {
-    let mut args = vec!["convert", "--from", "fasttext", input, "-o", output];
-    args.extend_from_slice(more);
-    ok(d, &args);
-}
-
 /// Converts the training and test text in `d` (vocabulary with label counts in vocab.txt).
 fn setup(d: &Path) {
     std::fs::write(d.join("train.txt"), train_text()).unwrap();
     std::fs::write(d.join("test.txt"), TEST).unwrap();
     let vocab = ["--vocab", "vocab.txt"];
-    convert(
+    convert_text(
         d,
         "train.txt",
         "train.ms",
         &[&["--build-vocab"], &vocab[..]].concat(),
     );
-    convert(d, "test.txt", "test.ms", &vocab);
+    convert_text(d, "test.txt", "test.ms", &vocab);
     for loss in ["softmax", "hs", "ova", "hsx"] {
         std::fs::write(d.join(format!("{loss}.toml")), model(loss)).unwrap();
     }
@@ -200,14 +193,14 @@ fn hs_keeps_its_counts_and_predicts_from_the_checkpoint() {
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(d.join("single.txt"), single).unwrap();
-    convert(d, "single.txt", "single.ms", &["--vocab", "vocab.txt"]);
+    convert_text(d, "single.txt", "single.ms", &["--vocab", "vocab.txt"]);
     let train_lines: String = train_text()
         .lines()
         .filter(|l| l.matches("__label__").count() == 1)
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(d.join("train.txt"), train_lines).unwrap();
-    convert(d, "train.txt", "train.ms", &["--vocab", "vocab.txt"]);
+    convert_text(d, "train.txt", "train.ms", &["--vocab", "vocab.txt"]);
     let e = fails(
         d,
         &[

@@ -94,3 +94,11 @@ pub fn fails(dir: &Path, args: &[&str]) -> String {
     );
     text(&out.stderr)
 }
+
+/// `hogwild convert --from fasttext input -o output more...` in `dir`; its standard output.
+#[allow(dead_code)] // reason: each test binary compiles this module; not all of them use this
+pub fn convert_text(dir: &Path, input: &str, output: &str, more: &[&str]) -> String {
+    let mut args = vec!["convert", "--from", "fasttext", input, "-o", output];
+    args.extend_from_slice(more);
+    ok(dir, &args)
+}
