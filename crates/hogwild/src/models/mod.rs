@@ -144,32 +144,13 @@ impl OptimizerConfig {
     }
 
     /// The same optimizer with learning rate `lr`.
-    pub fn with_lr(self, lr: f32) -> Self {
-        match self {
-            Self::Sgd { .. } => Self::Sgd { lr },
-            Self::Adagrad {
-                initial_accumulator,
-                ..
-            } => Self::Adagrad {
-                lr,
-                initial_accumulator,
-            },
-            Self::AdamAsync {
-                beta1,
-                beta2,
-                epsilon,
-                rmsprop,
-                nesterov,
-                ..
-            } => Self::AdamAsync {
-                lr,
-                beta1,
-                beta2,
-                epsilon,
-                rmsprop,
-                nesterov,
-            },
+    pub fn with_lr(mut self, lr: f32) -> Self {
+        match &mut self {
+            Self::Sgd { lr: at }
+            | Self::Adagrad { lr: at, .. }
+            | Self::AdamAsync { lr: at, .. } => *at = lr,
         }
+        self
     }
 
     /// Checks the hyper-parameters before anything trains: `lr` finite and positive, Adagrad's

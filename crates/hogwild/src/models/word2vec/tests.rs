@@ -374,9 +374,16 @@ fn topic_gap(m: &Word2Vec) -> f32 {
     within.0 / within.1 as f32 - across.0 / across.1 as f32
 }
 
-fn trained(threads: usize, files: &[PathBuf], vocab_file: &Path, arch: Arch) -> (Word2Vec, f64) {
+/// A model of the topics' words (dim 16, window 3, no subsampling) with `setting` applied,
+/// trained 3 epochs on `threads` threads; its last loss.
+fn trained(
+    threads: usize,
+    files: &[PathBuf],
+    vocab_file: &Path,
+    setting: impl Fn(&mut Word2VecConfig),
+) -> (Word2Vec, f64) {
     let mut c = Word2VecConfig::new(vocab_file);
-    c.arch = arch;
+    setting(&mut c);
     c.dim = 16;
     c.min_count = 1;
     c.window = 3;
@@ -404,8 +411,8 @@ fn learns_topics_and_two_threads_reach_one_threads_quality() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_topics(dir.path(), 2, 200);
     for arch in [Arch::Skipgram, Arch::Cbow] {
-        let (one, loss1) = trained(1, &files, &dir.path().join("v"), arch);
-        let (two, loss2) = trained(2, &files, &dir.path().join("v"), arch);
+        let (one, loss1) = trained(1, &files, &dir.path().join("v"), |c| c.arch = arch);
+        let (two, loss2) = trained(2, &files, &dir.path().join("v"), |c| c.arch = arch);
         let (g1, g2) = (topic_gap(&one), topic_gap(&two));
         assert!(g1 > 0.5, "{arch:?} one thread: within - across cosine {g1}");
         assert!(g2 > g1 - 0.1, "{arch:?} two threads {g2} vs one {g1}");
@@ -636,21 +643,9 @@ fn softplus_table_is_accurate() {
 fn hierarchical_softmax_learns_topics_and_survives_a_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_topics(dir.path(), 2, 200);
-    let desc = DataFeedDesc::from_text(DESC).unwrap();
-    let v = Vocab::count_ids(&desc, &files, "words").unwrap();
-    let mut c = Word2VecConfig::new(dir.path().join("v"));
-    (c.dim, c.min_count, c.window, c.sample) = (16, 1, 3, 0.0);
-    (c.hs, c.negative) = (true, 0);
+    let hs_only = |c: &mut Word2VecConfig| (c.hs, c.negative) = (true, 0);
     for threads in [1, 2] {
-        let m = Word2Vec::new(c.clone(), Sgd { lr: 0.05 }, v.clone()).unwrap();
-        executor::startup(&m);
-        let mut opts = RunOptions {
-            print_period: 0,
-            progress: Progress::Quiet,
-            ..RunOptions::default()
-        };
-        opts.feed.epochs = 3;
-        executor::run_from_files(&m, &desc, &files, threads, &[], &opts, None).unwrap();
+        let (m, _) = trained(threads, &files, &dir.path().join("v"), hs_only);
         let gap = topic_gap(&m);
         assert!(gap > 0.5, "{threads} threads: within - across cosine {gap}");
         let path = dir.path().join("hs.ckpt");
@@ -658,7 +653,8 @@ fn hierarchical_softmax_learns_topics_and_survives_a_checkpoint() {
         let stored = m.describe();
         assert!(stored.contains("\nhs = true\n"), "{stored}");
         let mut ck = crate::checkpoint::load(&path).unwrap();
-        let back = Word2Vec::from_checkpoint(c.clone(), Sgd { lr: 0.05 }, &mut ck).unwrap();
+        let back =
+            Word2Vec::from_checkpoint(m.config().clone(), Sgd { lr: 0.05 }, &mut ck).unwrap();
         let (a, b) = (m.hs.as_ref().unwrap(), back.hs.as_ref().unwrap());
         assert_eq!(a.tree, b.tree);
         let (mut x, mut y) = ([0.0f32; 16], [0.0f32; 16]);
