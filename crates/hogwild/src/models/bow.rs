@@ -254,6 +254,10 @@ pub struct BowWorker {
     /// The instance's labels.
     pub(crate) golds: Vec<usize>,
     pub(crate) labels: LabelScratch,
+    /// Training with `ns`: instances until the next one whose labels are all ranked, and the
+    /// accuracy of the latest batch that ranked some.
+    pub(crate) rank_in: usize,
+    pub(crate) accuracy: f64,
     /// Positions of the words and label slots in a batch.
     pub(crate) words_at: usize,
     pub(crate) label_at: Option<usize>,
@@ -466,6 +470,8 @@ impl<O: Optimizer<f32>> Bow<O> {
             head: HeadScratch::new(self.cfg.classes, seed),
             golds: Vec::with_capacity(4),
             labels: LabelScratch::default(),
+            rank_in: 0,
+            accuracy: 0.0,
             words_at: 0,
             label_at: None,
         }
@@ -727,12 +733,13 @@ impl<O: Optimizer<f32>> Bow<O> {
 
 const METRICS: &[&str] = &["loss", "accuracy"];
 
-/// Training with `ns` ranks every label for the accuracy it reports on one instance in this
-/// many (the first of a batch always): the loss reads `1 + negative` rows, ranking reads all
-/// `classes`, which on every instance would cost what the softmax costs. One in 32 keeps it
-/// to a few percent of the training time at 10,000 labels and still ranks thousands of
-/// instances per epoch of a set that needs so many labels.
-const RANK_EVERY: usize = 32;
+/// Training with `ns` ranks every label, for the accuracy it reports, on so few instances that
+/// ranking reads about this many output rows per instance trained: each worker ranks one
+/// instance in `classes / RANK_ROWS` (every instance below `2 * RANK_ROWS` classes). An instance
+/// trains `1 + negative` output rows and its embedding rows (some 40 for 20 words and their
+/// bigrams), while ranking reads all `classes`: at 10,000 labels, ranking even one instance per
+/// batch of 64 cost more than the training, and the rate must follow the number of labels.
+const RANK_ROWS: usize = 16;
 
 /// Mixed into the model's seed for the workers' streams of negative labels, so that they
 /// differ from the initialisation's (which hashes the seed with the row).
@@ -795,6 +802,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
         let steps = self.begin(self.take_batch(batch.len))?;
         let (mut loss, mut rows, mut outputs) = (0.0f64, 0usize, 0usize);
         let (mut right, mut ranked) = (0usize, 0usize);
+        let every = self.rank_every();
         for i in 0..batch.len {
             self.labels_of(w, batch, label_at, i)?;
             let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
@@ -806,7 +814,9 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
             let t1 = t0.map(|_| Instant::now());
             // The output layer's forward and backward pass and its update are one: all in
             // `backward`; `update` is the embedding rows'.
-            let (l, ok) = self.score(w, Some(&steps), i % RANK_EVERY == 0);
+            let rank = w.rank_in == 0;
+            w.rank_in = if rank { every - 1 } else { w.rank_in - 1 };
+            let (l, ok) = self.score(w, Some(&steps), rank);
             let t2 = t0.map(|_| Instant::now());
             self.update(w, &steps);
             if let (Some(st), Some(t0), Some(t1), Some(t2)) = (stages.as_deref_mut(), t0, t1, t2) {
@@ -825,7 +835,12 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
         }
         self.finish(rows, outputs);
         out[0] = loss / batch.len.max(1) as f64;
-        out[1] = right as f64 / ranked.max(1) as f64;
+        // A batch of no ranked instance reports the worker's latest (`ns`, many labels): each
+        // ranked instance stands for those trained after it until the next one.
+        if ranked > 0 {
+            w.accuracy = right as f64 / ranked as f64;
+        }
+        out[1] = w.accuracy;
         Ok(())
     }
 
@@ -929,6 +944,15 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
 }
 
 impl<O: Optimizer<f32>> Bow<O> {
+    /// One training instance in this many has every label ranked (all of them except with `ns`
+    /// over more than [`RANK_ROWS`] labels).
+    fn rank_every(&self) -> usize {
+        match self.cfg.loss {
+            Loss::Ns => (self.cfg.classes / RANK_ROWS).max(1),
+            _ => 1,
+        }
+    }
+
     /// Worker `n` for batches laid out by `desc`.
     fn worker_for(&self, desc: &DataFeedDesc, n: usize) -> Result<BowWorker> {
         let (words_at, label_at) = self.cfg.slots(desc)?;
@@ -1412,6 +1436,27 @@ mod tests {
             assert!(
                 unseen < 0.45,
                 "{name}: label 12's probability up to {unseen}"
+            );
+        }
+    }
+
+    #[test]
+    fn ns_ranks_every_label_on_few_instances_of_many_labels() {
+        let mut c = cfg(0);
+        c.loss = Loss::Ns;
+        for (classes, every) in [(2, 1), (31, 1), (32, 2), (1000, 62), (9764, 610)] {
+            c.classes = classes;
+            let m = Bow::new(c.clone(), Sgd { lr: 0.1f32 }).unwrap();
+            assert_eq!(m.rank_every(), every, "{classes} classes");
+        }
+        // The other losses tell the accuracy of every instance at no cost.
+        for loss in [Loss::Softmax, Loss::Hs, Loss::Ova] {
+            c.loss = loss;
+            assert_eq!(
+                Bow::new(c.clone(), Sgd { lr: 0.1f32 })
+                    .unwrap()
+                    .rank_every(),
+                1
             );
         }
     }

@@ -184,8 +184,9 @@ impl Head {
     /// gradients are listed in `s.grads`.
     ///
     /// `ns` reads only the gold's and the negatives' rows for the loss: with `rank` it also
-    /// scores every class (into `s.probs`) to tell whether the gold is the most probable, and
-    /// without it that is not known (`None`); the other losses always tell.
+    /// scores every class to tell whether the gold is the most probable (without `backward`
+    /// leaving their probabilities in `s.probs`), and without it that is not known (`None`);
+    /// the other losses always tell.
     #[inline]
     pub(crate) fn loss<O: Optimizer<f32>>(
         &self,
@@ -197,6 +198,7 @@ impl Head {
         rank: bool,
     ) -> (f32, Option<bool>) {
         s.grads.clear();
+        let training = backward.is_some();
         let mut push = |row: usize, g: f32, s: &mut HeadScratch| {
             if let Some(b) = backward.as_mut() {
                 fc.add_weights_to(row, g, b.grad_hidden);
@@ -232,8 +234,16 @@ impl Head {
             Head::Ns { noise, negative } => {
                 let gold = golds[0];
                 let right = rank.then(|| {
-                    sigmoids(fc, h, &mut s.probs);
-                    super::bow::argmax(&s.probs) == gold
+                    // By the scores: the sigmoid keeps their order (and ties none that
+                    // saturate), and training reads no probability.
+                    for (c, p) in s.probs.iter_mut().enumerate() {
+                        *p = fc.dot(c, h);
+                    }
+                    let best = super::bow::argmax(&s.probs);
+                    if !training {
+                        s.probs.iter_mut().for_each(|p| *p = sigmoid(*p));
+                    }
+                    best == gold
                 });
                 let z = fc.dot(gold, h);
                 let mut loss = logloss(z, 1.0);
