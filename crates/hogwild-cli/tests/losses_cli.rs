@@ -118,6 +118,21 @@ fn train_args(loss: &str, more: &[&str]) -> Vec<String> {
     base.iter().chain(more).map(|a| a.to_string()).collect()
 }
 
+/// The error of `hogwild train --config config --feed data.prototxt data --quiet more`.
+fn train_fails(d: &Path, config: &str, data: &str, more: &[&str]) -> String {
+    let mut args = vec![
+        "train",
+        "--config",
+        config,
+        "--feed",
+        "data.prototxt",
+        data,
+        "--quiet",
+    ];
+    args.extend_from_slice(more);
+    fails(d, &args)
+}
+
 fn train(d: &Path, loss: &str, more: &[&str]) {
     let args = train_args(loss, more);
     ok(d, &args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -234,18 +249,7 @@ fn hs_keeps_its_counts_and_predicts_from_the_checkpoint() {
     let d = dir.path();
     setup(d);
     single_labels(d);
-    let e = fails(
-        d,
-        &[
-            "train",
-            "--config",
-            "hs.toml",
-            "--feed",
-            "data.prototxt",
-            "train.ms",
-            "--quiet",
-        ],
-    );
+    let e = train_fails(d, "hs.toml", "train.ms", &[]);
     assert_eq!(
         e,
         "error: loss = \"hs\" builds its tree from the labels' counts in the training data: give \
@@ -277,18 +281,7 @@ fn ns_draws_by_the_label_counts_and_predicts_each_labels_sigmoid() {
     let d = dir.path();
     setup(d);
     single_labels(d);
-    let e = fails(
-        d,
-        &[
-            "train",
-            "--config",
-            "ns.toml",
-            "--feed",
-            "data.prototxt",
-            "train.ms",
-            "--quiet",
-        ],
-    );
+    let e = train_fails(d, "ns.toml", "train.ms", &[]);
     assert_eq!(
         e,
         "error: loss = \"ns\" draws its negative labels from the labels' counts in the training \
@@ -334,20 +327,7 @@ fn ns_draws_by_the_label_counts_and_predicts_each_labels_sigmoid() {
     // No negative labels is refused by name, before any data is read.
     let zero = model("ns").replace("loss = \"ns\"\n", "loss = \"ns\"\nnegative = 0\n");
     std::fs::write(d.join("ns0.toml"), zero).unwrap();
-    let e = fails(
-        d,
-        &[
-            "train",
-            "--config",
-            "ns0.toml",
-            "--feed",
-            "data.prototxt",
-            "missing.ms",
-            "--labels",
-            "vocab.txt",
-            "--quiet",
-        ],
-    );
+    let e = train_fails(d, "ns0.toml", "missing.ms", &["--labels", "vocab.txt"]);
     assert!(
         e.contains("ns0.toml") && e.contains("negative: must be at least 1"),
         "{e}"
@@ -374,18 +354,7 @@ fn several_labels_need_ova_and_a_loss_must_exist() {
             )
         );
     }
-    let e = fails(
-        d,
-        &[
-            "train",
-            "--config",
-            "hsx.toml",
-            "--feed",
-            "data.prototxt",
-            "train.ms",
-            "--quiet",
-        ],
-    );
+    let e = train_fails(d, "hsx.toml", "train.ms", &[]);
     assert!(
         e.contains("hsx.toml")
             && e.contains("loss = \"hsx\" is no loss: give \"softmax\", \"hs\", \"ova\" or \"ns\""),
