@@ -16,7 +16,8 @@ Sets (all offline; see `scripts/bench_quality.sh` for what installs them):
                Zipf-distributed labels, each with words of its own; not in the default --sets.
                For the losses of many labels: `--loss hs` trains fastText with `loss="hs"` and
                hogwild with `loss = "hs"` (its tree from the training set's label counts, given
-               with `--labels`), e.g.
+               with `--labels`), `--loss ns` both with negative sampling (5 negative labels,
+               both programs' default, drawn by those counts), e.g.
                  scripts/bench_quality.sh --sets manylabels --loss hs --epochs 5 --seeds 3
 
 Each set is split 80/20 (random.Random(42), unless it has its own split), lower-cased and split
@@ -203,7 +204,8 @@ def prepare(name):
         stats[part] = docs
         stats[f"{part}_tokens"] = ntok
     # The labels in id order with their counts in the training set, for `hogwild train
-    # --labels` (a hierarchical softmax builds its tree of the counts).
+    # --labels` (a hierarchical softmax builds its tree of the counts, negative sampling draws
+    # by them).
     counts = [0] * len(classes)
     for c, toks in train:
         if any(t in vocab for t in toks):
@@ -331,8 +333,9 @@ def estimate(args, stats, grid):
         st = stats[name]
         for s in grid:
             tok = st["train_tokens"] * (1.0 if s["bigrams"] else 0.5)
-            # A hierarchical softmax visits about log2(classes) rows per document.
-            rows = math.log2(st["classes"]) if s.get("loss") == "hs" else st["classes"]
+            # A hierarchical softmax visits about log2(classes) rows per document, negative
+            # sampling the gold's and 5 negatives'.
+            rows = {"hs": math.log2(st["classes"]), "ns": 6}.get(s.get("loss"), st["classes"])
             epoch = (2.4e-7 * tok + 1.5e-7 * st["train"] * rows) * s["dim"] / 10
             pair = 0.1 + epoch * s["epochs"] * 1.45 + 0.5
             total += pair * len(args.threads) * len(seeds_for(args, s))
@@ -421,7 +424,7 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hogwild", default=str(ROOT / "target" / "release" / "hogwild"))
     p.add_argument("--sets", nargs="+", choices=SETS, default=REAL_SETS)
-    p.add_argument("--loss", choices=["softmax", "hs", "ova"], default="softmax",
+    p.add_argument("--loss", choices=["softmax", "hs", "ova", "ns"], default="softmax",
                    help="both programs' loss (fastText's -loss, hogwild's loss)")
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--seeds", type=int, default=10, help="seeds 1..N per configuration")

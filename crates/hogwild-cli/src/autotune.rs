@@ -129,7 +129,7 @@ pub struct Search<'a> {
     pub metric: &'static str,
     /// The `--labels` names, set on every trial's model.
     pub names: Option<Vec<String>>,
-    /// The labels' counts a new bag-of-words model with `loss = "hs"` builds its tree from.
+    /// The labels' counts a new bag-of-words model with `loss = "hs"` or `"ns"` needs.
     pub counts: Option<Vec<u64>>,
     pub epochs: usize,
     pub threads: usize,

@@ -116,6 +116,7 @@ pub fn run(args: Args) -> Result<()> {
             vocab: VOCAB as usize,
             classes: CLASSES as usize,
             loss: Loss::Softmax,
+            negative: 5,
             dim: 10,
             bigram_buckets: 0,
             subword_buckets: 0,

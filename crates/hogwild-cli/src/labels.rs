@@ -132,7 +132,8 @@ pub fn read_labels(path: &Path, config: &ModelConfig) -> Result<LabelFile> {
     })
 }
 
-/// The label counts a new model of `config` needs (`loss = "hs"` builds its tree of them):
+/// The label counts a new model of `config` needs (`loss = "hs"` builds its tree of them,
+/// `loss = "ns"` draws its negative labels by them):
 /// those of `--labels`, refused before any data is read when they are missing. `Ok(None)` when
 /// the model needs none.
 pub fn counts_for_new(
@@ -145,7 +146,7 @@ pub fn counts_for_new(
     if !bow.loss.needs_counts() {
         return Ok(None);
     }
-    let loss = bow.loss.name();
+    let (loss, does) = (bow.loss.name(), bow.loss.counts_use());
     match labels {
         Some((
             _,
@@ -154,13 +155,13 @@ pub fn counts_for_new(
             },
         )) => Ok(Some(c.clone())),
         Some((path, _)) => bail!(
-            "loss = \"{loss}\" builds its tree from the labels' counts, and --labels {} has \
+            "loss = \"{loss}\" {does} from the labels' counts, and --labels {} has \
              none (a vocabulary written by an older hogwild): build it again with `hogwild \
              convert --from fasttext --build-vocab --vocab FILE` on the training data",
             path.display()
         ),
         None => bail!(
-            "loss = \"{loss}\" builds its tree from the labels' counts in the training data: \
+            "loss = \"{loss}\" {does} from the labels' counts in the training data: \
              give --labels FILE, the vocabulary `hogwild convert --from fasttext --build-vocab \
              --vocab FILE` wrote for it"
         ),

@@ -1,8 +1,8 @@
 //! The classifier's losses for many labels on the real binary: `loss = "ova"` trains lines of
 //! several labels end to end (convert, train, predict with a threshold, eval's P@k and R@k over
-//! every gold label), `loss = "hs"` keeps the label counts of `--labels` in its checkpoint, and
-//! what they refuse is named (several labels with another loss, an unknown loss, hs without
-//! counts).
+//! every gold label), `loss = "hs"` and `loss = "ns"` keep the label counts of `--labels` in
+//! their checkpoints, and what they refuse is named (several labels with another loss, an
+//! unknown loss, hs or ns without counts, no negative labels).
 
 use std::path::Path;
 
@@ -84,7 +84,7 @@ fn setup(d: &Path) {
         &[&["--build-vocab"], &vocab[..]].concat(),
     );
     convert_text(d, "test.txt", "test.ms", &vocab);
-    for loss in ["softmax", "hs", "ova", "hsx"] {
+    for loss in ["softmax", "hs", "ova", "ns", "hsx"] {
         std::fs::write(d.join(format!("{loss}.toml")), model(loss)).unwrap();
     }
 }
@@ -109,6 +109,21 @@ fn train_args(loss: &str, more: &[&str]) -> Vec<String> {
         &save,
     ];
     base.iter().chain(more).map(|a| a.to_string()).collect()
+}
+
+/// The error of `hogwild train --config config --feed data.prototxt data --quiet more`.
+fn train_fails(d: &Path, config: &str, data: &str, more: &[&str]) -> String {
+    let mut args = vec![
+        "train",
+        "--config",
+        config,
+        "--feed",
+        "data.prototxt",
+        data,
+        "--quiet",
+    ];
+    args.extend_from_slice(more);
+    fails(d, &args)
 }
 
 fn train(d: &Path, loss: &str, more: &[&str]) {
@@ -179,13 +194,10 @@ fn ova_trains_predicts_and_evaluates_lines_of_several_labels() {
     assert!(e.ends_with("N\t4\nP@1\t1\nR@1\t0.667\n"), "{e}");
 }
 
-#[test]
-fn hs_keeps_its_counts_and_predicts_from_the_checkpoint() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    setup(d);
-    // One label per line for hs: the lines of two labels are left out. Converted with the
-    // vocabulary of all the lines: the same word ids in both, and its label counts.
+/// One label per line (for hs and ns): the test lines of one label in single.ms, the training
+/// lines of one label in train.ms. Converted with the vocabulary of all the training lines: the
+/// same word ids in both, and its label counts.
+fn single_labels(d: &Path) {
     let single: String = TEST
         .lines()
         .skip(1)
@@ -201,18 +213,36 @@ fn hs_keeps_its_counts_and_predicts_from_the_checkpoint() {
         .collect();
     std::fs::write(d.join("train.txt"), train_lines).unwrap();
     convert_text(d, "train.txt", "train.ms", &["--vocab", "vocab.txt"]);
-    let e = fails(
+}
+
+/// `hogwild train --resume` of `{loss}.ckpt` for one epoch, saved to `{loss}2.ckpt`.
+fn resume(d: &Path, loss: &str) {
+    let (from, to) = (format!("{loss}.ckpt"), format!("{loss}2.ckpt"));
+    ok(
         d,
         &[
             "train",
-            "--config",
-            "hs.toml",
+            "--resume",
+            &from,
             "--feed",
             "data.prototxt",
             "train.ms",
+            "--epochs",
+            "1",
             "--quiet",
+            "--save",
+            &to,
         ],
     );
+}
+
+#[test]
+fn hs_keeps_its_counts_and_predicts_from_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    single_labels(d);
+    let e = train_fails(d, "hs.toml", "train.ms", &[]);
     assert_eq!(
         e,
         "error: loss = \"hs\" builds its tree from the labels' counts in the training data: give \
@@ -234,23 +264,67 @@ fn hs_keeps_its_counts_and_predicts_from_the_checkpoint() {
     let top = predict(d, "hs.ckpt", "single.ms", &["-k", "3"]);
     assert!(top.lines().all(|l| l.split(' ').count() == 3), "{top}");
     // Resumed, the model keeps the tree it was trained with (its counts are in the checkpoint).
-    ok(
-        d,
-        &[
-            "train",
-            "--resume",
-            "hs.ckpt",
-            "--feed",
-            "data.prototxt",
-            "train.ms",
-            "--epochs",
-            "1",
-            "--quiet",
-            "--save",
-            "hs2.ckpt",
-        ],
-    );
+    resume(d, "hs");
     assert_eq!(predict(d, "hs2.ckpt", "single.ms", &[]), predicted);
+}
+
+#[test]
+fn ns_draws_by_the_label_counts_and_predicts_each_labels_sigmoid() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    single_labels(d);
+    let e = train_fails(d, "ns.toml", "train.ms", &[]);
+    assert_eq!(
+        e,
+        "error: loss = \"ns\" draws its negative labels from the labels' counts in the training \
+         data: give --labels FILE, the vocabulary `hogwild convert --from fasttext --build-vocab \
+         --vocab FILE` wrote for it\n"
+    );
+    train(d, "ns", &["--labels", "vocab.txt", "--test", "single.ms"]);
+    assert_eq!(
+        predict(d, "ns.ckpt", "single.ms", &[]),
+        "__label__cooking\n__label__weather\n"
+    );
+    // Each label's probability is its own sigmoid: the gold's near 1, the others' near 0, and
+    // -k 3 names every label, most probable first.
+    let probs = predict(d, "ns.ckpt", "single.ms", &["-k", "3", "--prob"]);
+    for (line, gold) in probs.lines().zip(["__label__cooking", "__label__weather"]) {
+        let fields: Vec<&str> = line.split(' ').collect();
+        assert_eq!(fields.len(), 6, "{probs}");
+        assert_eq!(fields[0], gold, "{probs}");
+        let p: Vec<f64> = fields[1..]
+            .iter()
+            .step_by(2)
+            .map(|p| p.parse().unwrap())
+            .collect();
+        assert!(p[0] > 0.9 && p[1] < 0.1 && p[2] <= p[1], "{probs}");
+    }
+    assert_eq!(
+        predict(
+            d,
+            "ns.ckpt",
+            "single.ms",
+            &["-k", "3", "--threshold", "0.5"]
+        ),
+        "__label__cooking\n__label__weather\n"
+    );
+    let e = eval(d, "ns.ckpt", "single.ms", &["-k", "1"]);
+    assert!(e.ends_with("N\t2\nP@1\t1\nR@1\t1\n"), "{e}");
+    // Resumed, the model draws by the counts in its checkpoint (no --labels).
+    resume(d, "ns");
+    assert_eq!(
+        predict(d, "ns2.ckpt", "single.ms", &[]),
+        "__label__cooking\n__label__weather\n"
+    );
+    // No negative labels is refused by name, before any data is read.
+    let zero = model("ns").replace("loss = \"ns\"\n", "loss = \"ns\"\nnegative = 0\n");
+    std::fs::write(d.join("ns0.toml"), zero).unwrap();
+    let e = train_fails(d, "ns0.toml", "missing.ms", &["--labels", "vocab.txt"]);
+    assert!(
+        e.contains("ns0.toml") && e.contains("negative: must be at least 1"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -260,7 +334,7 @@ fn several_labels_need_ova_and_a_loss_must_exist() {
     setup(d);
     // Line 4 of the training file is the first with two labels; one thread meets it first (of
     // two, the other's share may fail first).
-    for loss in ["softmax", "hs"] {
+    for loss in ["softmax", "hs", "ns"] {
         let mut args = train_args(loss, &["--labels", "vocab.txt", "--no-shuffle"]);
         let at = args.iter().position(|a| a == "--threads").unwrap();
         args[at + 1] = "1".into();
@@ -273,21 +347,10 @@ fn several_labels_need_ova_and_a_loss_must_exist() {
             )
         );
     }
-    let e = fails(
-        d,
-        &[
-            "train",
-            "--config",
-            "hsx.toml",
-            "--feed",
-            "data.prototxt",
-            "train.ms",
-            "--quiet",
-        ],
-    );
+    let e = train_fails(d, "hsx.toml", "train.ms", &[]);
     assert!(
         e.contains("hsx.toml")
-            && e.contains("loss = \"hsx\" is no loss: give \"softmax\", \"hs\" or \"ova\""),
+            && e.contains("loss = \"hsx\" is no loss: give \"softmax\", \"hs\", \"ova\" or \"ns\""),
         "{e}"
     );
 }

@@ -27,8 +27,8 @@
 //! let desc = DataFeedDesc::from_file("data.prototxt".as_ref())?;
 //! let cfg = BowConfig {
 //!     words_slot: "words".into(), label_slot: "label".into(), vocab: 30_000, classes: 2,
-//!     loss: Loss::Softmax, dim: 10, bigram_buckets: 1 << 20, subword_buckets: 0, pool: Pool::Mean,
-//!     end_of_text: true, bias: false, lr_schedule: LrSchedule::Linear, lr_hold: 0.25,
+//!     loss: Loss::Softmax, negative: 5, dim: 10, bigram_buckets: 1 << 20, subword_buckets: 0,
+//!     pool: Pool::Mean, end_of_text: true, bias: false, lr_schedule: LrSchedule::Linear, lr_hold: 0.25,
 //!     seed: 1,
 //! };
 //! let model = Bow::new(cfg, AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8))?;

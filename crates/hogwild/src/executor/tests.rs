@@ -73,6 +73,7 @@ fn bow_cfg() -> BowConfig {
         vocab: 40,
         classes: 3,
         loss: Loss::Softmax,
+        negative: 5,
         dim: 8,
         bigram_buckets: 64,
         subword_buckets: 0,

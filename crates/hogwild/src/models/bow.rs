@@ -3,8 +3,8 @@
 //! subwords, bucket ids written among the word ids by `hogwild convert --minn --maxn`) and hashed
 //! bigrams of consecutive word ids, pooled (mean or sum), then a fully connected layer (without a
 //! bias by default, as fastText) and a loss: a softmax cross-entropy by default, or for many
-//! labels a hierarchical softmax or one sigmoid per label, which also allows several labels per
-//! instance (`loss`, [`Loss`]).
+//! labels a hierarchical softmax, negative sampling, or one sigmoid per label, which also allows
+//! several labels per instance (`loss`, [`Loss`]).
 //!
 //! Updates are applied instance by instance (as fastText does): each instance's gradient is applied
 //! to its embedding rows and to the output layer before the next instance is read. A batch is one
@@ -26,8 +26,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::labels::{LabelScratch, Labels, Scores};
-use super::loss::{Head, HeadScratch, Loss};
+use super::labels::{LabelScratch, Labels};
+use super::loss::{Backward, Head, HeadScratch, Loss};
 use super::{ModelConfig, ModelKind, OptimizerDesc};
 use crate::checkpoint::Section;
 use crate::feed::{Batch, DataFeedDesc, SlotType};
@@ -74,10 +74,15 @@ pub struct BowConfig {
     /// Number of classes: labels must be below it.
     pub classes: usize,
     /// The output layer's loss: `"softmax"`, `"hs"` (hierarchical softmax over a Huffman tree
-    /// of the labels' counts, which the model keeps) or `"ova"` (one sigmoid per label: an
-    /// instance may have several labels).
+    /// of the labels' counts, which the model keeps), `"ns"` (negative sampling: a sigmoid for
+    /// the gold label and for `negative` labels drawn by the square roots of those counts) or
+    /// `"ova"` (one sigmoid per label: an instance may have several labels).
     #[serde(default)]
     pub loss: Loss,
+    /// With `loss = "ns"`: negative labels per instance (fastText's `-neg`); other losses
+    /// ignore it.
+    #[serde(default = "default_negative")]
+    pub negative: usize,
     /// Embedding width.
     #[serde(default = "default_dim")]
     pub dim: usize,
@@ -126,6 +131,9 @@ fn default_label() -> String {
 fn default_dim() -> usize {
     10
 }
+fn default_negative() -> usize {
+    5
+}
 fn default_true() -> bool {
     true
 }
@@ -150,6 +158,9 @@ impl BowConfig {
         }
         if self.dim == 0 {
             return bad("dim", "must be at least 1");
+        }
+        if self.negative == 0 {
+            return bad("negative", "must be at least 1");
         }
         if self.words_slot == self.label_slot {
             return bad("label_slot", "must differ from words_slot");
@@ -224,14 +235,15 @@ pub struct Bow<O> {
     /// The training run's progress, in instances.
     decay: LinearDecay,
     labels: Labels,
-    /// The output layer's structure (the tree of `hs`).
+    /// The output layer's structure (the tree of `hs`, the negatives of `ns`).
     head: Head,
-    /// Per class: its instances in the training data, when the loss depends on them (`hs`).
+    /// Per class: its instances in the training data, when the loss depends on them (`hs`,
+    /// `ns`).
     label_counts: Option<Vec<u64>>,
 }
 
 /// One worker's scratch buffers: allocated once, reused for every instance.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BowWorker {
     pub(crate) rows: Vec<usize>,
     /// The instance's word ids without its n-gram ids: what bigrams pair (with subwords only).
@@ -242,6 +254,10 @@ pub struct BowWorker {
     /// The instance's labels.
     pub(crate) golds: Vec<usize>,
     pub(crate) labels: LabelScratch,
+    /// Training with `ns`: instances until the next one whose labels are all ranked, and the
+    /// accuracy of the latest batch that ranked some.
+    pub(crate) rank_in: usize,
+    pub(crate) accuracy: f64,
     /// Positions of the words and label slots in a batch.
     pub(crate) words_at: usize,
     pub(crate) label_at: Option<usize>,
@@ -274,7 +290,8 @@ impl<O: Optimizer<f32>> Bow<O> {
     }
 
     /// A model from a checkpoint's tables (which must fit `cfg` and `opt`), label names (a
-    /// checkpoint without them gives a model without them) and, for `hs`, label counts.
+    /// checkpoint without them gives a model without them) and, for `hs` and `ns`, label
+    /// counts.
     pub fn from_checkpoint(
         cfg: BowConfig,
         opt: O,
@@ -318,9 +335,10 @@ impl<O: Optimizer<f32>> Bow<O> {
     }
 
     fn assemble(cfg: BowConfig, opt: O, emb: Table, fc: Table) -> Self {
-        // Until the data's counts are set, every label counts the same: a balanced tree.
+        // Until the data's counts are set, every label counts the same: a balanced tree, or
+        // negatives drawn uniformly.
         let counts = cfg.loss.needs_counts().then(|| vec![1; cfg.classes]);
-        let head = Head::new(cfg.loss, counts.as_deref().unwrap_or(&[]));
+        let head = Head::new(cfg.loss, counts.as_deref().unwrap_or(&[]), cfg.negative);
         Self {
             labels: Labels::new(cfg.classes),
             cfg,
@@ -334,9 +352,10 @@ impl<O: Optimizer<f32>> Bow<O> {
     }
 
     /// Sets each class's number of instances in the training data, of which `loss = "hs"`
-    /// builds its tree (a new model's is balanced, as if all were equal), on a model not trained
-    /// yet: the tree decides what the output rows mean. The counts are kept in the model's
-    /// checkpoint. Other losses do not use them.
+    /// builds its tree (a new model's is balanced, as if all were equal) and `loss = "ns"` draws
+    /// its negative labels (uniformly until set), on a model not trained yet: the tree decides
+    /// what the output rows mean. The counts are kept in the model's checkpoint. Other losses do
+    /// not use them.
     pub fn set_label_counts(&mut self, counts: Vec<u64>) -> Result<()> {
         if counts.len() != self.cfg.classes {
             return Err(Error::InvalidConfig {
@@ -355,11 +374,11 @@ impl<O: Optimizer<f32>> Bow<O> {
     }
 
     fn set_counts(&mut self, counts: Vec<u64>) {
-        self.head = Head::new(self.cfg.loss, &counts);
+        self.head = Head::new(self.cfg.loss, &counts, self.cfg.negative);
         self.label_counts = Some(counts);
     }
 
-    /// The label counts the model keeps (`hs`), in class order.
+    /// The label counts the model keeps (`hs`, `ns`), in class order.
     pub fn label_counts(&self) -> Option<&[u64]> {
         self.label_counts.as_deref()
     }
@@ -434,16 +453,25 @@ impl<O: Optimizer<f32>> Bow<O> {
         }
     }
 
-    /// Scratch buffers for one worker.
+    /// Scratch buffers for one worker (the first of a run's: see [`Bow::numbered_worker`]).
     pub fn new_worker(&self) -> BowWorker {
+        self.numbered_worker(0)
+    }
+
+    /// Scratch buffers for worker `n` of a run: its negative labels (`ns`) are a stream of its
+    /// own, a function of the model's seed and `n`, so a run is repeatable at a thread count.
+    pub fn numbered_worker(&self, n: usize) -> BowWorker {
+        let seed = (self.cfg.seed ^ NEGATIVES_STREAM).wrapping_add(n as u64);
         BowWorker {
             rows: Vec::with_capacity(1024),
             words: Vec::new(),
             hidden: vec![0.0; self.cfg.dim + 1],
             grad_hidden: vec![0.0; self.cfg.dim],
-            head: HeadScratch::new(self.cfg.classes),
+            head: HeadScratch::new(self.cfg.classes, seed),
             golds: Vec::with_capacity(4),
             labels: LabelScratch::default(),
+            rank_in: 0,
+            accuracy: 0.0,
             words_at: 0,
             label_at: None,
         }
@@ -530,26 +558,32 @@ impl<O: Optimizer<f32>> Bow<O> {
     }
 
     /// The output layer after `forward`: the loss of the instance's labels `w.golds` and whether
-    /// its most probable class is one of them. `backward` also computes the gradients: of the
-    /// output rows, and reaching the pooled vector (in `w.grad_hidden`).
+    /// its most probable class is one of them (`ns` tells only with `rank`: it then scores every
+    /// class, [`Head::loss`]). With `steps` (training) it is also the backward pass: it updates
+    /// the output rows and leaves the gradient reaching the pooled vector in `w.grad_hidden`.
     #[inline]
-    pub(crate) fn score(&self, w: &mut BowWorker, backward: bool) -> (f32, bool) {
-        let grad_hidden = if backward {
+    pub(crate) fn score(
+        &self,
+        w: &mut BowWorker,
+        steps: Option<&BowSteps<O>>,
+        rank: bool,
+    ) -> (f32, Option<bool>) {
+        let backward = steps.map(|steps| {
             w.grad_hidden.fill(0.0);
-            Some(&mut w.grad_hidden[..])
-        } else {
-            None
-        };
+            Backward {
+                grad_hidden: &mut w.grad_hidden[..],
+                opt: &self.opt,
+                step: &steps.fc,
+            }
+        });
         self.head
-            .loss(&self.fc, &w.hidden, &w.golds, &mut w.head, grad_hidden)
+            .loss(&self.fc, &w.hidden, &w.golds, &mut w.head, backward, rank)
     }
 
-    /// Applies the instance's gradients (after `score` with `backward`): output rows, then its
-    /// embedding rows.
+    /// Applies the instance's gradient to its embedding rows (after `score` with `steps`, which
+    /// updated the output rows).
     #[inline]
     pub(crate) fn update(&self, w: &BowWorker, steps: &BowSteps<O>) {
-        self.head
-            .update(&self.fc, &self.opt, &steps.fc, &w.hidden, &w.head);
         let scale = match self.cfg.pool {
             Pool::Mean if !w.rows.is_empty() => 1.0 / w.rows.len() as f32,
             _ => 1.0,
@@ -622,9 +656,9 @@ impl<O: Optimizer<f32>> Bow<O> {
             .map_err(|e| self.instance_error(e, 0))?;
         self.claim_rows(w);
         self.forward(w);
-        let scored = self.score(w, true);
+        let (loss, right) = self.score(w, Some(steps), true);
         self.update(w, steps);
-        Ok(scored)
+        Ok((loss, right == Some(true)))
     }
 
     /// Class probabilities of one instance (in `w`'s buffer).
@@ -632,14 +666,7 @@ impl<O: Optimizer<f32>> Bow<O> {
         self.gather_rows(w, ids)
             .map_err(|e| self.instance_error(e, 0))?;
         self.forward(w);
-        let BowWorker { hidden, head, .. } = w;
-        match self.cfg.loss {
-            Loss::Softmax | Loss::Ova => {
-                // Any label: only the probabilities are read.
-                self.head.loss(&self.fc, hidden, &[0], head, None);
-            }
-            Loss::Hs => self.head.scores(&self.fc, hidden, &[]).all(&mut head.probs),
-        }
+        self.head.predict(&self.fc, &w.hidden, &mut w.head);
         Ok(&w.head.probs)
     }
 
@@ -706,6 +733,18 @@ impl<O: Optimizer<f32>> Bow<O> {
 
 const METRICS: &[&str] = &["loss", "accuracy"];
 
+/// Training with `ns` ranks every label, for the accuracy it reports, on so few instances that
+/// ranking reads about this many output rows per instance trained: each worker ranks one
+/// instance in `classes / RANK_ROWS` (every instance below `2 * RANK_ROWS` classes). An instance
+/// trains `1 + negative` output rows and its embedding rows (some 40 for 20 words and their
+/// bigrams), while ranking reads all `classes`: at 10,000 labels, ranking even one instance per
+/// batch of 64 cost more than the training, and the rate must follow the number of labels.
+const RANK_ROWS: usize = 16;
+
+/// Mixed into the model's seed for the workers' streams of negative labels, so that they
+/// differ from the initialisation's (which hashes the seed with the row).
+const NEGATIVES_STREAM: u64 = 0x6E65_6761_7469_7665;
+
 fn slot_position(desc: &DataFeedDesc, name: &str, role: &str) -> Result<Option<usize>> {
     let used = desc.used_slots();
     let Some(at) = used.iter().position(|s| s.name == name) else {
@@ -744,11 +783,12 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
     }
 
     fn worker(&self, desc: &DataFeedDesc) -> Result<BowWorker> {
-        let (words_at, label_at) = self.cfg.slots(desc)?;
-        let mut w = self.new_worker();
-        w.words_at = words_at;
-        w.label_at = label_at;
-        Ok(w)
+        self.worker_for(desc, 0)
+    }
+
+    /// Numbered workers: each draws its own negative labels (`ns`).
+    fn workers(&self, desc: &DataFeedDesc, threads: usize) -> Result<Vec<BowWorker>> {
+        (0..threads).map(|n| self.worker_for(desc, n)).collect()
     }
 
     fn train_batch(
@@ -760,7 +800,9 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
     ) -> Result<()> {
         let label_at = self.cfg.training_label(w.label_at)?;
         let steps = self.begin(self.take_batch(batch.len))?;
-        let (mut loss, mut right, mut rows, mut outputs) = (0.0f64, 0usize, 0usize, 0usize);
+        let (mut loss, mut rows, mut outputs) = (0.0f64, 0usize, 0usize);
+        let (mut right, mut ranked) = (0usize, 0usize);
+        let every = self.rank_every();
         for i in 0..batch.len {
             self.labels_of(w, batch, label_at, i)?;
             let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
@@ -770,8 +812,11 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
             self.claim_rows(w);
             self.forward(w);
             let t1 = t0.map(|_| Instant::now());
-            // The output layer's forward and backward pass are one: both in `backward`.
-            let (l, ok) = self.score(w, true);
+            // The output layer's forward and backward pass and its update are one: all in
+            // `backward`; `update` is the embedding rows'.
+            let rank = w.rank_in == 0;
+            w.rank_in = if rank { every - 1 } else { w.rank_in - 1 };
+            let (l, ok) = self.score(w, Some(&steps), rank);
             let t2 = t0.map(|_| Instant::now());
             self.update(w, &steps);
             if let (Some(st), Some(t0), Some(t1), Some(t2)) = (stages.as_deref_mut(), t0, t1, t2) {
@@ -781,14 +826,21 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
                 st.update += t3 - t2;
             }
             loss += l as f64;
-            right += usize::from(ok);
+            if let Some(ok) = ok {
+                right += usize::from(ok);
+                ranked += 1;
+            }
             rows += w.rows.len();
             outputs += w.head.grads.len();
         }
         self.finish(rows, outputs);
-        let n = batch.len.max(1) as f64;
-        out[0] = loss / n;
-        out[1] = right as f64 / n;
+        out[0] = loss / batch.len.max(1) as f64;
+        // A batch of no ranked instance reports the worker's latest (`ns`, many labels): each
+        // ranked instance stands for those trained after it until the next one.
+        if ranked > 0 {
+            w.accuracy = right as f64 / ranked as f64;
+        }
+        out[1] = w.accuracy;
         Ok(())
     }
 
@@ -807,14 +859,12 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
             self.forward(w);
             if let Some(label_at) = w.label_at {
                 self.labels_of(w, batch, label_at, i)?;
-                let (l, ok) = self.score(w, false);
+                let (l, ok) = self.score(w, None, true);
                 loss += l as f64;
-                right += usize::from(ok);
+                right += usize::from(ok == Some(true));
             } else if self.cfg.loss != Loss::Hs {
-                // The probabilities to write: any label's loss computes them.
-                w.golds.clear();
-                w.golds.push(0);
-                self.score(w, false);
+                // The probabilities to write (hs searches its tree for those it writes).
+                self.head.predict(&self.fc, &w.hidden, &mut w.head);
             }
             let BowWorker {
                 hidden,
@@ -867,7 +917,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
         vec![&self.emb, &self.fc]
     }
 
-    /// The label names, when the model has them, and the label counts of `hs`.
+    /// The label names, when the model has them, and the label counts of `hs` and `ns`.
     fn sections(&self) -> Vec<Section> {
         let mut sections = self.labels.sections();
         if let Some(counts) = &self.label_counts {
@@ -894,6 +944,24 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Bow<O> {
 }
 
 impl<O: Optimizer<f32>> Bow<O> {
+    /// One training instance in this many has every label ranked (all of them except with `ns`
+    /// over more than [`RANK_ROWS`] labels).
+    fn rank_every(&self) -> usize {
+        match self.cfg.loss {
+            Loss::Ns => (self.cfg.classes / RANK_ROWS).max(1),
+            _ => 1,
+        }
+    }
+
+    /// Worker `n` for batches laid out by `desc`.
+    fn worker_for(&self, desc: &DataFeedDesc, n: usize) -> Result<BowWorker> {
+        let (words_at, label_at) = self.cfg.slots(desc)?;
+        let mut w = self.numbered_worker(n);
+        w.words_at = words_at;
+        w.label_at = label_at;
+        Ok(w)
+    }
+
     /// Sets `w.golds` to the labels of instance `i` of `batch`.
     fn labels_of(&self, w: &mut BowWorker, batch: &Batch, label_at: usize, i: usize) -> Result<()> {
         let values = batch.slots[label_at].u64s(i).unwrap_or(&[]);
@@ -901,8 +969,8 @@ impl<O: Optimizer<f32>> Bow<O> {
     }
 }
 
-/// The checkpoint section holding the label counts of `hs`: one decimal count per line, in class
-/// order.
+/// The checkpoint section holding the label counts of `hs` and `ns`: one decimal count per line,
+/// in class order.
 const LABEL_COUNTS_SECTION: &str = "label_counts";
 
 /// The counts of a [`LABEL_COUNTS_SECTION`] for `classes` classes.
@@ -945,6 +1013,7 @@ pub(crate) fn argmax(xs: &[f32]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::labels::Scores;
     use crate::models::TopK;
     use crate::optim::{Adagrad, AdamAsync, Sgd};
     use crate::rng::FASTTEXT_NGRAM_MULT;
@@ -957,6 +1026,7 @@ mod tests {
             vocab: 20,
             classes: 2,
             loss: Loss::Softmax,
+            negative: 5,
             dim: 4,
             bigram_buckets: bigrams,
             subword_buckets: 0,
@@ -1130,6 +1200,132 @@ mod tests {
         }
     }
 
+    // Reference for one SGD step (lr 0.5) of loss = "ns", negative = 3, on ids [1, 2], label 1,
+    // dim 2, 4 classes of counts [4, 1, 9, 1]: with model seed 0 the first worker draws the
+    // negative labels 2, 0, 3, with seed 1 the labels 0, 2, 2 (asserted below, from the rows the
+    // step touched). Each row is read, then updated, before the next: label 2's second draw is
+    // scored with its first update applied (fastText's `binaryLogistic`). Embedding rows as in
+    // the softmax reference; output rows (last column bias) W as below. numpy:
+    //   sig = lambda x: 1 / (1 + np.exp(-x)); h = (e1 + e2) / 2; hb = np.append(h, 1.0)
+    //   W = np.array([[0.5, -0.5, 0.1], [0.2, 0.3, -0.1], [-0.3, 0.4, 0.2], [0.1, 0.1, 0.0]])
+    //   W2 = W.copy()
+    //   for r, t in [(1, 1)] + [(n, 0) for n in negs]:
+    //       z = W2[r] @ hb; p = sig(z); loss += -np.log(p if t else 1 - p); g = p - t
+    //       gh += g * W2[r][:2]; W2[r] -= 0.5 * g * hb
+    //   e1' = e1 - 0.5 * gh / 2
+    //   negs [2, 0, 3]: loss 3.00766, e1' [0.08266, 0.2444], W2 = [[0.44378, -0.47189,
+    //     -0.18109], [0.25225, 0.27388, 0.16124], [-0.3525, 0.42625, -0.06249],
+    //     [0.04975, 0.12512, -0.25125]]
+    //   negs [0, 2, 2]: loss 2.91869, e1' [0.13543, 0.20835], W2 = [[0.44378, -0.47189,
+    //     -0.18109], [0.25225, 0.27388, 0.16124], [-0.39812, 0.44906, -0.29059], [0.1, 0.1, 0]]
+    //   every label's sig(W @ hb) = [0.56218, 0.47752, 0.52498, 0.5025]: label 0 is first.
+    #[test]
+    fn one_ns_step_matches_numpy() {
+        let rows = [
+            [0.5, -0.5, 0.1],
+            [0.2, 0.3, -0.1],
+            [-0.3, 0.4, 0.2],
+            [0.1, 0.1, 0.0],
+        ];
+        let cases = [
+            (
+                0,
+                [2, 0, 3],
+                3.00766,
+                [0.08266, 0.2444],
+                [
+                    [0.44378, -0.47189, -0.18109],
+                    [0.25225, 0.27388, 0.16124],
+                    [-0.3525, 0.42625, -0.06249],
+                    [0.04975, 0.12512, -0.25125],
+                ],
+            ),
+            (
+                1,
+                [0, 2, 2],
+                2.91869,
+                [0.13543, 0.20835],
+                [
+                    [0.44378, -0.47189, -0.18109],
+                    [0.25225, 0.27388, 0.16124],
+                    [-0.39812, 0.44906, -0.29059],
+                    [0.1, 0.1, 0.0],
+                ],
+            ),
+        ];
+        for (seed, negs, want_loss, want_e1, want_rows) in cases {
+            let mut c = cfg(0);
+            (c.dim, c.classes, c.loss, c.negative, c.seed) = (2, 4, Loss::Ns, 3, seed);
+            let mut m = Bow::new(c, Sgd { lr: 0.5f32 }).unwrap();
+            m.set_label_counts(vec![4, 1, 9, 1]).unwrap();
+            assert_eq!(m.output().rows(), 4, "one row per class");
+            m.embedding().write_weights(1, &[0.1, 0.2]);
+            m.embedding().write_weights(2, &[0.3, -0.4]);
+            for (r, row) in rows.iter().enumerate() {
+                m.output().write_weights(r, row);
+            }
+            let mut w = m.new_worker();
+            let probs = m.predict_instance(&mut w, &[1, 2]).unwrap().to_vec();
+            for (p, want) in probs.iter().zip([0.56218, 0.47752, 0.52498, 0.5025]) {
+                assert_relative_eq!(*p, want, epsilon = 1e-4);
+            }
+            let steps = m.begin(1.0).unwrap();
+            let (loss, right) = m.train_instance(&mut w, &steps, &[1, 2], 1).unwrap();
+            let touched: Vec<u32> = w.head.grads.iter().map(|g| g.0).collect();
+            assert_eq!(touched[0], 1, "seed {seed}: the gold first");
+            assert_eq!(touched[1..], negs, "seed {seed}: the negatives drawn");
+            assert_relative_eq!(loss, want_loss, epsilon = 1e-4);
+            assert!(!right, "label 0 is more probable");
+            let mut e1 = [0.0f32; 2];
+            m.embedding().read_weights(1, &mut e1);
+            for (x, y) in e1.iter().zip(want_e1) {
+                assert_relative_eq!(*x, y, epsilon = 1e-4);
+            }
+            let mut row = [0.0f32; 3];
+            for (r, want) in want_rows.iter().enumerate() {
+                m.output().read_weights(r, &mut row);
+                for (x, y) in row.iter().zip(want) {
+                    assert_relative_eq!(*x, *y, epsilon = 1e-4);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ns_draws_negatives_by_the_square_roots_of_the_counts_and_never_the_gold() {
+        // Counts [4, 1, 9, 0]: weights [2, 1, 3, 1] (a count of 0 drawn as 1); with gold 1 the
+        // negatives are 0, 2 and 3 in shares 2/6, 3/6 and 1/6. 30,000 draws: a share's standard
+        // error is below 0.003, the tolerance 0.015.
+        let mut c = cfg(0);
+        (c.classes, c.loss, c.negative) = (4, Loss::Ns, 5);
+        let mut m = Bow::new(c.clone(), Sgd { lr: 0.0f32 }).unwrap();
+        m.set_label_counts(vec![4, 1, 9, 0]).unwrap();
+        let draws = |m: &Bow<Sgd<f32>>, n: usize| {
+            let mut w = m.numbered_worker(n);
+            let steps = m.begin(0.0).unwrap();
+            let mut drawn = Vec::new();
+            for _ in 0..6000 {
+                m.train_instance(&mut w, &steps, &[1, 2], 1).unwrap();
+                assert_eq!(w.head.grads[0].0, 1, "the gold first");
+                drawn.extend(w.head.grads[1..].iter().map(|g| g.0 as usize));
+            }
+            drawn
+        };
+        let drawn = draws(&m, 0);
+        assert_eq!(drawn.len(), 30_000, "5 negatives per instance");
+        let mut share = [0.0f64; 4];
+        drawn.iter().for_each(|&c| share[c] += 1.0 / 30_000.0);
+        for (got, want) in share.iter().zip([2.0 / 6.0, 0.0, 3.0 / 6.0, 1.0 / 6.0]) {
+            assert_relative_eq!(*got, want, epsilon = 0.015);
+        }
+        // Each worker has its own stream, the same for the same seed and worker number.
+        assert_eq!(draws(&m, 0), drawn);
+        assert_ne!(draws(&m, 1), drawn);
+        let mut other = Bow::new(c, Sgd { lr: 0.0f32 }).unwrap();
+        other.set_label_counts(vec![4, 1, 9, 0]).unwrap();
+        assert_eq!(draws(&other, 0), drawn);
+    }
+
     /// A corpus of `classes` labels of falling frequency (label `c` about twice as often as
     /// `c + 1`), each with its own 4 words of the vocabulary of `4 * classes`, plus noise words.
     fn many_labels(n: usize, classes: u64) -> Vec<(Vec<u64>, u64)> {
@@ -1190,6 +1386,78 @@ mod tests {
                     assert_relative_eq!(f.1, w.1, epsilon = 1e-5);
                 }
             }
+        }
+    }
+
+    /// Trains `m` (`loss = "ns"`, 13 classes) for 5 epochs on `tr` (labels 0 to 11) with the
+    /// training part's counts (label 12's is 0); returns the last epoch's mean loss, the test
+    /// accuracy on `te`, and label 12's highest probability on `te`.
+    fn train_ns<O: Optimizer<f32>>(
+        mut m: Bow<O>,
+        tr: &[(Vec<u64>, u64)],
+        te: &[(Vec<u64>, u64)],
+    ) -> (f32, f32, f32) {
+        let mut counts = vec![0u64; 13];
+        tr.iter().for_each(|(_, y)| counts[*y as usize] += 1);
+        m.set_label_counts(counts.clone()).unwrap();
+        assert_eq!(m.label_counts(), Some(&counts[..]));
+        m.init();
+        let loss = train(&m, tr, 5);
+        let mut w = m.new_worker();
+        let unseen = te
+            .iter()
+            .map(|(ids, _)| m.predict_instance(&mut w, ids).unwrap()[12])
+            .fold(0.0f32, f32::max);
+        (loss, accuracy(&m, te), unseen)
+    }
+
+    #[test]
+    fn ns_learns_many_labels_with_each_optimizer() {
+        let (tr, te) = (many_labels(3000, 12), many_labels(400, 12));
+        let mut c = cfg(0);
+        (c.classes, c.vocab, c.dim, c.bias) = (13, 48, 8, false);
+        c.loss = Loss::Ns;
+        let sgd = Bow::new(c.clone(), Sgd { lr: 0.5f32 }).unwrap();
+        let adagrad = Adagrad {
+            lr: 0.2f32,
+            initial_accumulator: 0.1,
+        };
+        let ada = Bow::new(c.clone(), adagrad).unwrap();
+        let adam = Bow::new(c, AdamAsync::new(0.02f32, 0.9, 0.999, 1e-8)).unwrap();
+        for (name, (loss, acc, unseen)) in [
+            ("sgd", train_ns(sgd, &tr, &te)),
+            ("adagrad", train_ns(ada, &tr, &te)),
+            ("adam", train_ns(adam, &tr, &te)),
+        ] {
+            // The loss sums 6 binary losses: the gold's and 5 negatives'.
+            assert!(loss < 0.2, "{name}: loss {loss}");
+            assert!(acc > 0.95, "{name}: accuracy {acc}");
+            // Label 12, never in the data, drawn as a negative as if once: pushed below 1/2.
+            assert!(
+                unseen < 0.45,
+                "{name}: label 12's probability up to {unseen}"
+            );
+        }
+    }
+
+    #[test]
+    fn ns_ranks_every_label_on_few_instances_of_many_labels() {
+        let mut c = cfg(0);
+        c.loss = Loss::Ns;
+        for (classes, every) in [(2, 1), (31, 1), (32, 2), (1000, 62), (9764, 610)] {
+            c.classes = classes;
+            let m = Bow::new(c.clone(), Sgd { lr: 0.1f32 }).unwrap();
+            assert_eq!(m.rank_every(), every, "{classes} classes");
+        }
+        // The other losses tell the accuracy of every instance at no cost.
+        for loss in [Loss::Softmax, Loss::Hs, Loss::Ova] {
+            c.loss = loss;
+            assert_eq!(
+                Bow::new(c.clone(), Sgd { lr: 0.1f32 })
+                    .unwrap()
+                    .rank_every(),
+                1
+            );
         }
     }
 

@@ -12,10 +12,15 @@
 //! - `ova` (one-vs-all): one independent sigmoid per class, `p_c = sigmoid(w_c . h)`, loss
 //!   `sum_c -ln p(y_c)`, with `y_c = 1` for each of the instance's labels: an instance may have
 //!   several, and the probabilities of a prediction do not sum to 1.
+//! - `ns` (negative sampling): the gold label's row with target 1 and `negative` other labels'
+//!   rows, drawn with probability proportional to the square root of their counts (the gold
+//!   drawn again), with target 0, each a sigmoid: `1 + negative` rows per instance whatever the
+//!   number of labels. A label's probability is its own sigmoid, as with `ova`, so a prediction
+//!   scores every label.
 //!
 //! The gradient of the loss with respect to each touched row's score (`p - y` for each of them)
-//! is collected with the rows it belongs to, added through the rows' current weights to the
-//! gradient reaching `h`, and applied to the rows after that, as fastText does.
+//! is added through the row's current weights to the gradient reaching `h`, and then applied to
+//! the row, row by row, as fastText does.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -26,6 +31,7 @@ use super::ctr::{logloss, sigmoid};
 use super::huffman::{Huffman, Node};
 use super::labels::{Scores, TopK};
 use crate::optim::Optimizer;
+use crate::rng::{AliasTable, XorShift64Star};
 use crate::store::Table;
 
 /// The classifier's loss (fastText's `-loss`).
@@ -39,6 +45,9 @@ pub enum Loss {
     Hs,
     /// An independent sigmoid per class; one or more labels per instance.
     Ova,
+    /// A sigmoid for the gold label and for a few labels drawn by their counts; one label per
+    /// instance.
+    Ns,
 }
 
 impl Loss {
@@ -46,7 +55,7 @@ impl Loss {
     pub fn output_rows(self, classes: usize) -> usize {
         match self {
             Loss::Hs => classes - 1,
-            Loss::Softmax | Loss::Ova => classes,
+            Loss::Softmax | Loss::Ova | Loss::Ns => classes,
         }
     }
 
@@ -57,7 +66,16 @@ impl Loss {
 
     /// Whether the loss depends on the labels' counts in the training data (kept in the model).
     pub fn needs_counts(self) -> bool {
-        self == Loss::Hs
+        matches!(self, Loss::Hs | Loss::Ns)
+    }
+
+    /// What the loss does with the labels' counts, for messages (`loss = "hs" builds its tree
+    /// from the labels' counts`).
+    pub fn counts_use(self) -> &'static str {
+        match self {
+            Loss::Ns => "draws its negative labels",
+            _ => "builds its tree",
+        }
     }
 
     /// The name as the configuration writes it.
@@ -66,11 +84,12 @@ impl Loss {
             Loss::Softmax => "softmax",
             Loss::Hs => "hs",
             Loss::Ova => "ova",
+            Loss::Ns => "ns",
         }
     }
 }
 
-const LOSSES: [Loss; 3] = [Loss::Softmax, Loss::Hs, Loss::Ova];
+const LOSSES: [Loss; 4] = [Loss::Softmax, Loss::Hs, Loss::Ova, Loss::Ns];
 
 /// A loss by name, refused with the names there are (the configuration's error names the field:
 /// a model section's own parse error points at the section, not the line).
@@ -82,104 +101,120 @@ impl<'de> Deserialize<'de> for Loss {
             .find(|l| l.name() == name)
             .ok_or_else(|| {
                 serde::de::Error::custom(format!(
-                    "loss = \"{name}\" is no loss: give \"softmax\", \"hs\" or \"ova\""
+                    "loss = \"{name}\" is no loss: give \"softmax\", \"hs\", \"ova\" or \"ns\""
                 ))
             })
     }
 }
 
-/// The output layer's structure beyond its table: the tree of `hs`.
+/// The output layer's structure beyond its table: the tree of `hs`, the negatives of `ns`.
 #[derive(Debug, Clone)]
 pub(crate) enum Head {
     Softmax,
     Hs(Huffman),
     Ova,
+    Ns {
+        /// Draws a label with probability proportional to the square root of its count.
+        noise: AliasTable,
+        /// Negative labels per instance.
+        negative: usize,
+    },
+}
+
+/// What a training step's backward pass through the output layer needs: where the gradient
+/// reaching the pooled vector goes, and the optimizer call that updates the rows.
+pub(crate) struct Backward<'a, O: Optimizer<f32>> {
+    pub(crate) grad_hidden: &'a mut [f32],
+    pub(crate) opt: &'a O,
+    pub(crate) step: &'a O::Step,
 }
 
 /// One worker's buffers for the output layer.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct HeadScratch {
-    /// Softmax and ova: every class's probability (after [`Head::loss`]).
+    /// Softmax, ova and ns: every class's probability (after [`Head::loss`] ranked them).
     pub(crate) probs: Vec<f32>,
     /// Per output row the instance touched: the row and the gradient of the loss on its score.
     pub(crate) grads: Vec<(u32, f32)>,
     /// hs: the scores of the gold label's inner nodes.
     z: Vec<f32>,
+    /// ns: the worker's own stream of negative labels.
+    rng: XorShift64Star,
 }
 
 impl HeadScratch {
-    /// The buffers for `classes` classes.
-    pub(crate) fn new(classes: usize) -> Self {
+    /// The buffers for `classes` classes, drawing negative labels from the stream of `seed`.
+    pub(crate) fn new(classes: usize, seed: u64) -> Self {
         Self {
             probs: vec![0.0; classes],
-            ..Self::default()
+            grads: Vec::new(),
+            z: Vec::new(),
+            rng: XorShift64Star::from_seed(seed),
         }
     }
 }
 
 impl Head {
-    /// The head of `loss` over labels of `counts` (one per class; only `hs` reads them).
-    pub(crate) fn new(loss: Loss, counts: &[u64]) -> Self {
+    /// The head of `loss` over labels of `counts` (one per class; `hs` and `ns` read them),
+    /// drawing `negative` labels per instance with `ns`.
+    pub(crate) fn new(loss: Loss, counts: &[u64], negative: usize) -> Self {
         match loss {
             Loss::Softmax => Head::Softmax,
             Loss::Hs => Head::Hs(Huffman::new(counts)),
             Loss::Ova => Head::Ova,
+            Loss::Ns => {
+                // fastText's table of counts^0.5, drawn exactly. A label of count 0 (in the
+                // labels' vocabulary but not in the training data) is drawn as if of count 1:
+                // never drawn, its row would stay zero and every prediction give it 1/2.
+                let weights: Vec<f64> = counts.iter().map(|&c| (c.max(1) as f64).sqrt()).collect();
+                Head::Ns {
+                    noise: AliasTable::new(&weights),
+                    negative,
+                }
+            }
         }
     }
 
     /// The loss of an instance of labels `golds` (one, except with ova) and pooled vector `h`,
     /// and whether its most probable class is one of `golds` (equal probabilities counting for
-    /// the gold). With `grad_hidden`, also the gradients: per row in `s.grads`, and through the
-    /// rows' weights added to `grad_hidden`.
+    /// the gold), before any update. With `backward`, also the gradients: each touched row's
+    /// gradient is added through the row's weights to `backward.grad_hidden`, then the row is
+    /// updated, before the next row is read (fastText's `binaryLogistic`: a negative label drawn
+    /// twice is scored the second time with its first update applied), and the rows and their
+    /// gradients are listed in `s.grads`.
+    ///
+    /// `ns` reads only the gold's and the negatives' rows for the loss: with `rank` it also
+    /// scores every class to tell whether the gold is the most probable (without `backward`
+    /// leaving their probabilities in `s.probs`), and without it that is not known (`None`);
+    /// the other losses always tell.
     #[inline]
-    pub(crate) fn loss(
+    pub(crate) fn loss<O: Optimizer<f32>>(
         &self,
         fc: &Table,
         h: &[f32],
         golds: &[usize],
         s: &mut HeadScratch,
-        mut grad_hidden: Option<&mut [f32]>,
-    ) -> (f32, bool) {
+        mut backward: Option<Backward<'_, O>>,
+        rank: bool,
+    ) -> (f32, Option<bool>) {
         s.grads.clear();
-        let backward = grad_hidden.is_some();
+        let training = backward.is_some();
         let mut push = |row: usize, g: f32, s: &mut HeadScratch| {
-            if let Some(gh) = grad_hidden.as_deref_mut() {
-                fc.add_weights_to(row, g, gh);
+            if let Some(b) = backward.as_mut() {
+                fc.add_weights_to(row, g, b.grad_hidden);
+                fc.update_row(b.opt, b.step, row, h, g);
                 s.grads.push((row as u32, g));
             }
         };
         match self {
             Head::Softmax | Head::Ova => {
-                let softmax = matches!(self, Head::Softmax);
-                let mut max = f32::NEG_INFINITY;
-                for (c, p) in s.probs.iter_mut().enumerate() {
-                    *p = fc.dot(c, h);
-                    max = max.max(*p);
-                }
-                let mut loss = 0.0;
-                if softmax {
-                    let mut sum = 0.0;
-                    for p in s.probs.iter_mut() {
-                        *p = (*p - max).exp();
-                        sum += *p;
-                    }
-                    let inv = 1.0 / sum;
-                    s.probs.iter_mut().for_each(|p| *p *= inv);
-                    loss = -s.probs[golds[0]].max(1e-30).ln();
-                } else {
-                    for (c, p) in s.probs.iter_mut().enumerate() {
-                        loss += logloss(*p, y(golds, c));
-                        *p = sigmoid(*p);
-                    }
-                }
+                let loss = self.dense(fc, h, golds, &mut s.probs);
                 let right = golds.contains(&super::bow::argmax(&s.probs));
-                if backward {
-                    for c in 0..s.probs.len() {
-                        let g = s.probs[c] - y(golds, c);
-                        push(c, g, s);
-                    }
+                for c in 0..s.probs.len() {
+                    let g = s.probs[c] - y(golds, c);
+                    push(c, g, s);
                 }
-                (loss, right)
+                (loss, Some(right))
             }
             Head::Hs(tree) => {
                 let gold = golds[0];
@@ -192,9 +227,69 @@ impl Head {
                     s.z.push(z);
                     push(node as usize, sigmoid(z) - target, s);
                 }
+                // The search reads only nodes beside the gold's way, which were not updated.
                 let right = !self.beaten(tree, fc, h, gold, &s.z, -loss);
+                (loss, Some(right))
+            }
+            Head::Ns { noise, negative } => {
+                let gold = golds[0];
+                let right = rank.then(|| {
+                    // By the scores: the sigmoid keeps their order (and ties none that
+                    // saturate), and training reads no probability.
+                    for (c, p) in s.probs.iter_mut().enumerate() {
+                        *p = fc.dot(c, h);
+                    }
+                    let best = super::bow::argmax(&s.probs);
+                    if !training {
+                        s.probs.iter_mut().for_each(|p| *p = sigmoid(*p));
+                    }
+                    best == gold
+                });
+                let z = fc.dot(gold, h);
+                let mut loss = logloss(z, 1.0);
+                push(gold, sigmoid(z) - 1.0, s);
+                for _ in 0..*negative {
+                    // The gold is drawn again (fastText's getNegative); counts of at least 1
+                    // give the other labels a positive share, so this ends.
+                    let neg = loop {
+                        let c = noise.sample(s.rng.next()) as usize;
+                        if c != gold {
+                            break c;
+                        }
+                    };
+                    let z = fc.dot(neg, h);
+                    loss += logloss(z, 0.0);
+                    push(neg, sigmoid(z), s);
+                }
                 (loss, right)
             }
+        }
+    }
+
+    /// Softmax and ova: every class's probability into `probs`, and the loss of labels `golds`.
+    #[inline]
+    fn dense(&self, fc: &Table, h: &[f32], golds: &[usize], probs: &mut [f32]) -> f32 {
+        let mut max = f32::NEG_INFINITY;
+        for (c, p) in probs.iter_mut().enumerate() {
+            *p = fc.dot(c, h);
+            max = max.max(*p);
+        }
+        if matches!(self, Head::Softmax) {
+            let mut sum = 0.0;
+            for p in probs.iter_mut() {
+                *p = (*p - max).exp();
+                sum += *p;
+            }
+            let inv = 1.0 / sum;
+            probs.iter_mut().for_each(|p| *p *= inv);
+            -probs[golds[0]].max(1e-30).ln()
+        } else {
+            let mut loss = 0.0;
+            for (c, p) in probs.iter_mut().enumerate() {
+                loss += logloss(*p, y(golds, c));
+                *p = sigmoid(*p);
+            }
+            loss
         }
     }
 
@@ -223,8 +318,18 @@ impl Head {
         false
     }
 
+    /// Every class's probability, into `s.probs`, without a loss (no negatives drawn).
+    pub(crate) fn predict(&self, fc: &Table, h: &[f32], s: &mut HeadScratch) {
+        match self {
+            // Any label: only the probabilities are read.
+            Head::Softmax | Head::Ova => _ = self.dense(fc, h, &[0], &mut s.probs),
+            Head::Ns { .. } => sigmoids(fc, h, &mut s.probs),
+            Head::Hs(_) => self.scores(fc, h, &[]).all(&mut s.probs),
+        }
+    }
+
     /// Every class's probability (in `out`, in class order) after [`Head::loss`] filled
-    /// `s.probs` (softmax, ova); hs walks the whole tree.
+    /// `s.probs` (softmax, ova, ns ranked); hs walks the whole tree.
     pub(crate) fn scores<'a>(
         &'a self,
         fc: &'a Table,
@@ -232,24 +337,17 @@ impl Head {
         probs: &'a [f32],
     ) -> Scored<'a> {
         match self {
-            Head::Softmax | Head::Ova => Scored::Dense(probs),
+            Head::Softmax | Head::Ova | Head::Ns { .. } => Scored::Dense(probs),
             Head::Hs(tree) => Scored::Tree { tree, fc, h },
         }
     }
+}
 
-    /// Applies the gradients [`Head::loss`] collected to their rows.
-    #[inline]
-    pub(crate) fn update<O: Optimizer<f32>>(
-        &self,
-        fc: &Table,
-        opt: &O,
-        step: &O::Step,
-        h: &[f32],
-        s: &HeadScratch,
-    ) {
-        for &(row, g) in &s.grads {
-            fc.update_row(opt, step, row as usize, h, g);
-        }
+/// Each class's own probability, the sigmoid of its score (ova's and ns's predictions).
+#[inline]
+fn sigmoids(fc: &Table, h: &[f32], probs: &mut [f32]) {
+    for (c, p) in probs.iter_mut().enumerate() {
+        *p = sigmoid(fc.dot(c, h));
     }
 }
 

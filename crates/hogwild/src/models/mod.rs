@@ -521,6 +521,11 @@ lr = 0.01
             ),
             (bow("", &adam("epsilon = 0")), "optimizer.epsilon", "0"),
             (bow("dim = 0", &adam("")), "dim", "at least 1"),
+            (
+                bow("loss = \"ns\"\nnegative = 0", &adam("")),
+                "negative",
+                "at least 1",
+            ),
             (bow("lr_hold = 1.5", &adam("")), "lr_hold", "below 1"),
             (
                 bow("label_slot = \"words\"", &adam("")),

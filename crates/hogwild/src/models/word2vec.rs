@@ -43,7 +43,7 @@ use crate::feed::{start_feed, Batch, DataFeedDesc, FeedOptions, SlotType};
 use crate::files::{replace_file, Output};
 use crate::model::{Model, RunPlan, StageTimes};
 use crate::optim::{LinearDecay, Sgd};
-use crate::rng::{unit_f32, XorShift64Star};
+use crate::rng::{unit_f32, AliasTable, XorShift64Star};
 use crate::store::{in_row_ranges, Table};
 use crate::{Error, Result};
 
@@ -564,48 +564,6 @@ fn words_position(desc: &DataFeedDesc, name: &str) -> Result<usize> {
         });
     }
     Ok(at)
-}
-
-/// Walker's alias table: draws id `i` with probability `weights[i] / sum` in constant time.
-#[derive(Debug, Clone)]
-pub(crate) struct AliasTable {
-    /// Per bucket: keep the bucket's own id when the low 32 random bits are below this.
-    threshold: Vec<u32>,
-    alias: Vec<u32>,
-}
-
-impl AliasTable {
-    /// The table for non-negative `weights` with a positive sum.
-    pub(crate) fn new(weights: &[f64]) -> Self {
-        let n = weights.len();
-        let sum: f64 = weights.iter().sum();
-        let mut scaled: Vec<f64> = weights.iter().map(|w| w * n as f64 / sum).collect();
-        let mut alias: Vec<u32> = (0..n as u32).collect();
-        let mut threshold = vec![u32::MAX; n];
-        let (mut small, mut large): (Vec<usize>, Vec<usize>) =
-            (0..n).partition(|&i| scaled[i] < 1.0);
-        while let (Some(s), Some(&l)) = (small.pop(), large.last()) {
-            threshold[s] = (scaled[s] * 4_294_967_296.0).min(u32::MAX as f64) as u32;
-            alias[s] = l as u32;
-            scaled[l] -= 1.0 - scaled[s];
-            if scaled[l] < 1.0 {
-                large.pop();
-                small.push(l);
-            }
-        }
-        Self { threshold, alias }
-    }
-
-    /// The id drawn by random bits `r`.
-    #[inline(always)]
-    pub(crate) fn sample(&self, r: u64) -> u32 {
-        let bucket = (((r >> 32) * self.threshold.len() as u64) >> 32) as usize;
-        if (r as u32) < self.threshold[bucket] {
-            bucket as u32
-        } else {
-            self.alias[bucket]
-        }
-    }
 }
 
 /// `ln(1 + exp(-x))` on `[-MAX_EXP, MAX_EXP]`, tabulated and interpolated linearly (error below
