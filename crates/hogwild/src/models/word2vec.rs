@@ -234,6 +234,12 @@ impl Word2VecConfig {
                 ),
             });
         }
+        if buckets > MAX_SUBWORD_BUCKETS {
+            return Err(Error::InvalidConfig {
+                field: "subword_buckets".into(),
+                reason: format!("{buckets} is more than the {MAX_SUBWORD_BUCKETS} allowed"),
+            });
+        }
         Subwords::new(minn, maxn, buckets as u64).map(Some)
     }
 
@@ -772,6 +778,10 @@ fn hs_rows(words: usize) -> Result<usize> {
         n => Ok(n - 1),
     }
 }
+
+/// The most n-gram rows: with the vocabulary's, every input row is numbered by a `u32` (at dim
+/// 100 they would take 800 GB).
+const MAX_SUBWORD_BUCKETS: usize = 1 << 31;
 
 /// The input table's rows for a vocabulary of `words` words: one per word, then
 /// `subword_buckets` n-gram rows; refused past what word2vec's `u32` row numbers reach.
@@ -1521,14 +1531,8 @@ impl Word2Vec {
         let mut row = vec![0.0f32; self.cfg.dim];
         let mut line = String::new();
         for &i in &ids {
-            use std::fmt::Write as _;
             self.word_vector(i, &mut row);
-            line.clear();
-            line.push_str(&self.vocab.words[i]);
-            for x in &row {
-                let _ = write!(line, " {x:.6}");
-            }
-            line.push('\n');
+            vector_line(&mut line, &self.vocab.words[i], &row);
             out.write_all(line.as_bytes()).map_err(io)?;
         }
         Ok(ids.len())
@@ -1544,6 +1548,18 @@ impl Word2Vec {
             ],
         );
     }
+}
+
+/// Replaces `line` with a line of word2vec's text format: `word v1 ... v_dim` (six decimals)
+/// and a newline.
+pub fn vector_line(line: &mut String, word: &str, values: &[f32]) {
+    use std::fmt::Write as _;
+    line.clear();
+    line.push_str(word);
+    for x in values {
+        let _ = write!(line, " {x:.6}");
+    }
+    line.push('\n');
 }
 
 /// Where a vocabulary came from, for errors: `in <file>` or `stored in <checkpoint>`.

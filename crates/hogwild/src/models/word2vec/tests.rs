@@ -931,7 +931,11 @@ fn bad_subword_settings_are_named() {
         ((0, 0, 100), "subword_buckets", "need minn and maxn"),
         ((0, 6, 100), "minn", "must be at least 1"),
         ((4, 3, 100), "maxn", "must be at least minn (4)"),
-        ((3, 6, u32::MAX as usize), "subword_buckets", "exceed"),
+        (
+            (3, 6, u32::MAX as usize),
+            "subword_buckets",
+            "more than the 2147483648",
+        ),
     ] {
         let mut c = small_cfg(2);
         (c.minn, c.maxn, c.subword_buckets) = (minn, maxn, buckets);
