@@ -444,7 +444,8 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     dot / (norm(a) * norm(b))
 }
 
-/// Skip-gram with subwords (minn 3, maxn 6, fastText's) on the walk-through's text: a misspelled
+/// Skip-gram with subwords (`examples/word2vec/subwords.toml`: minn 3, maxn 6, fastText's; 100
+/// epochs) on the walk-through's text: a misspelled
 /// word, which the text never holds, gets a vector from its character n-grams whose nearest
 /// exported word is the word it misspells; a word of the vocabulary gets the line `export`
 /// writes; words come as arguments or from standard input.
@@ -453,11 +454,8 @@ fn subwords_give_misspelled_words_vectors_near_the_right_word() {
     let d = tempfile::tempdir().unwrap();
     let d = d.path();
     example_text(d);
-    example_config(
-        d,
-        "sub.toml",
-        "minn = 3\nmaxn = 6\nsubword_buckets = 100000\n",
-    );
+    let config = std::fs::read_to_string(repo().join("examples/word2vec/subwords.toml")).unwrap();
+    std::fs::write(d.join("sub.toml"), config).unwrap();
     let feed = repo().join("examples/word2vec/data.prototxt");
     let feed = feed.display().to_string();
     let args = ["train", "--config", "sub.toml", "--feed", &feed, "text.txt"];
