@@ -6,10 +6,10 @@
 //! gets a line of word2vec's text format (`word v1 ... v_dim`, the lines of `hogwild export`).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args as ClapArgs;
 use hogwild::models::{vector_line, Word2Vec};
 
@@ -61,21 +61,9 @@ pub fn run(args: Args) -> Result<()> {
         out.flush()?;
         return Ok(());
     }
-    let stdin = std::io::stdin();
-    let interactive = stdin.is_terminal();
-    let mut input = stdin.lock();
-    let mut buf = Vec::new();
-    for n in 1.. {
-        buf.clear();
-        if input
-            .read_until(b'\n', &mut buf)
-            .context("reading standard input")?
-            == 0
-        {
-            break;
-        }
-        let Ok(text) = std::str::from_utf8(&buf) else {
-            bail!("standard input line {n}: not UTF-8 text");
+    paths::stdin_lines("words (Ctrl-D ends): ", |line, text, interactive| {
+        let Ok(text) = text else {
+            bail!("standard input line {line}: not UTF-8 text");
         };
         for word in text.split_ascii_whitespace() {
             out.write_all(vectors.line(word).as_bytes())?;
@@ -83,7 +71,8 @@ pub fn run(args: Args) -> Result<()> {
         if interactive {
             out.flush()?;
         }
-    }
+        Ok(())
+    })?;
     out.flush()?;
     Ok(())
 }

@@ -328,12 +328,7 @@ fn cbow_learns_the_example_topics_and_answers_queries() {
     let d = tempfile::tempdir().unwrap();
     let d = d.path();
     let examples = repo().join("examples");
-    let text: String = std::fs::read_to_string(examples.join("text/train.txt"))
-        .unwrap()
-        .lines()
-        .map(|l| format!("{}\n", l.split_once(' ').map_or("", |(_, words)| words)))
-        .collect();
-    std::fs::write(d.join("text.txt"), text).unwrap();
+    example_text(d);
     let config = std::fs::read_to_string(examples.join("word2vec/cbow.toml")).unwrap();
     assert!(config.contains("\narch = \"cbow\""), "{config}");
     std::fs::write(d.join("cbow.toml"), config).unwrap();
