@@ -1,5 +1,7 @@
 """word2vec benchmark: hogwild vs gensim on GCIDE, skip-gram (`--arch skipgram`, gensim's sg=1)
-or CBOW (`--arch cbow`, gensim's sg=0 with its default cbow_mean=1), negative sampling.
+or CBOW (`--arch cbow`, gensim's sg=0 with its default cbow_mean=1), negative sampling. With
+`--subwords`, both use fastText's character n-grams (minn 3, maxn 6, 2,000,000 buckets): gensim's
+`FastText` against ours with `minn`, `maxn`, `subword_buckets`.
 
 Both train on the same cleaned text (letters only, lower case, 1000 words per line) with
 negative=5, window=5, dim 100, min_count=5, sample=1e-4, learning rate `--lr` (default 0.025,
@@ -11,8 +13,9 @@ Quality is gensim's `evaluate_word_analogies` on its bundled questions-words.txt
 vectors and for ours loaded with `KeyedVectors.load_word2vec_format`, after every run (median and
 all runs reported). Peak memory is the max RSS
 of each training process. Run through scripts/bench_word2vec.sh (bench venv, release build).
-Results go to build/bench/word2vec/results.md (CBOW: results-cbow.md) and a plot to
-docs/bench_word2vec.png (CBOW: docs/bench_word2vec_cbow.png).
+Results go to build/bench/word2vec/results.md (CBOW: results-cbow.md; `--subwords`: with
+`-subwords` added) and a plot to docs/bench_word2vec.png (CBOW: docs/bench_word2vec_cbow.png;
+`--subwords`: no plot).
 """
 import argparse
 import gzip
@@ -49,22 +52,29 @@ def prepare_text() -> Path:
 
 GENSIM_CHILD = r"""
 import logging, sys, re
-from gensim.models import Word2Vec
+from gensim.models import FastText, Word2Vec
 logging.basicConfig(format="%(message)s", level=logging.INFO)
 from gensim.models.word2vec import LineSentence
 path, threads, out, epochs = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 source = {"corpus_file": path} if sys.argv[5] == "corpus_file" else {"sentences": LineSentence(path)}
-sg, alpha = int(sys.argv[6]), float(sys.argv[7])
-m = Word2Vec(**source, sg=sg, negative=5, window=5, vector_size=100, min_count=5,
-             sample=1e-4, epochs=epochs, workers=threads, alpha=alpha, min_alpha=0.0001)
+sg, alpha, subwords = int(sys.argv[6]), float(sys.argv[7]), sys.argv[8] == "1"
+kind, more = (FastText, {"min_n": 3, "max_n": 6, "bucket": SUBWORD_BUCKETS}) if subwords else (Word2Vec, {})
+m = kind(**source, sg=sg, negative=5, window=5, vector_size=100, min_count=5,
+         sample=1e-4, epochs=epochs, workers=threads, alpha=alpha, min_alpha=0.0001, **more)
 m.wv.save_word2vec_format(out)
 """
 
 
-def gensim_run(text, threads, vectors, epochs, arch, lr, mode="corpus_file"):
+# fastText's default `-bucket`, for both systems with --subwords.
+SUBWORD_BUCKETS = 2_000_000
+
+
+def gensim_run(text, threads, vectors, epochs, arch, lr, subwords, mode="corpus_file"):
     sg = "1" if arch == "skipgram" else "0"
-    out, _, rss, cpu = run_measured([sys.executable, "-c", GENSIM_CHILD, str(text), str(threads),
-                                str(vectors), str(epochs), mode, sg, str(lr)])
+    child = GENSIM_CHILD.replace("SUBWORD_BUCKETS", str(SUBWORD_BUCKETS))
+    out, _, rss, cpu = run_measured([sys.executable, "-c", child, str(text), str(threads),
+                                str(vectors), str(epochs), mode, sg, str(lr),
+                                "1" if subwords else "0"])
     m = re.findall(r"training on ([\d,]+) raw words \(([\d,]+) effective words\) took "
                    r"([\d.]+)s, ([\d,]+) effective words/s", out)
     if not m:
@@ -106,6 +116,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--arch", choices=["skipgram", "cbow"], default="skipgram")
     ap.add_argument("--lr", type=float, default=0.025)
+    ap.add_argument("--subwords", action="store_true",
+                    help="character n-grams (minn 3, maxn 6, 2,000,000 buckets): gensim's FastText")
     ap.add_argument("--gensim-iterable", action="store_true",
                     help="also train gensim once per thread count above 1 from a sentence iterable "
                          "(LineSentence) and report its analogy accuracy: with corpus_file and "
@@ -115,7 +127,9 @@ def main():
     args = ap.parse_args()
     text = prepare_text()
     OUT.mkdir(parents=True, exist_ok=True)
-    suffix = "" if args.arch == "skipgram" else f"-{args.arch}"
+    suffix = ("" if args.arch == "skipgram" else f"-{args.arch}") + ("-subwords" if args.subwords else "")
+    subwords = (f"minn = 3\nmaxn = 6\nsubword_buckets = {SUBWORD_BUCKETS}\n"
+                if args.subwords else "")
     config = OUT / f"model{suffix}.toml"
     config.write_text(f"""[model]
 kind = "word2vec"
@@ -127,7 +141,7 @@ window = 5
 negative = 5
 min_count = 5
 sample = 1e-4
-
+{subwords}
 [optimizer]
 kind = "sgd"
 lr = {args.lr}
@@ -142,7 +156,7 @@ lr = {args.lr}
         for threads in thread_counts:
             gv = OUT / f"gensim{suffix}-{threads}.txt"
             probe = core_to_core_ns() if threads > 1 else None
-            g = gensim_run(text, threads, gv, args.epochs, args.arch, args.lr)
+            g = gensim_run(text, threads, gv, args.epochs, args.arch, args.lr, args.subwords)
             g["core_to_core_ns"] = probe
             g["analogy"] = analogies(gv)
             results[("gensim", threads)].append(g)
@@ -164,7 +178,8 @@ lr = {args.lr}
     if args.gensim_iterable:
         for threads in [t for t in thread_counts if t > 1]:
             gv = OUT / f"gensim{suffix}-iterable-{threads}.txt"
-            g = gensim_run(text, threads, gv, args.epochs, args.arch, args.lr, mode="iterable")
+            g = gensim_run(text, threads, gv, args.epochs, args.arch, args.lr, args.subwords,
+                           mode="iterable")
             iterable[threads] = (g, analogies(gv))
     rows = []
     for (name, threads), runs in results.items():
@@ -181,7 +196,8 @@ lr = {args.lr}
             "core_to_core_ns": [r["core_to_core_ns"] for r in runs if r["core_to_core_ns"]],
         })
     by = {(r["system"], r["threads"]): r for r in rows}
-    lines = [f"{args.arch}, lr {args.lr}, {args.epochs} epoch(s), {args.repeats} repeats",
+    lines = [f"{args.arch}{' with subwords (minn 3, maxn 6, 2M buckets)' if args.subwords else ''}, "
+             f"lr {args.lr}, {args.epochs} epoch(s), {args.repeats} repeats",
              "",
              "| system | threads | effective words/s (median) | runs | process CPU s (median) | analogy acc. % (median) | runs | peak RSS MiB |",
              "|---|---|---|---|---|---|---|---|"]
@@ -214,6 +230,8 @@ lr = {args.lr}
     print(table)
     (OUT / f"results{suffix}.md").write_text(table + "\n")
     (OUT / f"results{suffix}.json").write_text(json.dumps(rows, indent=1))
+    if args.subwords:
+        return
     try:
         import matplotlib
         matplotlib.use("Agg")

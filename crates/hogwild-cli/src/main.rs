@@ -15,6 +15,7 @@ mod predict;
 mod preflight;
 mod queries;
 mod train;
+mod word_vectors;
 
 use std::process::ExitCode;
 
@@ -52,6 +53,9 @@ enum Command {
     /// Analogies ("A is to B as C is to ?") in word vectors, or the accuracy on a test set of
     /// them (word2vec's questions-words.txt), as gensim's evaluate_word_analogies measures it.
     Analogy(queries::AnalogyArgs),
+    /// Vectors of any words, misspelled or unseen ones too, from a word2vec model with subwords
+    /// (fastText's print-word-vectors): the mean of their character n-grams' rows.
+    WordVectors(word_vectors::Args),
     /// Generate a small corpus, train the bag-of-words model on it and print the results.
     Demo(demo::Args),
     /// Train a TensorFlow graph from files with several threads sharing one session (Hogwild).
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
         Command::Predict(args) => predict::run(args),
         Command::Nn(args) => queries::run_nn(args),
         Command::Analogy(args) => queries::run_analogy(args),
+        Command::WordVectors(args) => word_vectors::run(args),
         Command::Demo(args) => demo::run(args),
         #[cfg(feature = "tf")]
         Command::TfTrain(args) => hogwild_tf::tf_train(&args).map(|_| ()).map_err(Into::into),

@@ -3,9 +3,10 @@
 //! that can be read only once is not read twice). Outputs themselves are written through
 //! [`hogwild::files::Output`], which replaces a file only once its new content is whole.
 
+use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use hogwild::files::{readable_once, same_file, Output};
 
 /// The argument that names standard input (for inputs) or standard output (for `-o`).
@@ -123,6 +124,35 @@ fn shown(path: &Path) -> String {
     } else {
         path.display().to_string()
     }
+}
+
+/// Calls `f` with each line of standard input, its number (from 1) and its text (`Err` when it is
+/// not UTF-8), for commands that answer queries line by line (word2vec.c's `distance`, fastText's
+/// `print-word-vectors`). When standard input is a terminal, `prompt` is shown on standard error
+/// before each line and `f` is told to flush its answer at once.
+pub fn stdin_lines(
+    prompt: &str,
+    mut f: impl FnMut(u64, std::result::Result<&str, std::str::Utf8Error>, bool) -> Result<()>,
+) -> Result<()> {
+    let stdin = std::io::stdin();
+    let interactive = stdin.is_terminal();
+    let mut input = stdin.lock();
+    let mut buf = Vec::new();
+    for line in 1.. {
+        if interactive {
+            eprint!("{prompt}");
+        }
+        buf.clear();
+        if input
+            .read_until(b'\n', &mut buf)
+            .context("reading standard input")?
+            == 0
+        {
+            break;
+        }
+        f(line, std::str::from_utf8(&buf), interactive)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! is given on the command line, one per line (word2vec.c's `distance` and `word-analogy`): a bad
 //! one is reported on standard error, its block left empty, and the next one answered.
 
-use std::io::{BufRead, IsTerminal, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -234,30 +234,14 @@ fn answer_stdin(
     prompt: &str,
     ask: impl Fn(&[&str]) -> Result<Vec<Neighbour>>,
 ) -> Result<()> {
-    let stdin = std::io::stdin();
-    let interactive = stdin.is_terminal();
-    let mut input = stdin.lock();
     let mut out = std::io::stdout().lock();
-    let (mut line, mut asked, mut failed) = (0u64, 0usize, 0usize);
-    let mut buf = Vec::new();
-    loop {
-        if interactive {
-            eprint!("{prompt}");
-        }
-        buf.clear();
-        if input
-            .read_until(b'\n', &mut buf)
-            .context("reading standard input")?
-            == 0
-        {
-            break;
-        }
-        line += 1;
-        let result = match std::str::from_utf8(&buf) {
+    let (mut asked, mut failed) = (0usize, 0usize);
+    paths::stdin_lines(prompt, |line, text, _| {
+        let result = match text {
             Ok(text) => {
                 let words: Vec<&str> = text.split_whitespace().collect();
                 if words.is_empty() {
-                    continue;
+                    return Ok(());
                 }
                 ask(&words)
             }
@@ -275,7 +259,8 @@ fn answer_stdin(
             }
         }
         out.flush()?;
-    }
+        Ok(())
+    })?;
     if failed > 0 {
         bail!("{failed} of the {asked} queries of standard input failed (above)");
     }

@@ -231,6 +231,17 @@ fn word2vec_walkthrough_runs() {
         })
         .count();
     assert_eq!(answers, 5 + 3 + 5 + 5, "{printed}");
+    // word-vectors of two misspellings: `word v1 ... v50` lines.
+    for word in ["temprature", "umbrela"] {
+        let line = printed.lines().find(|l| l.starts_with(&format!("{word} ")));
+        let values = line.map_or(0, |l| {
+            l.split(' ')
+                .skip(1)
+                .filter(|x| x.parse::<f32>().is_ok())
+                .count()
+        });
+        assert_eq!(values, 50, "{word}: {printed}");
+    }
     let hs = std::fs::read_to_string(dir.path().join("build/word2vec/hs.toml")).unwrap();
     assert!(hs.contains("\nnegative = 0\nhs = true\n"), "{hs}");
     // analogy --questions: one question of six has a word the corpus lacks ("pizza").

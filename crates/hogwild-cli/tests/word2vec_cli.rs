@@ -328,12 +328,7 @@ fn cbow_learns_the_example_topics_and_answers_queries() {
     let d = tempfile::tempdir().unwrap();
     let d = d.path();
     let examples = repo().join("examples");
-    let text: String = std::fs::read_to_string(examples.join("text/train.txt"))
-        .unwrap()
-        .lines()
-        .map(|l| format!("{}\n", l.split_once(' ').map_or("", |(_, words)| words)))
-        .collect();
-    std::fs::write(d.join("text.txt"), text).unwrap();
+    example_text(d);
     let config = std::fs::read_to_string(examples.join("word2vec/cbow.toml")).unwrap();
     assert!(config.contains("\narch = \"cbow\""), "{config}");
     std::fs::write(d.join("cbow.toml"), config).unwrap();
@@ -407,4 +402,176 @@ fn cbow_learns_the_example_topics_and_answers_queries() {
     ] {
         assert!(scored.contains(line), "{line:?}: {scored}");
     }
+}
+
+/// The walk-through's text (examples/text/train.txt without its labels) in `dir` as `text.txt`.
+fn example_text(dir: &Path) {
+    let text: String = std::fs::read_to_string(repo().join("examples/text/train.txt"))
+        .unwrap()
+        .lines()
+        .map(|l| format!("{}\n", l.split_once(' ').map_or("", |(_, words)| words)))
+        .collect();
+    std::fs::write(dir.join("text.txt"), text).unwrap();
+}
+
+/// `examples/word2vec/model.toml` with `lines` added to its model table, as `name` in `dir`.
+fn example_config(dir: &Path, name: &str, lines: &str) {
+    let config = std::fs::read_to_string(repo().join("examples/word2vec/model.toml")).unwrap();
+    let config = config.replacen("[model]\n", &format!("[model]\n{lines}"), 1);
+    std::fs::write(dir.join(name), config).unwrap();
+}
+
+/// The vectors of `word v1 ... v_dim` lines (a vectors file's header skipped), by word.
+fn parse_vectors(text: &str) -> Vec<(String, Vec<f32>)> {
+    text.lines()
+        .filter(|l| l.split(' ').count() > 2)
+        .map(|l| {
+            let mut parts = l.split(' ');
+            let word = parts.next().unwrap().to_string();
+            (word, parts.map(|x| x.parse().unwrap()).collect())
+        })
+        .collect()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+/// Skip-gram with subwords (`examples/word2vec/subwords.toml`: minn 3, maxn 6, fastText's; 100
+/// epochs) on the walk-through's text: a misspelled
+/// word, which the text never holds, gets a vector from its character n-grams whose nearest
+/// exported word is the word it misspells; a word of the vocabulary gets the line `export`
+/// writes; words come as arguments or from standard input.
+#[test]
+fn subwords_give_misspelled_words_vectors_near_the_right_word() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    example_text(d);
+    let config = std::fs::read_to_string(repo().join("examples/word2vec/subwords.toml")).unwrap();
+    std::fs::write(d.join("sub.toml"), config).unwrap();
+    let feed = repo().join("examples/word2vec/data.prototxt");
+    let feed = feed.display().to_string();
+    let args = ["train", "--config", "sub.toml", "--feed", &feed, "text.txt"];
+    let more = ["--epochs", "100", "--threads", "1", "--save", "sub.ckpt"];
+    ok(&hogwild(d, &[&args[..], &more[..]].concat()));
+    let stored = String::from_utf8_lossy(&std::fs::read(d.join("sub.ckpt")).unwrap()).into_owned();
+    assert!(
+        stored.contains("\nminn = 3\nmaxn = 6\nsubword_buckets = 100000\n"),
+        "the checkpoint's config"
+    );
+    let exported = parse_vectors(&export(d, &d.join("sub.ckpt")));
+    let misspelled = [
+        ("temprature", "temperature"),
+        ("umbrela", "umbrella"),
+        ("kitchn", "kitchen"),
+        ("thundr", "thunder"),
+    ];
+    let asked: Vec<&str> = misspelled.iter().map(|(m, _)| *m).collect();
+    let printed = ok(&hogwild(
+        d,
+        &[&["word-vectors", "--model", "sub.ckpt"][..], &asked].concat(),
+    ));
+    let got = parse_vectors(&printed);
+    assert_eq!(got.len(), misspelled.len(), "{printed}");
+    for ((word, vector), (misspelling, right)) in got.iter().zip(misspelled) {
+        assert_eq!(word, misspelling);
+        assert!(exported.iter().all(|(w, _)| w != word), "{word} is unseen");
+        assert_eq!(vector.len(), 50);
+        let nearest = exported
+            .iter()
+            .max_by(|a, b| cosine(&a.1, vector).total_cmp(&cosine(&b.1, vector)))
+            .unwrap();
+        assert_eq!(nearest.0, right, "nearest to {word}");
+    }
+    // Standard input, several words per line; a known word's line is export's.
+    let mut child = common::command(d, &["word-vectors", "--model", "sub.ckpt"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"oven temprature\n\n  umbrela\n").unwrap();
+    drop(stdin);
+    let from_stdin = ok(&child.wait_with_output().unwrap());
+    let lines: Vec<&str> = from_stdin.lines().collect();
+    assert_eq!(lines.len(), 3, "{from_stdin}");
+    let vectors = std::fs::read_to_string(d.join("vectors.txt")).unwrap();
+    let oven = vectors.lines().find(|l| l.starts_with("oven ")).unwrap();
+    assert_eq!(lines[0], oven);
+    assert_eq!(lines[1], printed.lines().next().unwrap());
+    assert!(lines[2].starts_with("umbrela "), "{from_stdin}");
+}
+
+/// Subword settings that do not fit together are refused before anything is written, naming
+/// the key; `word-vectors` refuses a model without subwords and words with white space.
+#[test]
+fn bad_subword_settings_and_models_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    example_text(d);
+    let feed = repo().join("examples/word2vec/data.prototxt");
+    let feed = feed.display().to_string();
+    for (lines, says) in [
+        (
+            "minn = 3\nmaxn = 6\n",
+            "bad.toml: subword_buckets: must be at least 1",
+        ),
+        (
+            "subword_buckets = 10\n",
+            "bad.toml: subword_buckets: 10 n-gram rows need minn and maxn",
+        ),
+        (
+            "minn = 4\nmaxn = 3\nsubword_buckets = 10\n",
+            "bad.toml: maxn: must be at least minn (4), got 3",
+        ),
+        (
+            "minn = 3\nmaxn = 6\nsubword_buckets = 5000000000\n",
+            "bad.toml: subword_buckets: 5000000000 is more than the 2147483648 allowed",
+        ),
+    ] {
+        example_config(d, "bad.toml", lines);
+        let args = ["train", "--config", "bad.toml", "--feed", &feed, "text.txt"];
+        let e = failed(&hogwild(d, &[&args[..], &["--save", "m.ckpt"]].concat()));
+        assert!(e.contains(says), "{lines}: {e}");
+        // Refused before the vocabulary pass: nothing written.
+        assert!(
+            !d.join("build").exists() && !d.join("m.ckpt").exists(),
+            "{lines}"
+        );
+    }
+    example_config(d, "plain.toml", "");
+    let args = [
+        "train",
+        "--config",
+        "plain.toml",
+        "--feed",
+        &feed,
+        "text.txt",
+    ];
+    ok(&hogwild(
+        d,
+        &[&args[..], &["--save", "plain.ckpt"]].concat(),
+    ));
+    let e = failed(&hogwild(
+        d,
+        &["word-vectors", "--model", "plain.ckpt", "oven"],
+    ));
+    assert!(
+        e.contains("plain.ckpt: the model has no subwords") && e.contains("hogwild export"),
+        "{e}"
+    );
+    let e = failed(&hogwild(
+        d,
+        &["word-vectors", "--model", "plain.ckpt", "a b"],
+    ));
+    assert!(e.contains("WORD \"a b\""), "{e}");
+    let e = failed(&hogwild(
+        d,
+        &["word-vectors", "--model", "none.ckpt", "oven"],
+    ));
+    assert!(e.contains("--model none.ckpt: cannot read"), "{e}");
 }

@@ -136,7 +136,7 @@ impl WordVectors {
         let dim = model.config().dim;
         let mut values = vec![0.0f32; ids.len() * dim];
         for (&id, row) in ids.iter().zip(values.chunks_exact_mut(dim)) {
-            model.input().read_weights(id, row);
+            model.word_vector(id, row);
         }
         let words = ids.iter().map(|&id| model.vocab().words[id].clone());
         Self::new(words.collect(), dim, values)

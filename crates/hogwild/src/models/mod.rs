@@ -38,7 +38,8 @@ pub use labels::{format_general, write_general, Labels, PredictionFormat, TopK, 
 pub use loss::Loss;
 pub(crate) use word2vec::dot;
 pub use word2vec::{
-    text_to_ids, Arch, Input, Vocab, VocabSource, Word2Vec, Word2VecConfig, Word2VecWorker,
+    text_to_ids, vector_line, Arch, Input, Vocab, VocabSource, Word2Vec, Word2VecConfig,
+    Word2VecWorker,
 };
 
 use serde::{Deserialize, Serialize};

@@ -17,6 +17,14 @@
 //! (the run's epochs: `hogwild train --epochs`), following the words taken by all workers together.
 //! Updates are plain SGD applied at once, Hogwild-style, exactly as word2vec.c does.
 //!
+//! With subwords (`minn`, `maxn`, `subword_buckets`: fastText's `-minn -maxn -bucket`) the input
+//! table has `subword_buckets` more rows, one per hashed character n-gram ([`Subwords`]), and a
+//! word's input vector is the mean of its own row and its n-grams' rows, each of which receives
+//! the whole correction of that mean (fastText's `skipgram`/`cbow` and `Model::update`); CBOW
+//! takes the mean over all the rows of its context words. A skip-gram pair is then fastText's:
+//! the word's rows predict each context word. Exported vectors are those means, and a word outside
+//! the vocabulary gets the mean of its n-grams' rows ([`Word2Vec::ngram_vector`]).
+//!
 //! The vocabulary (one `word count` line per id, most frequent first when built from text) is
 //! built by a first pass over the training files: [`Vocab::count_text`] for plain text, whose
 //! lines are then turned into MultiSlot id files by [`text_to_ids`], or [`Vocab::count_ids`] for
@@ -45,7 +53,11 @@ use crate::model::{Model, RunPlan, StageTimes};
 use crate::optim::{LinearDecay, Sgd};
 use crate::rng::{unit_f32, AliasTable, XorShift64Star};
 use crate::store::{in_row_ranges, Table};
+use crate::subwords::Subwords;
 use crate::{Error, Result};
+
+mod word_rows;
+use word_rows::WordRows;
 
 /// What the training files hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -140,6 +152,21 @@ pub struct Word2VecConfig {
     /// Seed of the initial vectors and of the workers' random streams.
     #[serde(default)]
     pub seed: u64,
+    /// Shortest character n-gram of a word's subwords (fastText's `-minn`), counted in
+    /// characters of the word wrapped in `<` and `>`; with `maxn` and `subword_buckets`. 0 with
+    /// the other two 0 (the default, and what a model saved before the setting existed holds):
+    /// no subwords.
+    #[serde(default)]
+    pub minn: usize,
+    /// Longest character n-gram (fastText's `-maxn`).
+    #[serde(default)]
+    pub maxn: usize,
+    /// Input rows the character n-grams are hashed into (fastText's `-bucket`), after the
+    /// vocabulary's rows. With subwords a word's input vector is the mean of its own row and its
+    /// n-grams' rows, and a word outside the vocabulary has the mean of its n-grams' rows
+    /// (`hogwild word-vectors`).
+    #[serde(default)]
+    pub subword_buckets: usize,
 }
 
 fn default_words() -> String {
@@ -185,7 +212,35 @@ impl Word2VecConfig {
             epochs: None,
             max_sentence: default_max_sentence(),
             seed: 0,
+            minn: 0,
+            maxn: 0,
+            subword_buckets: 0,
         }
+    }
+
+    /// The character n-grams of the vocabulary's words (`minn`, `maxn`, `subword_buckets`), or
+    /// `None` when all three are 0; refused, naming the key, when they do not make sense together.
+    pub fn subwords(&self) -> Result<Option<Subwords>> {
+        let (minn, maxn, buckets) = (self.minn, self.maxn, self.subword_buckets);
+        if minn == 0 && maxn == 0 {
+            if buckets == 0 {
+                return Ok(None);
+            }
+            return Err(Error::InvalidConfig {
+                field: "subword_buckets".into(),
+                reason: format!(
+                    "{buckets} n-gram rows need minn and maxn, the n-grams' lengths (fastText's \
+                     -minn 3 -maxn 6: minn = 3, maxn = 6)"
+                ),
+            });
+        }
+        if buckets > MAX_SUBWORD_BUCKETS {
+            return Err(Error::InvalidConfig {
+                field: "subword_buckets".into(),
+                reason: format!("{buckets} is more than the {MAX_SUBWORD_BUCKETS} allowed"),
+            });
+        }
+        Subwords::new(minn, maxn, buckets as u64).map(Some)
     }
 
     /// Why `epochs` is refused, when it is given.
@@ -225,6 +280,7 @@ impl Word2VecConfig {
         if self.max_sentence == 0 {
             return bad("max_sentence", "must be at least 1".into());
         }
+        self.subwords()?;
         if !(self.sample >= 0.0 && self.sample.is_finite()) {
             return bad("sample", format!("{} must be finite and >= 0", self.sample));
         }
@@ -639,6 +695,8 @@ pub struct Word2Vec {
     output: Table,
     /// Hierarchical softmax's tree and its inner nodes' output rows, with `hs`.
     hs: Option<HsLayer>,
+    /// Each word's input rows (its own and its character n-grams'), with subwords.
+    word_rows: Option<WordRows>,
     /// The run's progress mirrored for checkpoints (words done, as two 32-bit halves), written
     /// when the tables are handed out to be saved: every worker writing it after every batch
     /// would move its cache line between the cores for nothing.
@@ -679,13 +737,34 @@ fn hs_rows(words: usize) -> Result<usize> {
     }
 }
 
+/// The most n-gram rows: with the vocabulary's, every input row is numbered by a `u32` (at dim
+/// 100 they would take 800 GB).
+const MAX_SUBWORD_BUCKETS: usize = 1 << 31;
+
+/// The input table's rows for a vocabulary of `words` words: one per word, then
+/// `subword_buckets` n-gram rows; refused past what word2vec's `u32` row numbers reach.
+fn input_rows(cfg: &Word2VecConfig, words: usize) -> Result<usize> {
+    match words.checked_add(cfg.subword_buckets) {
+        Some(rows) if rows <= u32::MAX as usize => Ok(rows),
+        _ => Err(Error::InvalidConfig {
+            field: "subword_buckets".into(),
+            reason: format!(
+                "{} n-gram rows after the {words} words' rows exceed the {} rows a model can have",
+                cfg.subword_buckets,
+                u32::MAX
+            ),
+        }),
+    }
+}
+
 /// One worker's scratch buffers and random stream.
 #[derive(Debug)]
 pub struct Word2VecWorker {
     rng: XorShift64Star,
     sentence: Vec<u32>,
-    /// The sentence's (word, context, end of its noise words in `pair_negs`) triples, drawn
-    /// before any is trained so that the rows of the pairs ahead can be prefetched.
+    /// The sentence's (target, input, end of its noise words in `pair_negs`) triples, drawn
+    /// before any is trained so that the rows of the pairs ahead can be prefetched: (word,
+    /// context word) pairs, or with subwords (context word, word) pairs.
     pairs: Vec<(u32, u32, usize)>,
     /// CBOW's (word, end of its context words in `contexts`, end of its noise words in
     /// `pair_negs`) triples, drawn before any is trained, as `pairs` are.
@@ -704,7 +783,7 @@ impl Word2Vec {
     pub fn new(cfg: Word2VecConfig, opt: Sgd<f32>, vocab: Vocab) -> Result<Self> {
         cfg.check(opt.lr)?;
         let rows = vocab.len();
-        let input = Table::new("input", rows, cfg.dim, &opt)?;
+        let input = Table::new("input", input_rows(&cfg, rows)?, cfg.dim, &opt)?;
         let output = Table::new("output", rows, cfg.dim, &opt)?;
         let hs = match cfg.hs {
             true => Some(Table::new(HS_TABLE, hs_rows(rows)?, cfg.dim, &opt)?),
@@ -751,7 +830,8 @@ impl Word2Vec {
                 let vocab = Vocab::from_file(file)
                     .map_err(|e| ck_err(format!("{older}, which cannot be read: {e}")))?;
                 let rows = ck.tables.iter().find(|t| t.name() == "input");
-                if let Some(rows) = rows.map(Table::rows).filter(|&r| r != vocab.len()) {
+                let expected = vocab.len() + cfg.subword_buckets;
+                if let Some(rows) = rows.map(Table::rows).filter(|&r| r != expected) {
                     return Err(ck_err(format!(
                         "{older}, which has {} words for the model's {rows} vectors: it is not \
                          the vocabulary the model was trained with",
@@ -765,7 +845,7 @@ impl Word2Vec {
                 (vocab, source)
             }
         };
-        let input = ck.take_table("input", vocab.len(), cfg.dim)?;
+        let input = ck.take_table("input", input_rows(&cfg, vocab.len())?, cfg.dim)?;
         let output = ck.take_table("output", vocab.len(), cfg.dim)?;
         let hs = match cfg.hs {
             true => Some(ck.take_table(HS_TABLE, hs_rows(vocab.len())?, cfg.dim)?),
@@ -832,8 +912,10 @@ impl Word2Vec {
             tree: Huffman::new(&vocab.counts),
             table,
         });
+        let word_rows = cfg.subwords()?.map(|sw| WordRows::new(sw, &vocab.words));
         Ok(Self {
             hs,
+            word_rows,
             noise: AliasTable::new(&weights),
             softplus: SoftplusTable::new(),
             keep,
@@ -872,7 +954,8 @@ impl Word2Vec {
         &self.output
     }
 
-    /// The startup step: input vectors uniform in `[-0.5/dim, 0.5/dim]` (word2vec.c's),
+    /// The startup step: input rows (words' and n-grams', as fastText fills both) uniform in
+    /// `[-0.5/dim, 0.5/dim]` (word2vec.c's),
     /// deterministic in the seed and the row; output vectors zero; progress zero.
     pub fn init(&self) {
         let dim = self.cfg.dim;
@@ -1002,12 +1085,12 @@ impl Word2Vec {
         }
         let mut loss = 0.0f64;
         let mut start = 0;
-        for (k, &(word, context, end)) in pairs.iter().enumerate() {
+        for (k, &(target, input, end)) in pairs.iter().enumerate() {
             if k + PREFETCH_AHEAD < pairs.len() {
                 self.prefetch_pair(&pairs, &pair_negs, k + PREFETCH_AHEAD);
             }
             let negs = &pair_negs[start..end];
-            loss += self.pair_step(w, negs, word as usize, context as usize, alpha, update) as f64;
+            loss += self.pair_step(w, negs, target as usize, input as usize, alpha, update) as f64;
             start = end;
         }
         let count = pairs.len() as u64;
@@ -1083,8 +1166,15 @@ impl Word2Vec {
             match self.cfg.arch {
                 Arch::Skipgram => {
                     for c in (lo..hi).filter(|&c| c != pos) {
-                        self.draw_noise(&mut w.rng, word, &mut w.pair_negs);
-                        w.pairs.push((word, w.sentence[c], w.pair_negs.len()));
+                        // word2vec.c's pair: the context word's vector predicts the word.
+                        // fastText's with subwords: the word's rows predict each context word,
+                        // so its many rows stay in cache over its window.
+                        let (target, input) = match self.word_rows {
+                            None => (word, w.sentence[c]),
+                            Some(_) => (w.sentence[c], word),
+                        };
+                        self.draw_noise(&mut w.rng, target, &mut w.pair_negs);
+                        w.pairs.push((target, input, w.pair_negs.len()));
                     }
                 }
                 Arch::Cbow if hi - lo > 1 => {
@@ -1102,10 +1192,27 @@ impl Word2Vec {
     /// and noise words' output rows, to be written (see [`Table::prefetch_weights_to_write`]).
     #[inline(always)]
     fn prefetch_pair(&self, pairs: &[(u32, u32, usize)], pair_negs: &[u32], k: usize) {
-        let (word, context, end) = pairs[k];
+        let (target, input, end) = pairs[k];
         let start = if k == 0 { 0 } else { pairs[k - 1].2 };
-        self.input.prefetch_weights_to_write(context as usize);
-        self.prefetch_targets(word, &pair_negs[start..end]);
+        // With subwords a word's pairs follow one another and share its rows: fetched once.
+        if k == 0 || self.word_rows.is_none() || pairs[k - 1].1 != input {
+            self.prefetch_input(input);
+        }
+        self.prefetch_targets(target, &pair_negs[start..end]);
+    }
+
+    /// Prefetches, to be written, the input rows of word `id`: its own, and with subwords its
+    /// n-grams'.
+    #[inline(always)]
+    fn prefetch_input(&self, id: u32) {
+        match &self.word_rows {
+            None => self.input.prefetch_weights_to_write(id as usize),
+            Some(rows) => {
+                for &r in rows.of(id as usize) {
+                    self.input.prefetch_weights_to_write(r as usize);
+                }
+            }
+        }
     }
 
     /// Prefetches the rows CBOW example `k` reads and then writes: its context words' input
@@ -1125,7 +1232,7 @@ impl Word2Vec {
             (windows[k - 1].1, windows[k - 1].2)
         };
         for &c in &contexts[context_start..context_end] {
-            self.input.prefetch_weights_to_write(c as usize);
+            self.prefetch_input(c);
         }
         self.prefetch_targets(word, &negs[neg_start..neg_end]);
     }
@@ -1142,24 +1249,30 @@ impl Word2Vec {
         }
     }
 
-    /// Trains the input vector of `context` to predict `word` against the noise words `negs`;
-    /// returns the pair's loss. The context's input row is read once into `w.l1` and its
-    /// correction gathered in `w.neu1e` ([`Word2Vec::predict`]).
+    /// Trains the input vector of word `input` to predict word `target` against the noise words
+    /// `negs`; returns the pair's loss. Without subwords the input row is read once into `w.l1`
+    /// and its correction gathered in `w.neu1e` ([`Word2Vec::predict`]); with subwords the input
+    /// vector is the mean of the word's rows, each of which receives the whole correction
+    /// (fastText's `Model::update` for skip-gram: no scaling by the number of rows).
     #[inline]
     pub(crate) fn pair_step(
         &self,
         w: &mut Word2VecWorker,
         negs: &[u32],
-        word: usize,
-        context: usize,
+        target: usize,
+        input: usize,
         alpha: f32,
         update: bool,
     ) -> f32 {
-        self.input.read_weights(context, &mut w.l1);
-        let loss = self.predict(w, negs, word, alpha, update);
+        if let Some(rows) = &self.word_rows {
+            let rows = rows.of(input).iter().map(|&r| r as usize);
+            return self.bag_step(w, rows, negs, target, alpha, update);
+        }
+        self.input.read_weights(input, &mut w.l1);
+        let loss = self.predict(w, negs, target, alpha, update);
         if update {
             axpy(1.0, &w.neu1e, &mut w.l1);
-            self.input.write_weights(context, &w.l1);
+            self.input.write_weights(input, &w.l1);
         }
         loss
     }
@@ -1167,7 +1280,9 @@ impl Word2Vec {
     /// Trains the mean of the input vectors of `contexts` (not empty) to predict `word` against
     /// the noise words `negs`, and adds the mean's correction to every context word's input
     /// vector (once per occurrence: a word twice in the window gets it twice, as in word2vec.c
-    /// and gensim); returns the example's loss.
+    /// and gensim); returns the example's loss. With subwords the mean is over the rows of all
+    /// the context words (their own and their n-grams'), each of which receives the whole
+    /// correction (fastText's `cbow`).
     #[inline]
     pub(crate) fn cbow_step(
         &self,
@@ -1178,23 +1293,85 @@ impl Word2Vec {
         alpha: f32,
         update: bool,
     ) -> f32 {
-        w.l1.fill(0.0);
-        for &c in contexts {
-            self.input.add_weights_to(c as usize, 1.0, &mut w.l1);
+        let ids = contexts.iter().map(|&c| c as usize);
+        match &self.word_rows {
+            None => self.bag_step(w, ids, negs, word, alpha, update),
+            Some(rows) => {
+                let rows = ids.flat_map(|c| rows.of(c)).map(|&r| r as usize);
+                self.bag_step(w, rows, negs, word, alpha, update)
+            }
         }
-        let inv = 1.0 / contexts.len() as f32;
-        for x in w.l1.iter_mut() {
-            *x *= inv;
-        }
+    }
+
+    /// Trains the mean of input rows `rows` (at least one) to predict `word` against the noise
+    /// words `negs`, and adds the mean's correction to each row (once per occurrence); returns
+    /// the example's loss.
+    #[inline(always)]
+    fn bag_step(
+        &self,
+        w: &mut Word2VecWorker,
+        rows: impl Iterator<Item = usize> + Clone,
+        negs: &[u32],
+        word: usize,
+        alpha: f32,
+        update: bool,
+    ) -> f32 {
+        self.mean_of_rows(rows.clone(), &mut w.l1);
         let loss = self.predict(w, negs, word, alpha, update);
         if update {
-            for &c in contexts {
-                self.input.read_weights(c as usize, &mut w.row);
+            for r in rows {
+                self.input.read_weights(r, &mut w.row);
                 axpy(1.0, &w.neu1e, &mut w.row);
-                self.input.write_weights(c as usize, &w.row);
+                self.input.write_weights(r, &w.row);
             }
         }
         loss
+    }
+
+    /// Writes the mean of input rows `rows` to `out` (fastText's `computeHidden`: the sum, then
+    /// times 1 / count; zero for no rows); returns the count.
+    #[inline(always)]
+    fn mean_of_rows(&self, rows: impl Iterator<Item = usize>, out: &mut [f32]) -> usize {
+        out.fill(0.0);
+        let mut n = 0;
+        for r in rows {
+            self.input.add_weights_to(r, 1.0, out);
+            n += 1;
+        }
+        if n > 1 {
+            let inv = 1.0 / n as f32;
+            for x in out.iter_mut() {
+                *x *= inv;
+            }
+        }
+        n
+    }
+
+    /// The input vector of vocabulary word `id` (`dim` values into `out`): its row, or with
+    /// subwords the mean of its row and its n-grams' rows. What [`Word2Vec::export_text`] writes.
+    pub fn word_vector(&self, id: usize, out: &mut [f32]) {
+        match &self.word_rows {
+            None => self.input.read_weights(id, out),
+            Some(rows) => {
+                self.mean_of_rows(rows.of(id).iter().map(|&r| r as usize), out);
+            }
+        }
+    }
+
+    /// The mean of the rows of `word`'s character n-grams into `out` (`dim` values), whatever
+    /// word it is: fastText's vector of a word outside its vocabulary, zero when the word has no
+    /// n-gram of `minn..=maxn` characters. Returns the number of n-grams, or `None` for a model
+    /// without subwords, whose vocabulary words alone have vectors.
+    pub fn ngram_vector(&self, word: &str, out: &mut [f32]) -> Option<usize> {
+        let rows = self.word_rows.as_ref()?;
+        let mut ids = Vec::new();
+        rows.of_text(word, &mut ids);
+        Some(self.mean_of_rows(ids.iter().map(|&r| r as usize), out))
+    }
+
+    /// The character n-grams of the model's words (`minn`, `maxn`, `subword_buckets`), if any.
+    pub fn subwords(&self) -> Option<Subwords> {
+        self.word_rows.as_ref().map(WordRows::subwords)
     }
 
     /// Trains the hidden vector `w.l1` to predict `word`: through its way down the tree (with
@@ -1312,14 +1489,8 @@ impl Word2Vec {
         let mut row = vec![0.0f32; self.cfg.dim];
         let mut line = String::new();
         for &i in &ids {
-            use std::fmt::Write as _;
-            self.input.read_weights(i, &mut row);
-            line.clear();
-            line.push_str(&self.vocab.words[i]);
-            for x in &row {
-                let _ = write!(line, " {x:.6}");
-            }
-            line.push('\n');
+            self.word_vector(i, &mut row);
+            vector_line(&mut line, &self.vocab.words[i], &row);
             out.write_all(line.as_bytes()).map_err(io)?;
         }
         Ok(ids.len())
@@ -1335,6 +1506,18 @@ impl Word2Vec {
             ],
         );
     }
+}
+
+/// Replaces `line` with a line of word2vec's text format: `word v1 ... v_dim` (six decimals)
+/// and a newline.
+pub fn vector_line(line: &mut String, word: &str, values: &[f32]) {
+    use std::fmt::Write as _;
+    line.clear();
+    line.push_str(word);
+    for x in values {
+        let _ = write!(line, " {x:.6}");
+    }
+    line.push('\n');
 }
 
 /// Where a vocabulary came from, for errors: `in <file>` or `stored in <checkpoint>`.
@@ -1447,7 +1630,7 @@ impl Model for Word2Vec {
     ) -> Result<()> {
         let (mut loss, mut examples, mut words) = (0.0f64, 0u64, 0u64);
         let dim = self.cfg.dim;
-        let mut mean = vec![0.0f32; dim];
+        let (mut mean, mut one) = (vec![0.0f32; dim], vec![0.0f32; dim]);
         for i in 0..batch.len {
             let ids = batch.slots[w.words_at].u64s(i).unwrap_or(&[]);
             self.filter(w, ids, i, false)?;
@@ -1459,7 +1642,8 @@ impl Model for Word2Vec {
                 use std::fmt::Write as _;
                 mean.fill(0.0);
                 for &id in &w.sentence {
-                    self.input.add_weights_to(id as usize, 1.0, &mut mean);
+                    self.word_vector(id as usize, &mut one);
+                    axpy(1.0, &one, &mut mean);
                 }
                 let inv = 1.0 / w.sentence.len().max(1) as f32;
                 for (k, x) in mean.iter().enumerate() {

@@ -681,3 +681,266 @@ fn hierarchical_softmax_learns_topics_and_survives_a_checkpoint() {
         .to_string();
     assert!(err.contains("at least 2 words, not 1"), "{err}");
 }
+
+/// A model with subwords (minn 3, maxn 6, 1,000,000 buckets, fastText's) over the words
+/// `w0 zz a w3` (counts 4 3 2 1), dim 2, window 1, every row zero until written.
+fn subword_model(arch: Arch) -> Word2Vec {
+    let mut c = small_cfg(2);
+    c.arch = arch;
+    c.window = 1;
+    (c.minn, c.maxn, c.subword_buckets) = (3, 6, 1_000_000);
+    let v = Vocab {
+        words: ["w0", "zz", "a", "w3"].map(String::from).to_vec(),
+        counts: vec![4, 3, 2, 1],
+    };
+    Word2Vec::new(c, Sgd { lr: 0.1 }, v).unwrap()
+}
+
+/// The n-gram buckets fastText gives "zz" ("<zz", "<zz>", "zz>") and "a" ("<a>") with
+/// `minn 3 -maxn 6 -bucket 1000000`: its ids less its 8 words, from the classifier's test
+/// against fastText (`crate::subwords`).
+const ZZ_BUCKETS: [usize; 3] = [777_875 - 8, 257_975 - 8, 1049 - 8];
+const A_BUCKET: usize = 87_608 - 8;
+
+/// The rows of "zz" (its own, then its n-grams') and of "a", written with the values of the
+/// numpy snippets below; returns the rows in that order.
+fn write_subword_rows(m: &Word2Vec) -> [usize; 6] {
+    let words = m.vocab().len();
+    let rows = [
+        1,
+        words + ZZ_BUCKETS[0],
+        words + ZZ_BUCKETS[1],
+        words + ZZ_BUCKETS[2],
+        2,
+        words + A_BUCKET,
+    ];
+    let values = [
+        [0.2, -0.1],
+        [0.4, 0.3],
+        [-0.1, 0.5],
+        [0.3, -0.3],
+        [-0.3, 0.4],
+        [0.1, 0.1],
+    ];
+    for (r, v) in rows.iter().zip(values) {
+        m.input().write_weights(*r, &v);
+    }
+    m.output().write_weights(0, &[0.3, 0.5]);
+    m.output().write_weights(3, &[-0.4, 0.1]);
+    rows
+}
+
+// One skip-gram step with subwords (fastText's `skipgram` and `Model::update`): target word 0,
+// input word "zz" (its row v and n-gram rows g1 g2 g3), noise word 3, alpha 0.1. The hidden
+// vector is the mean of the four rows; each row gets the whole correction. numpy (float64):
+//   sig = lambda x: 1 / (1 + np.exp(-x))
+//   v = [0.2, -0.1]; g1 = [0.4, 0.3]; g2 = [-0.1, 0.5]; g3 = [0.3, -0.3]
+//   o0 = [0.3, 0.5]; o3 = [-0.4, 0.1]; a = 0.1
+//   h = (v + g1 + g2 + g3) / 4; neu = 0
+//   f = h @ o0; g = (1 - sig(f)) * a; loss = -log(sig(f)); neu += g * o0; o0 += g * h
+//   f = h @ o3; g = (0 - sig(f)) * a; loss += -log(sig(-f)); neu += g * o3; o3 += g * h
+//   -> loss 1.2984185, o0 [0.309450554, 0.504725277], o3 [-0.409650143, 0.095174929],
+//      v + neu [0.233476117, -0.081198687], g1 + neu [0.433476117, 0.318801313],
+//      g2 + neu [-0.066523883, 0.518801313], g3 + neu [0.333476117, -0.281198687]
+// Tolerance 1e-6: float32 arithmetic on values of order 1.
+#[test]
+fn one_subword_skipgram_step_matches_numpy() {
+    let m = subword_model(Arch::Skipgram);
+    let rows = write_subword_rows(&m);
+    let got: Vec<usize> = m
+        .word_rows
+        .as_ref()
+        .unwrap()
+        .of(1)
+        .iter()
+        .map(|&r| r as usize)
+        .collect();
+    assert_eq!(got, rows[..4]);
+    let mut w = m.new_worker(0);
+    let loss = m.pair_step(&mut w, &[3], 0, 1, 0.1, true);
+    assert_relative_eq!(loss, 1.298_418_5, epsilon = 1e-5);
+    let mut row = [0.0f32; 2];
+    for (table, id, expected) in [
+        (m.output(), 0, [0.309_450_55, 0.504_725_3]),
+        (m.output(), 3, [-0.409_650_14, 0.095_174_93]),
+        (m.input(), rows[0], [0.233_476_12, -0.081_198_69]),
+        (m.input(), rows[1], [0.433_476_12, 0.318_801_3]),
+        (m.input(), rows[2], [-0.066_523_88, 0.518_801_3]),
+        (m.input(), rows[3], [0.333_476_12, -0.281_198_7]),
+    ] {
+        table.read_weights(id, &mut row);
+        assert_relative_eq!(&row[..], &expected[..], epsilon = 1e-6);
+    }
+}
+
+// One CBOW step with subwords (fastText's `cbow`): word 0, context words "zz" (rows v g1 g2 g3)
+// and "a" (rows u ga), noise word 3, alpha 0.1: the hidden vector is the mean of all six rows,
+// and each gets the whole correction. numpy (float64), `sig` and the rows as above:
+//   u = [-0.3, 0.4]; ga = [0.1, 0.1]; h = (v + g1 + g2 + g3 + u + ga) / 6; the same two steps
+//   -> loss 1.32275, o0 [0.304737741, 0.507106611], o3 [-0.404937503, 0.092593745],
+//      v + neu [0.233963236, -0.081248799], g3 + neu [0.333963236, -0.281248799],
+//      u + neu [-0.266036764, 0.418751201], ga + neu [0.133963236, 0.118751201]
+#[test]
+fn one_subword_cbow_step_matches_numpy() {
+    let m = subword_model(Arch::Cbow);
+    let rows = write_subword_rows(&m);
+    let mut w = m.new_worker(0);
+    let loss = m.cbow_step(&mut w, &[1, 2], &[3], 0, 0.1, true);
+    assert_relative_eq!(loss, 1.322_75, epsilon = 1e-5);
+    let mut row = [0.0f32; 2];
+    for (table, id, expected) in [
+        (m.output(), 0, [0.304_737_74, 0.507_106_6]),
+        (m.output(), 3, [-0.404_937_5, 0.092_593_745]),
+        (m.input(), rows[0], [0.233_963_24, -0.081_248_8]),
+        (m.input(), rows[3], [0.333_963_24, -0.281_248_8]),
+        (m.input(), rows[4], [-0.266_036_76, 0.418_751_2]),
+        (m.input(), rows[5], [0.133_963_24, 0.118_751_2]),
+    ] {
+        table.read_weights(id, &mut row);
+        assert_relative_eq!(&row[..], &expected[..], epsilon = 1e-6);
+    }
+}
+
+/// With subwords a skip-gram pair is fastText's: the word's rows predict each context word, the
+/// noise words drawn against the context word (window 1 is never shrunk).
+#[test]
+fn subword_pairs_take_the_word_as_input() {
+    let m = subword_model(Arch::Skipgram);
+    let mut w = m.new_worker(0);
+    w.sentence = vec![0, 1, 2];
+    m.draw_examples(&mut w);
+    let pairs: Vec<(u32, u32)> = w.pairs.iter().map(|&(t, i, _)| (t, i)).collect();
+    assert_eq!(pairs, [(1, 0), (0, 1), (2, 1), (1, 2)]);
+    let mut start = 0;
+    for &(target, _, end) in &w.pairs {
+        assert!(w.pair_negs[start..end].iter().all(|&n| n != target));
+        start = end;
+    }
+}
+
+/// The exported vector of a word is the mean of its rows (fastText's `getWordVector`); a word
+/// outside the vocabulary gets the mean of its n-grams' rows, with the buckets fastText gives
+/// "hello" (the classifier's test against fastText), and zero when it has no n-gram in range.
+#[test]
+fn subword_vectors_are_means_of_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = subword_model(Arch::Skipgram);
+    m.init();
+    let words = m.vocab().len();
+    let mean = |rows: &[usize]| {
+        let mut sum = [0.0f64; 2];
+        let mut row = [0.0f32; 2];
+        for &r in rows {
+            m.input().read_weights(r, &mut row);
+            sum[0] += f64::from(row[0]);
+            sum[1] += f64::from(row[1]);
+        }
+        sum.map(|x| (x / rows.len() as f64) as f32)
+    };
+    let zz: Vec<usize> = [1]
+        .into_iter()
+        .chain(ZZ_BUCKETS.map(|b| words + b))
+        .collect();
+    let path = dir.path().join("v.txt");
+    m.export_text(&path).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let line = text.lines().find(|l| l.starts_with("zz ")).unwrap();
+    let got: Vec<f32> = line
+        .split(' ')
+        .skip(1)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert_relative_eq!(&got[..], &mean(&zz)[..], epsilon = 1e-6);
+    let mut v = [0.0f32; 2];
+    m.word_vector(1, &mut v);
+    assert_relative_eq!(&v[..], &mean(&zz)[..], epsilon = 1e-6);
+
+    let hello = [
+        188588, 128672, 361316, 760913, 613750, 198318, 831731, 68695, 992352, 798173, 616889,
+        617350, 350920, 504798,
+    ]
+    .map(|id| words + id - 8);
+    assert_eq!(m.ngram_vector("hello", &mut v), Some(14));
+    assert_relative_eq!(&v[..], &mean(&hello)[..], epsilon = 1e-6);
+    // "zz" outside the vocabulary would have its n-grams alone.
+    assert_eq!(m.ngram_vector("zz", &mut v), Some(3));
+    assert_relative_eq!(&v[..], &mean(&zz[1..])[..], epsilon = 1e-6);
+    let mut c = small_cfg(2);
+    (c.minn, c.maxn, c.subword_buckets) = (5, 6, 10);
+    let short = Word2Vec::new(c, Sgd { lr: 0.1 }, vocab(&[2, 1])).unwrap();
+    short.init();
+    // "<ab>" has 4 characters: no n-gram of 5 or 6.
+    assert_eq!(short.ngram_vector("ab", &mut v), Some(0));
+    assert_eq!(v, [0.0, 0.0]);
+    let plain = Word2Vec::new(small_cfg(2), Sgd { lr: 0.1 }, vocab(&[2, 1])).unwrap();
+    assert_eq!(plain.ngram_vector("ab", &mut v), None);
+}
+
+/// A model with subwords saved and loaded: its n-gram settings are in the stored config, its
+/// rows come back, and a config saved before the settings existed has none.
+#[test]
+fn checkpoint_keeps_subwords() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = subword_model(Arch::Skipgram);
+    m.init();
+    let mut w = m.new_worker(0);
+    m.train_sentence_ids(&mut w, &[0, 1, 2, 3, 1]).unwrap();
+    let path = dir.path().join("m.ckpt");
+    crate::checkpoint::save_model(&path, &m).unwrap();
+    let stored = m.describe();
+    for key in [
+        "\nminn = 3\n",
+        "\nmaxn = 6\n",
+        "\nsubword_buckets = 1000000\n",
+    ] {
+        assert!(stored.contains(key), "{key}: {stored}");
+    }
+    let cfg = ModelConfig::from_stored(&stored, "stored").unwrap();
+    let ModelKind::Word2vec(c) = cfg.model else {
+        panic!("{stored}")
+    };
+    let mut ck = crate::checkpoint::load(&path).unwrap();
+    let back = Word2Vec::from_checkpoint(c, Sgd { lr: 0.1 }, &mut ck).unwrap();
+    assert_eq!(back.subwords(), m.subwords());
+    assert_eq!(back.input().rows(), 4 + 1_000_000);
+    let (mut x, mut y) = ([0.0f32; 2], [0.0f32; 2]);
+    for id in 0..4 {
+        m.word_vector(id, &mut x);
+        back.word_vector(id, &mut y);
+        assert_eq!(x, y);
+    }
+    m.ngram_vector("hello", &mut x);
+    back.ngram_vector("hello", &mut y);
+    assert_eq!(x, y);
+    let older = ["minn = 3\n", "maxn = 6\n", "subword_buckets = 1000000\n"]
+        .iter()
+        .fold(stored.clone(), |s, key| s.replace(key, ""));
+    let cfg = ModelConfig::from_stored(&older, "older").unwrap();
+    assert!(matches!(&cfg.model, ModelKind::Word2vec(c) if c.subwords().unwrap().is_none()));
+}
+
+/// Subword settings that do not fit together are refused before training, naming the key.
+#[test]
+fn bad_subword_settings_are_named() {
+    for ((minn, maxn, buckets), key, says) in [
+        ((3, 6, 0), "subword_buckets", "must be at least 1"),
+        ((0, 0, 100), "subword_buckets", "need minn and maxn"),
+        ((0, 6, 100), "minn", "must be at least 1"),
+        ((4, 3, 100), "maxn", "must be at least minn (4)"),
+        (
+            (3, 6, u32::MAX as usize),
+            "subword_buckets",
+            "more than the 2147483648",
+        ),
+    ] {
+        let mut c = small_cfg(2);
+        (c.minn, c.maxn, c.subword_buckets) = (minn, maxn, buckets);
+        let e = Word2Vec::new(c, Sgd { lr: 0.1 }, vocab(&[2, 1]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(key) && e.contains(says),
+            "{minn} {maxn} {buckets}: {e}"
+        );
+    }
+}
