@@ -391,54 +391,42 @@ impl Table {
         );
     }
 
-    /// Applies `opt`'s rule to the weights `start..start + grad.len()` of row `row` (and their
-    /// slots) with gradient `grad`, as [`Table::update_row`] does to a whole row: for models
-    /// whose instances touch a few runs of a wide row (a field-aware factorization machine's
-    /// factor blocks), which leaves the other elements and their slots as they are (a lazy
-    /// sparse update, as for rows no instance touches).
+    /// Applies `opt`'s rule to the weights `runs` of row `row` (and their slots) with gradient
+    /// `grad` (`dim` long, read at the runs), as [`Table::update_row`] does to a whole row: for
+    /// models whose instances touch a few runs of a wide row (a field-aware factorization
+    /// machine's factor blocks), which leaves the other elements and their slots as they are
+    /// (a lazy sparse update, as for rows no instance touches). The row's weights and slots are
+    /// copied into `scratch` (at least [`Table::stride`] long; 16 bytes per access, as
+    /// `read_weights` does), stepped there as plain floats, several at a time
+    /// ([`Optimizer::elements`]), and the runs copied back: the element rule's arithmetic and
+    /// bits, with the loads and stores of a row grouped (a concurrent update in between can be
+    /// lost, as with any Hogwild step).
     #[inline(always)]
-    pub fn update_elements<O: Optimizer<f32>>(
+    pub fn update_runs<O: Optimizer<f32>>(
         &self,
         opt: &O,
         step: &O::Step,
         row: usize,
-        start: usize,
         grad: &[f32],
+        runs: &[std::ops::Range<usize>],
+        scratch: &mut [f32],
     ) {
         let cells = self.row(row);
+        let dim = self.dim;
         if let Some(lr) = opt.plain_lr(step) {
-            bulk::sgd_step(&cells[start..start + grad.len()], grad, 1.0, lr);
+            for run in runs {
+                bulk::sgd_step(&cells[run.clone()], &grad[run.clone()], 1.0, lr);
+            }
             return;
         }
-        // The run's weights and each slot's run are copied out (16 bytes per access, as
-        // `read_weights` does), stepped as plain floats, which the compiler can do several at a
-        // time, and copied back: the element rule's arithmetic, with the loads and stores of a
-        // run grouped (a concurrent update in between can be lost, as with any Hogwild step).
-        const CHUNK: usize = 16;
-        let dim = self.dim;
-        let mut weights = [0.0f32; CHUNK];
-        let mut slots = [[0.0f32; CHUNK]; MAX_SLOTS];
-        for (c, grad) in grad.chunks(CHUNK).enumerate() {
-            let (at, n) = (start + c * CHUNK, grad.len());
-            bulk::load(&cells[at..at + n], &mut weights[..n]);
-            for (s, slot) in slots.iter_mut().enumerate().take(O::SLOTS) {
-                let from = dim * (1 + s) + at;
-                bulk::load(&cells[from..from + n], &mut slot[..n]);
-            }
-            for (i, &g) in grad.iter().enumerate() {
-                let mut state = [0.0f32; MAX_SLOTS];
-                for (s, x) in state.iter_mut().enumerate().take(O::SLOTS) {
-                    *x = slots[s][i];
-                }
-                opt.element(step, &mut weights[i], &mut state[..O::SLOTS], g);
-                for (s, &x) in state.iter().enumerate().take(O::SLOTS) {
-                    slots[s][i] = x;
-                }
-            }
-            bulk::store(&cells[at..at + n], &weights[..n]);
-            for (s, slot) in slots.iter().enumerate().take(O::SLOTS) {
-                let from = dim * (1 + s) + at;
-                bulk::store(&cells[from..from + n], &slot[..n]);
+        let buf = &mut scratch[..self.stride];
+        bulk::load(cells, buf);
+        step_runs(opt, step, dim, buf, grad, runs);
+        for run in runs {
+            for s in 0..1 + O::SLOTS {
+                let at = s * dim;
+                let range = at + run.start..at + run.end;
+                bulk::store(&cells[range.clone()], &buf[range]);
             }
         }
     }
@@ -504,6 +492,27 @@ pub(crate) fn step_row<O: Optimizer<f32>>(
         for (s, &v) in slots.iter().enumerate().take(O::SLOTS) {
             store(dim * (1 + s) + i, v);
         }
+    }
+}
+
+/// Applies `opt`'s rule to the elements `runs` of one row held as plain floats, laid out as a
+/// table's (`dim` weights, then each slot's `dim` values), with gradient `grad` (`dim` long,
+/// read at the runs): [`Optimizer::elements`] on each run. The shared rows
+/// ([`Table::update_runs`]) and a worker's private copies ([`LocalRows::update_runs`]) both step
+/// through here, so that they give the same bits.
+#[inline(always)]
+pub(crate) fn step_runs<O: Optimizer<f32>>(
+    opt: &O,
+    step: &O::Step,
+    dim: usize,
+    row: &mut [f32],
+    grad: &[f32],
+    runs: &[std::ops::Range<usize>],
+) {
+    let (weights, slots) = row[..dim * (1 + O::SLOTS)].split_at_mut(dim);
+    for run in runs {
+        let (w, g) = (&mut weights[run.clone()], &grad[run.clone()]);
+        opt.elements(step, w, &mut slots[run.start..], dim, g);
     }
 }
 

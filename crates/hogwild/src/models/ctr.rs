@@ -51,15 +51,14 @@
 //! thread that is exactly the per-instance update; with several, the workers' batches of bias
 //! steps are summed, as Hogwild sums the threads' steps of any other row.
 //!
-//! The factorization machine's rows of low-cardinality fields (an airport, a carrier, a month)
-//! are in the same position, and each is two cache lines wide (weight, factors and their slots):
-//! with several workers, each steps private copies of the hot rows its batches use and writes
-//! their changes back once every [`LOCAL_MERGE_EVERY`] batches
-//! ([`LocalRows`](crate::store::LocalRows)), and whenever the executor flushes the worker
-//! ([`Model::flush`]: at the end of its part of each epoch). The hot rows are those a batch used
-//! at least [`LOCAL_MIN_USES`] times, counted in one batch of every [`LOCAL_RECOUNT_EVERY`]; the
-//! others are updated in place. A lone
-//! worker updates every row in place (the copies would only cost it time), and so does logistic
+//! The factorization machines' rows of low-cardinality fields (an airport, a carrier, a month)
+//! are in the same position, and each is two cache lines wide (weight, factors and their slots;
+//! six for the field-aware one at 10 fields of 4 factors): with several workers, each steps
+//! private copies of the hot rows its batches use and writes their changes back once every
+//! [`LOCAL_MERGE_EVERY`] batches ([`LocalRows`](crate::store::LocalRows)), and whenever the
+//! executor flushes the worker ([`Model::flush`]: at the end of its part of each epoch). The hot
+//! rows are those a batch used at least [`LOCAL_MIN_USES`] times, counted in one batch of every
+//! [`LOCAL_RECOUNT_EVERY`]; the others are updated in place. A lone worker updates every row in place (the copies would only cost it time), and so does logistic
 //! regression, whose rows of 8 bytes cost less to update in place than to look up in the
 //! batch's map of used rows (measured: docs/benchmarks.md, CTR).
 //!
@@ -739,6 +738,9 @@ pub struct CtrWorker {
     /// The field-aware factorization machine's factor blocks an instance updates: block `f` of
     /// feature `i` at `i * fields + f`.
     touched: Vec<bool>,
+    /// The runs of a row an update steps, and a row's weights and slots while it does.
+    runs: Vec<std::ops::Range<usize>>,
+    scratch: Vec<f32>,
     /// The evaluated instances' (logit, label) pairs, drained by the executor.
     auc: Auc,
 }
@@ -914,6 +916,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
             sumsq: padded(max_dim),
             grad: padded(1 + max_dim),
             touched: Vec::new(),
+            runs: Vec::with_capacity(16),
+            scratch: vec![0.0; self.tables.iter().map(Table::stride).max().unwrap_or(0)],
             auc: Auc::default(),
         })
     }
@@ -1153,13 +1157,24 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 let v = vals[1 + k];
                 w.grad[1 + k] = gx * (w.sum[k] - x * v) + l2 * v;
             }
-            let grad = &w.grad[..1 + d];
+            let row_run = 0..1 + d;
+            let (grad, whole) = (&w.grad[..1 + d], std::slice::from_ref(&row_run));
             match w.local.get(f) {
                 Some(&l) if l != SHARED => {
                     w.rows
-                        .update_row(&self.opt, &steps.tables[t], l, 1 + d, grad);
+                        .update_runs(&self.opt, &steps.tables[t], l, 1 + d, grad, whole);
                 }
-                _ => self.tables[t].update_row(&self.opt, &steps.tables[t], row, grad, 1.0),
+                _ => {
+                    let table = &self.tables[t];
+                    table.update_runs(
+                        &self.opt,
+                        &steps.tables[t],
+                        row,
+                        grad,
+                        whole,
+                        &mut w.scratch,
+                    )
+                }
             }
             at += 1 + d;
         }
@@ -1179,7 +1194,12 @@ impl<O: Optimizer<f32>> Ctr<O> {
     #[inline(always)]
     fn logit<const V: bool>(&self, w: &mut CtrWorker, bias: f32) -> f32 {
         match self.kind {
-            CtrKind::Ffm => self.ffm_forward::<V>(w, bias),
+            // The factor sizes worth a loop of their own: xLearn's default 4, and 8.
+            CtrKind::Ffm => match self.dims[0] {
+                4 => self.ffm_forward::<V, 4>(w, bias),
+                8 => self.ffm_forward::<V, 8>(w, bias),
+                _ => self.ffm_forward::<V, 0>(w, bias),
+            },
             CtrKind::Lr | CtrKind::Fm => self.forward::<V>(w, bias),
         }
     }
@@ -1302,7 +1322,11 @@ impl<O: Optimizer<f32>> Ctr<O> {
             sums.applied += 1;
             let (g, l2) = (weight * (sigmoid(logit) - y), weight * self.cfg.l2);
             match self.kind {
-                CtrKind::Ffm => self.ffm_update::<V>(w, steps, bias, g, l2),
+                CtrKind::Ffm => match self.dims[0] {
+                    4 => self.ffm_update::<V, 4>(w, steps, bias, g, l2),
+                    8 => self.ffm_update::<V, 8>(w, steps, bias, g, l2),
+                    _ => self.ffm_update::<V, 0>(w, steps, bias, g, l2),
+                },
                 CtrKind::Lr | CtrKind::Fm => self.update::<V>(w, steps, bias, g, l2),
             }
             for &(t, _) in &w.feats {
@@ -1426,7 +1450,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         (0..threads)
             .map(|_| {
                 let mut w = self.new_worker(desc)?;
-                w.copy_rows = threads > 1 && self.kind == CtrKind::Fm;
+                w.copy_rows = threads > 1 && self.kind != CtrKind::Lr;
                 Ok(w)
             })
             .collect()

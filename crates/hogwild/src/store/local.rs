@@ -30,7 +30,7 @@
 
 use std::cell::Cell;
 
-use super::{element_value, step_row, Table};
+use super::{element_value, step_row, step_runs, Table};
 use crate::optim::Optimizer;
 
 /// `LocalRows::plan`'s entry for a feature whose row stays in the shared table.
@@ -302,6 +302,22 @@ impl LocalRows {
             |i| row[i].get(),
             |i, x| row[i].set(x),
         );
+    }
+
+    /// Applies `opt`'s rule to the elements `runs` of copy `local` (of a table of `dim` weights)
+    /// with gradient `grad`, as [`Table::update_runs`] does on a shared row (the same code).
+    #[inline]
+    pub fn update_runs<O: Optimizer<f32>>(
+        &mut self,
+        opt: &O,
+        step: &O::Step,
+        local: u32,
+        dim: usize,
+        grad: &[f32],
+        runs: &[std::ops::Range<usize>],
+    ) {
+        let at = self.copies[local as usize].at;
+        step_runs(opt, step, dim, &mut self.now[at..], grad, runs);
     }
 
     /// Ends a planned batch: merges the copies ([`LocalRows::merge`]) when they have served
