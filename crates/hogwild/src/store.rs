@@ -231,6 +231,27 @@ impl Table {
         bulk::load(&self.weights(row)[..n], &mut out[..n]);
     }
 
+    /// Copies row `row`'s weights and slots ([`Table::stride`] elements) into `out`.
+    #[inline]
+    pub fn read_row(&self, row: usize, out: &mut [f32]) {
+        bulk::load(self.row(row), &mut out[..self.stride]);
+    }
+
+    /// Writes the elements `runs` of row `row`'s weights, and the same elements of each slot,
+    /// from `values` (a whole row as [`Table::read_row`] reads it); the other elements are left
+    /// alone. For a row read, stepped outside the store and written back: an update of one of
+    /// the runs by another thread in between is lost, as with any Hogwild step.
+    #[inline]
+    pub fn write_runs(&self, row: usize, values: &[f32], runs: &[std::ops::Range<usize>]) {
+        let cells = self.row(row);
+        for run in runs {
+            for s in 0..=self.slots {
+                let range = s * self.dim + run.start..s * self.dim + run.end;
+                bulk::store(&cells[range.clone()], &values[range]);
+            }
+        }
+    }
+
     /// Writes row `row`'s weights from `values`, as many as it holds (`dim` when it is that
     /// long); slots are left alone.
     #[inline]
@@ -247,6 +268,16 @@ impl Table {
     #[inline(always)]
     pub fn prefetch_weights(&self, row: usize) {
         self.for_each_line(row, prefetch);
+    }
+
+    /// [`Table::prefetch_weights`] for the whole row, its optimizer slots too: for a row that
+    /// will be read and then stepped by the optimizer ([`Table::update_runs`]).
+    #[inline(always)]
+    pub fn prefetch_row(&self, row: usize) {
+        let cells = self.row(row);
+        for cell in cells.iter().step_by(16).chain(cells.last()) {
+            prefetch(cell);
+        }
     }
 
     /// [`Table::prefetch_weights`] for a row about to be written: the lines are asked for with
@@ -422,13 +453,7 @@ impl Table {
         let buf = &mut scratch[..self.stride];
         bulk::load(cells, buf);
         step_runs(opt, step, dim, buf, grad, runs);
-        for run in runs {
-            for s in 0..1 + O::SLOTS {
-                let at = s * dim;
-                let range = at + run.start..at + run.end;
-                bulk::store(&cells[range.clone()], &buf[range]);
-            }
-        }
+        self.write_runs(row, buf, runs);
     }
 
     /// Ends an optimizer step that touched `touched` rows or elements: advances the scalars with a
@@ -512,7 +537,9 @@ pub(crate) fn step_runs<O: Optimizer<f32>>(
     let (weights, slots) = row[..dim * (1 + O::SLOTS)].split_at_mut(dim);
     for run in runs {
         let (w, g) = (&mut weights[run.clone()], &grad[run.clone()]);
-        opt.elements(step, w, &mut slots[run.start..], dim, g);
+        // Without slots (SGD) the slice is empty.
+        let slots = &mut slots[run.start.min(dim * O::SLOTS)..];
+        opt.elements(step, w, slots, dim, g);
     }
 }
 

@@ -730,6 +730,8 @@ pub struct CtrWorker {
     /// same time (`copy_rows`).
     rows: LocalRows,
     copy_rows: bool,
+    /// Whether the batch gathered last trains (its rows are prefetched with their slots).
+    training: bool,
     /// The features' rows, concatenated (`1 + dim` values each).
     vals: Vec<f32>,
     sum: Vec<f32>,
@@ -911,6 +913,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
             local: Vec::with_capacity(64),
             rows: LocalRows::new(LOCAL_MIN_USES, LOCAL_RECOUNT_EVERY, LOCAL_MERGE_EVERY),
             copy_rows: false,
+            training: false,
             vals: Vec::with_capacity(64 * (1 + max_dim)),
             sum: padded(max_dim),
             sumsq: padded(max_dim),
@@ -1025,6 +1028,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// copies the hot rows into `w.rows` (when `w.copy_rows`), and prefetches the rows of the
     /// first [`PREFETCH_INSTANCES`]. A bad instance fails the batch before anything is trained.
     fn gather_batch(&self, w: &mut CtrWorker, batch: &Batch, training: bool) -> Result<()> {
+        w.training = training;
         w.batch_feats.clear();
         w.batch_xs.clear();
         w.batch_fields.clear();
@@ -1083,7 +1087,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
         }
     }
 
-    /// Prefetches the rows of instance `i` of the batch, to be read: asking for them to be
+    /// Prefetches the rows of instance `i` of the batch, to be read (in training, with their
+    /// optimizer slots, which the update reads next): asking for them to be
     /// written ([`Table::prefetch_weights_to_write`], which word2vec gains by) made no difference
     /// on flights (LR and FM, 1 and 2 threads, 8 alternating rounds each), where the rows both
     /// threads keep writing are the frequent ones that [`LocalRows`] already keeps private.
@@ -1091,7 +1096,10 @@ impl<O: Optimizer<f32>> Ctr<O> {
         let (a, b) = (w.batch_starts[i], w.batch_starts[i + 1]);
         for (k, &(t, row)) in w.batch_feats[a..b].iter().enumerate() {
             if w.batch_local.get(a + k).is_none_or(|&l| l == SHARED) {
-                self.tables[t].prefetch_weights(row);
+                match w.training {
+                    true => self.tables[t].prefetch_row(row),
+                    false => self.tables[t].prefetch_weights(row),
+                }
             }
         }
     }
