@@ -1087,8 +1087,9 @@ impl<O: Optimizer<f32>> Ctr<O> {
         }
     }
 
-    /// Prefetches the rows of instance `i` of the batch, to be read (in training, with their
-    /// optimizer slots, which the update reads next): asking for them to be
+    /// Prefetches the rows of instance `i` of the batch, to be read (the field-aware
+    /// factorization machine's training reads their optimizer slots too, [`Ctr::ffm_forward`];
+    /// the factorization machine's slots, prefetched, trained gss no faster): asking for them to be
     /// written ([`Table::prefetch_weights_to_write`], which word2vec gains by) made no difference
     /// on flights (LR and FM, 1 and 2 threads, 8 alternating rounds each), where the rows both
     /// threads keep writing are the frequent ones that [`LocalRows`] already keeps private.
@@ -1096,7 +1097,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
         let (a, b) = (w.batch_starts[i], w.batch_starts[i + 1]);
         for (k, &(t, row)) in w.batch_feats[a..b].iter().enumerate() {
             if w.batch_local.get(a + k).is_none_or(|&l| l == SHARED) {
-                match w.training {
+                match w.training && self.kind == CtrKind::Ffm {
                     true => self.tables[t].prefetch_row(row),
                     false => self.tables[t].prefetch_weights(row),
                 }
@@ -1165,24 +1166,13 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 let v = vals[1 + k];
                 w.grad[1 + k] = gx * (w.sum[k] - x * v) + l2 * v;
             }
-            let row_run = 0..1 + d;
-            let (grad, whole) = (&w.grad[..1 + d], std::slice::from_ref(&row_run));
+            let grad = &w.grad[..1 + d];
             match w.local.get(f) {
                 Some(&l) if l != SHARED => {
                     w.rows
-                        .update_runs(&self.opt, &steps.tables[t], l, 1 + d, grad, whole);
+                        .update_row(&self.opt, &steps.tables[t], l, 1 + d, grad);
                 }
-                _ => {
-                    let table = &self.tables[t];
-                    table.update_runs(
-                        &self.opt,
-                        &steps.tables[t],
-                        row,
-                        grad,
-                        whole,
-                        &mut w.scratch,
-                    )
-                }
+                _ => self.tables[t].update_row(&self.opt, &steps.tables[t], row, grad, 1.0),
             }
             at += 1 + d;
         }
@@ -1197,18 +1187,37 @@ impl<O: Optimizer<f32>> Ctr<O> {
             .element(&steps.bias, &mut weight[0], &mut slots[..O::SLOTS], g);
     }
 
-    /// The logit of the current instance: [`Ctr::ffm_forward`] for the field-aware
-    /// factorization machine, [`Ctr::forward`] for the others.
+    /// Which instance loop a batch runs ([`Ctr::logit`]'s `F`): [`NOT_FFM`] for logistic
+    /// regression and the factorization machine, else the field-aware factorization machine's
+    /// factor size where it has a loop of its own (xLearn's default 4, and 8), or 0.
+    fn loop_kind(&self) -> usize {
+        match (self.kind, self.dims[0]) {
+            (CtrKind::Lr | CtrKind::Fm, _) => NOT_FFM,
+            (CtrKind::Ffm, k @ (4 | 8)) => k,
+            (CtrKind::Ffm, _) => 0,
+        }
+    }
+
+    /// [`Ctr::logit`] for the model's own loop kind, chosen per call (one prediction).
+    fn logit_any<const V: bool>(&self, w: &mut CtrWorker, bias: f32) -> f32 {
+        match self.loop_kind() {
+            NOT_FFM => self.logit::<V, NOT_FFM>(w, bias),
+            4 => self.logit::<V, 4>(w, bias),
+            8 => self.logit::<V, 8>(w, bias),
+            _ => self.logit::<V, 0>(w, bias),
+        }
+    }
+
+    /// The logit of the current instance: [`Ctr::forward`] when `F` is [`NOT_FFM`], else
+    /// [`Ctr::ffm_forward`] compiled for factor size `F` (0: any). The instance loops are
+    /// compiled once per `F`, chosen once per batch ([`Ctr::loop_kind`]), so that each model's
+    /// loop holds its own code alone.
     #[inline(always)]
-    fn logit<const V: bool>(&self, w: &mut CtrWorker, bias: f32) -> f32 {
-        match self.kind {
-            // The factor sizes worth a loop of their own: xLearn's default 4, and 8.
-            CtrKind::Ffm => match self.dims[0] {
-                4 => self.ffm_forward::<V, 4>(w, bias),
-                8 => self.ffm_forward::<V, 8>(w, bias),
-                _ => self.ffm_forward::<V, 0>(w, bias),
-            },
-            CtrKind::Lr | CtrKind::Fm => self.forward::<V>(w, bias),
+    fn logit<const V: bool, const F: usize>(&self, w: &mut CtrWorker, bias: f32) -> f32 {
+        if F == NOT_FFM {
+            self.forward::<V>(w, bias)
+        } else {
+            self.ffm_forward::<V, F>(w, bias)
         }
     }
 
@@ -1297,8 +1306,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
         self.gather(w, batch, i)?;
         let bias = self.bias.weights(0)[0].load();
         let logit = match w.layout.valued {
-            true => self.logit::<true>(w, bias),
-            false => self.logit::<false>(w, bias),
+            true => self.logit_any::<true>(w, bias),
+            false => self.logit_any::<false>(w, bias),
         };
         Ok(sigmoid(logit))
     }
@@ -1307,7 +1316,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// each applied instance's use of a table to `rows`. Returns the sum of the instances'
     /// weighted losses, the sum of their weights and how many were applied (an instance of
     /// weight 0 is not), or the first bad label or weight, after applying the instances before.
-    fn train_instances<const V: bool>(
+    fn train_instances<const V: bool, const F: usize>(
         &self,
         w: &mut CtrWorker,
         batch: &Batch,
@@ -1324,18 +1333,15 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 continue;
             }
             self.next_instance::<V>(w, i);
-            let logit = self.logit::<V>(w, bias.now[0]);
+            let logit = self.logit::<V, F>(w, bias.now[0]);
             sums.loss += f64::from(weight * logloss(logit, y));
             sums.weight += f64::from(weight);
             sums.applied += 1;
             let (g, l2) = (weight * (sigmoid(logit) - y), weight * self.cfg.l2);
-            match self.kind {
-                CtrKind::Ffm => match self.dims[0] {
-                    4 => self.ffm_update::<V, 4>(w, steps, bias, g, l2),
-                    8 => self.ffm_update::<V, 8>(w, steps, bias, g, l2),
-                    _ => self.ffm_update::<V, 0>(w, steps, bias, g, l2),
-                },
-                CtrKind::Lr | CtrKind::Fm => self.update::<V>(w, steps, bias, g, l2),
+            if F == NOT_FFM {
+                self.update::<V>(w, steps, bias, g, l2);
+            } else {
+                self.ffm_update::<V, F>(w, steps, bias, g, l2);
             }
             for &(t, _) in &w.feats {
                 rows[t] += 1;
@@ -1347,7 +1353,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// Evaluates the gathered instances of `batch` (`V`: the features have values): collects
     /// the (logit, label) pairs of the instances of positive weight and appends one probability
     /// per instance to `predictions`. Returns the weighted losses' and the weights' sums.
-    fn eval_instances<const V: bool>(
+    fn eval_instances<const V: bool, const F: usize>(
         &self,
         w: &mut CtrWorker,
         batch: &Batch,
@@ -1357,7 +1363,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
         let bias = self.bias.weights(0)[0].load();
         for i in 0..batch.len {
             self.next_instance::<V>(w, i);
-            let logit = self.logit::<V>(w, bias);
+            let logit = self.logit::<V, F>(w, bias);
             if let Some(label_at) = w.label_at {
                 let y = self.label(batch, label_at, i)?;
                 let weight = self.weight(w, batch, i)?;
@@ -1416,6 +1422,11 @@ const LOCAL_MERGE_EVERY: u32 = 4;
 /// A worker counts its batch's uses of each row (to find the hot rows) in one batch of this
 /// many, the first included; the batches between copy the rows found hot in the last count.
 const LOCAL_RECOUNT_EVERY: u32 = 64;
+
+/// [`Ctr::loop_kind`] of the models that are not field-aware factorization machines: a
+/// factor size no field-aware loop is compiled for (size 1 runs the general one, 0), and a
+/// small one, as the compiler still builds the field-aware code it never runs for it.
+const NOT_FFM: usize = 1;
 
 /// How many instances ahead of the one training [`Ctr`] prefetches rows: an instance takes a
 /// few hundred nanoseconds, about one memory latency.
@@ -1477,12 +1488,22 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         let mut rows = vec![0usize; self.tables.len()];
         self.gather_batch(w, batch, true)?;
         let mut bias = self.local_bias();
-        // One branch per batch: without values, the per-feature loops are the plain ones.
-        let result = match w.layout.valued {
-            true => self.train_instances::<true>(w, batch, label_at, &steps, &mut bias, &mut rows),
-            false => {
-                self.train_instances::<false>(w, batch, label_at, &steps, &mut bias, &mut rows)
+        // One loop per model and factor size (`Ctr::loop_kind`), and without values the
+        // per-feature loops are the plain ones: the branches are taken once per batch.
+        let (st, lb, used) = (&steps, &mut bias, &mut rows[..]);
+        let result = match (w.layout.valued, self.loop_kind()) {
+            (true, NOT_FFM) => {
+                self.train_instances::<true, NOT_FFM>(w, batch, label_at, st, lb, used)
             }
+            (true, 4) => self.train_instances::<true, 4>(w, batch, label_at, st, lb, used),
+            (true, 8) => self.train_instances::<true, 8>(w, batch, label_at, st, lb, used),
+            (true, _) => self.train_instances::<true, 0>(w, batch, label_at, st, lb, used),
+            (false, NOT_FFM) => {
+                self.train_instances::<false, NOT_FFM>(w, batch, label_at, st, lb, used)
+            }
+            (false, 4) => self.train_instances::<false, 4>(w, batch, label_at, st, lb, used),
+            (false, 8) => self.train_instances::<false, 8>(w, batch, label_at, st, lb, used),
+            (false, _) => self.train_instances::<false, 0>(w, batch, label_at, st, lb, used),
         };
         // The instances before a bad one were applied to their rows: their bias steps too (the
         // executor flushes the copies when the failing thread stops).
@@ -1509,9 +1530,15 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         // Evaluation reads the shared rows: this worker's training changes first.
         w.rows.merge(&self.opt, &self.tables);
         self.gather_batch(w, batch, false)?;
-        let sums = match w.layout.valued {
-            true => self.eval_instances::<true>(w, batch, predictions)?,
-            false => self.eval_instances::<false>(w, batch, predictions)?,
+        let sums = match (w.layout.valued, self.loop_kind()) {
+            (true, NOT_FFM) => self.eval_instances::<true, NOT_FFM>(w, batch, predictions)?,
+            (true, 4) => self.eval_instances::<true, 4>(w, batch, predictions)?,
+            (true, 8) => self.eval_instances::<true, 8>(w, batch, predictions)?,
+            (true, _) => self.eval_instances::<true, 0>(w, batch, predictions)?,
+            (false, NOT_FFM) => self.eval_instances::<false, NOT_FFM>(w, batch, predictions)?,
+            (false, 4) => self.eval_instances::<false, 4>(w, batch, predictions)?,
+            (false, 8) => self.eval_instances::<false, 8>(w, batch, predictions)?,
+            (false, _) => self.eval_instances::<false, 0>(w, batch, predictions)?,
         };
         out[0] = match w.label_at {
             Some(_) => sums.mean_loss(),
