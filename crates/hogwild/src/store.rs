@@ -493,9 +493,8 @@ pub(crate) fn element_value<O: Optimizer<f32>>(opt: &O, dim: usize, i: usize, st
 /// Applies `opt`'s rule with gradient `scale * grad` to the first `grad.len()` weights of one
 /// row laid out as a table's (`dim` weights, then each slot's `dim` values), reached through
 /// `load` and `store` by element index: each weight and its slots are loaded into locals,
-/// updated, and stored back. The shared rows
-/// ([`Table::update_row`]) and a worker's private copies ([`LocalRows::update_row`]) both step
-/// through here, so that they give the same bits.
+/// updated, and stored back ([`Table::update_row`]): the arithmetic, and so the bits, of
+/// [`step_runs`] on a worker's private copy ([`LocalRows::update_row`]).
 #[inline(always)]
 pub(crate) fn step_row<O: Optimizer<f32>>(
     opt: &O,
