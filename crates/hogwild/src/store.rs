@@ -705,6 +705,57 @@ mod tests {
         same_as_slices(AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8));
     }
 
+    /// `update_runs` gives each element of the runs the element rule's bits (twice, so that the
+    /// stepped slots are read back) and leaves every other weight and slot as it was stored.
+    fn runs_step_like_elements<O: Optimizer<f32>>(opt: O) {
+        let dim = 6;
+        let t = Table::new("t", 2, dim, &opt).unwrap();
+        let start: Vec<f32> = (0..dim).map(|i| i as f32 * 0.3 - 0.7).collect();
+        t.write_weights(1, &start);
+        let grad = [0.5, -1.0, 0.25, 2.0, -0.5, 0.125];
+        let runs = [0..2, 3..5];
+        let mut scratch = vec![0.0f32; t.stride()];
+        for _ in 0..2 {
+            let step = t.begin(&opt, true).unwrap();
+            t.update_runs(&opt, &step, 1, &grad, &runs, &mut scratch);
+            t.finish(&opt, true, 1);
+        }
+        let step = t.begin(&opt, true).unwrap();
+        let row: Vec<f32> = t.row(1).iter().map(AtomicF32::load).collect();
+        for i in 0..dim {
+            let stepped = runs.iter().any(|r| r.contains(&i));
+            let (mut w, mut slots) = (start[i], [0.0f32; MAX_SLOTS]);
+            for (s, x) in slots.iter_mut().enumerate().take(O::SLOTS) {
+                *x = opt.slot_fill(s);
+            }
+            if stepped {
+                for _ in 0..2 {
+                    opt.element(&step, &mut w, &mut slots[..O::SLOTS], grad[i]);
+                }
+            }
+            assert_eq!(row[i].to_bits(), w.to_bits(), "weight {i}");
+            for (s, x) in slots.iter().enumerate().take(O::SLOTS) {
+                assert_eq!(
+                    row[dim * (1 + s) + i].to_bits(),
+                    x.to_bits(),
+                    "slot {s} of {i}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn runs_of_a_row_step_like_its_elements() {
+        runs_step_like_elements(Sgd { lr: 0.1f32 });
+        runs_step_like_elements(Adagrad {
+            lr: 0.1f32,
+            initial_accumulator: 0.1,
+        });
+        let mut rms = AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8);
+        rms.apply_sparse_rmsprop = true;
+        runs_step_like_elements(rms);
+    }
+
     #[test]
     fn layout_interleaves_weights_and_slots_per_row() {
         let opt = Adagrad {
