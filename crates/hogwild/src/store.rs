@@ -231,6 +231,27 @@ impl Table {
         bulk::load(&self.weights(row)[..n], &mut out[..n]);
     }
 
+    /// Copies row `row`'s weights and slots ([`Table::stride`] elements) into `out`.
+    #[inline]
+    pub fn read_row(&self, row: usize, out: &mut [f32]) {
+        bulk::load(self.row(row), &mut out[..self.stride]);
+    }
+
+    /// Writes the elements `runs` of row `row`'s weights, and the same elements of each slot,
+    /// from `values` (a whole row as [`Table::read_row`] reads it); the other elements are left
+    /// alone. For a row read, stepped outside the store and written back: an update of one of
+    /// the runs by another thread in between is lost, as with any Hogwild step.
+    #[inline]
+    pub fn write_runs(&self, row: usize, values: &[f32], runs: &[std::ops::Range<usize>]) {
+        let cells = self.row(row);
+        for run in runs {
+            for s in 0..=self.slots {
+                let range = s * self.dim + run.start..s * self.dim + run.end;
+                bulk::store(&cells[range.clone()], &values[range]);
+            }
+        }
+    }
+
     /// Writes row `row`'s weights from `values`, as many as it holds (`dim` when it is that
     /// long); slots are left alone.
     #[inline]
@@ -247,6 +268,16 @@ impl Table {
     #[inline(always)]
     pub fn prefetch_weights(&self, row: usize) {
         self.for_each_line(row, prefetch);
+    }
+
+    /// [`Table::prefetch_weights`] for the whole row, its optimizer slots too: for a row that
+    /// will be read and then stepped by the optimizer ([`Table::update_runs`]).
+    #[inline(always)]
+    pub fn prefetch_row(&self, row: usize) {
+        let cells = self.row(row);
+        for cell in cells.iter().step_by(16).chain(cells.last()) {
+            prefetch(cell);
+        }
     }
 
     /// [`Table::prefetch_weights`] for a row about to be written: the lines are asked for with
@@ -391,56 +422,38 @@ impl Table {
         );
     }
 
-    /// Applies `opt`'s rule to the weights `start..start + grad.len()` of row `row` (and their
-    /// slots) with gradient `grad`, as [`Table::update_row`] does to a whole row: for models
-    /// whose instances touch a few runs of a wide row (a field-aware factorization machine's
-    /// factor blocks), which leaves the other elements and their slots as they are (a lazy
-    /// sparse update, as for rows no instance touches).
+    /// Applies `opt`'s rule to the weights `runs` of row `row` (and their slots) with gradient
+    /// `grad` (`dim` long, read at the runs), as [`Table::update_row`] does to a whole row: for
+    /// models whose instances touch a few runs of a wide row (a field-aware factorization
+    /// machine's factor blocks), which leaves the other elements and their slots as they are
+    /// (a lazy sparse update, as for rows no instance touches). The row's weights and slots are
+    /// copied into `scratch` (at least [`Table::stride`] long; 16 bytes per access, as
+    /// `read_weights` does), stepped there as plain floats, several at a time
+    /// ([`Optimizer::elements`]), and the runs copied back: the element rule's arithmetic and
+    /// bits, with the loads and stores of a row grouped (a concurrent update in between can be
+    /// lost, as with any Hogwild step).
     #[inline(always)]
-    pub fn update_elements<O: Optimizer<f32>>(
+    pub fn update_runs<O: Optimizer<f32>>(
         &self,
         opt: &O,
         step: &O::Step,
         row: usize,
-        start: usize,
         grad: &[f32],
+        runs: &[std::ops::Range<usize>],
+        scratch: &mut [f32],
     ) {
         let cells = self.row(row);
+        let dim = self.dim;
         if let Some(lr) = opt.plain_lr(step) {
-            bulk::sgd_step(&cells[start..start + grad.len()], grad, 1.0, lr);
+            for run in runs {
+                bulk::sgd_step(&cells[run.clone()], &grad[run.clone()], 1.0, lr);
+            }
             return;
         }
-        // The run's weights and each slot's run are copied out (16 bytes per access, as
-        // `read_weights` does), stepped as plain floats, which the compiler can do several at a
-        // time, and copied back: the element rule's arithmetic, with the loads and stores of a
-        // run grouped (a concurrent update in between can be lost, as with any Hogwild step).
-        const CHUNK: usize = 16;
-        let dim = self.dim;
-        let mut weights = [0.0f32; CHUNK];
-        let mut slots = [[0.0f32; CHUNK]; MAX_SLOTS];
-        for (c, grad) in grad.chunks(CHUNK).enumerate() {
-            let (at, n) = (start + c * CHUNK, grad.len());
-            bulk::load(&cells[at..at + n], &mut weights[..n]);
-            for (s, slot) in slots.iter_mut().enumerate().take(O::SLOTS) {
-                let from = dim * (1 + s) + at;
-                bulk::load(&cells[from..from + n], &mut slot[..n]);
-            }
-            for (i, &g) in grad.iter().enumerate() {
-                let mut state = [0.0f32; MAX_SLOTS];
-                for (s, x) in state.iter_mut().enumerate().take(O::SLOTS) {
-                    *x = slots[s][i];
-                }
-                opt.element(step, &mut weights[i], &mut state[..O::SLOTS], g);
-                for (s, &x) in state.iter().enumerate().take(O::SLOTS) {
-                    slots[s][i] = x;
-                }
-            }
-            bulk::store(&cells[at..at + n], &weights[..n]);
-            for (s, slot) in slots.iter().enumerate().take(O::SLOTS) {
-                let from = dim * (1 + s) + at;
-                bulk::store(&cells[from..from + n], &slot[..n]);
-            }
-        }
+        let buf = &mut scratch[..self.stride];
+        bulk::load(cells, buf);
+        step_runs(opt, step, dim, buf, grad, runs);
+        self.write_runs(row, buf, runs);
     }
 
     /// Ends an optimizer step that touched `touched` rows or elements: advances the scalars with a
@@ -480,9 +493,8 @@ pub(crate) fn element_value<O: Optimizer<f32>>(opt: &O, dim: usize, i: usize, st
 /// Applies `opt`'s rule with gradient `scale * grad` to the first `grad.len()` weights of one
 /// row laid out as a table's (`dim` weights, then each slot's `dim` values), reached through
 /// `load` and `store` by element index: each weight and its slots are loaded into locals,
-/// updated, and stored back. The shared rows
-/// ([`Table::update_row`]) and a worker's private copies ([`LocalRows::update_row`]) both step
-/// through here, so that they give the same bits.
+/// updated, and stored back ([`Table::update_row`]): the arithmetic, and so the bits, of
+/// [`step_runs`] on a worker's private copy ([`LocalRows::update_row`]).
 #[inline(always)]
 pub(crate) fn step_row<O: Optimizer<f32>>(
     opt: &O,
@@ -504,6 +516,29 @@ pub(crate) fn step_row<O: Optimizer<f32>>(
         for (s, &v) in slots.iter().enumerate().take(O::SLOTS) {
             store(dim * (1 + s) + i, v);
         }
+    }
+}
+
+/// Applies `opt`'s rule to the elements `runs` of one row held as plain floats, laid out as a
+/// table's (`dim` weights, then each slot's `dim` values), with gradient `grad` (`dim` long,
+/// read at the runs): [`Optimizer::elements`] on each run. The shared rows
+/// ([`Table::update_runs`]) and a worker's private copies ([`LocalRows::update_runs`]) both step
+/// through here, so that they give the same bits.
+#[inline(always)]
+pub(crate) fn step_runs<O: Optimizer<f32>>(
+    opt: &O,
+    step: &O::Step,
+    dim: usize,
+    row: &mut [f32],
+    grad: &[f32],
+    runs: &[std::ops::Range<usize>],
+) {
+    let (weights, slots) = row[..dim * (1 + O::SLOTS)].split_at_mut(dim);
+    for run in runs {
+        let (w, g) = (&mut weights[run.clone()], &grad[run.clone()]);
+        // Without slots (SGD) the slice is empty.
+        let slots = &mut slots[run.start.min(dim * O::SLOTS)..];
+        opt.elements(step, w, slots, dim, g);
     }
 }
 
@@ -668,6 +703,57 @@ mod tests {
     #[test]
     fn adam_async_rows_match_slice_kernel() {
         same_as_slices(AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8));
+    }
+
+    /// `update_runs` gives each element of the runs the element rule's bits (twice, so that the
+    /// stepped slots are read back) and leaves every other weight and slot as it was stored.
+    fn runs_step_like_elements<O: Optimizer<f32>>(opt: O) {
+        let dim = 6;
+        let t = Table::new("t", 2, dim, &opt).unwrap();
+        let start: Vec<f32> = (0..dim).map(|i| i as f32 * 0.3 - 0.7).collect();
+        t.write_weights(1, &start);
+        let grad = [0.5, -1.0, 0.25, 2.0, -0.5, 0.125];
+        let runs = [0..2, 3..5];
+        let mut scratch = vec![0.0f32; t.stride()];
+        for _ in 0..2 {
+            let step = t.begin(&opt, true).unwrap();
+            t.update_runs(&opt, &step, 1, &grad, &runs, &mut scratch);
+            t.finish(&opt, true, 1);
+        }
+        let step = t.begin(&opt, true).unwrap();
+        let row: Vec<f32> = t.row(1).iter().map(AtomicF32::load).collect();
+        for i in 0..dim {
+            let stepped = runs.iter().any(|r| r.contains(&i));
+            let (mut w, mut slots) = (start[i], [0.0f32; MAX_SLOTS]);
+            for (s, x) in slots.iter_mut().enumerate().take(O::SLOTS) {
+                *x = opt.slot_fill(s);
+            }
+            if stepped {
+                for _ in 0..2 {
+                    opt.element(&step, &mut w, &mut slots[..O::SLOTS], grad[i]);
+                }
+            }
+            assert_eq!(row[i].to_bits(), w.to_bits(), "weight {i}");
+            for (s, x) in slots.iter().enumerate().take(O::SLOTS) {
+                assert_eq!(
+                    row[dim * (1 + s) + i].to_bits(),
+                    x.to_bits(),
+                    "slot {s} of {i}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn runs_of_a_row_step_like_its_elements() {
+        runs_step_like_elements(Sgd { lr: 0.1f32 });
+        runs_step_like_elements(Adagrad {
+            lr: 0.1f32,
+            initial_accumulator: 0.1,
+        });
+        let mut rms = AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8);
+        rms.apply_sparse_rmsprop = true;
+        runs_step_like_elements(rms);
     }
 
     #[test]

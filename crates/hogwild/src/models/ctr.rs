@@ -51,15 +51,14 @@
 //! thread that is exactly the per-instance update; with several, the workers' batches of bias
 //! steps are summed, as Hogwild sums the threads' steps of any other row.
 //!
-//! The factorization machine's rows of low-cardinality fields (an airport, a carrier, a month)
-//! are in the same position, and each is two cache lines wide (weight, factors and their slots):
-//! with several workers, each steps private copies of the hot rows its batches use and writes
-//! their changes back once every [`LOCAL_MERGE_EVERY`] batches
-//! ([`LocalRows`](crate::store::LocalRows)), and whenever the executor flushes the worker
-//! ([`Model::flush`]: at the end of its part of each epoch). The hot rows are those a batch used
-//! at least [`LOCAL_MIN_USES`] times, counted in one batch of every [`LOCAL_RECOUNT_EVERY`]; the
-//! others are updated in place. A lone
-//! worker updates every row in place (the copies would only cost it time), and so does logistic
+//! The factorization machines' rows of low-cardinality fields (an airport, a carrier, a month)
+//! are in the same position, and each is two cache lines wide (weight, factors and their slots;
+//! six for the field-aware one at 10 fields of 4 factors): with several workers, each steps
+//! private copies of the hot rows its batches use and writes their changes back once every
+//! [`LOCAL_MERGE_EVERY`] batches ([`LocalRows`](crate::store::LocalRows)), and whenever the
+//! executor flushes the worker ([`Model::flush`]: at the end of its part of each epoch). The hot
+//! rows are those a batch used at least [`LOCAL_MIN_USES`] times, counted in one batch of every
+//! [`LOCAL_RECOUNT_EVERY`]; the others are updated in place. A lone worker updates every row in place (the copies would only cost it time), and so does logistic
 //! regression, whose rows of 8 bytes cost less to update in place than to look up in the
 //! batch's map of used rows (measured: docs/benchmarks.md, CTR).
 //!
@@ -731,6 +730,8 @@ pub struct CtrWorker {
     /// same time (`copy_rows`).
     rows: LocalRows,
     copy_rows: bool,
+    /// Whether the batch gathered last trains (its rows are prefetched with their slots).
+    training: bool,
     /// The features' rows, concatenated (`1 + dim` values each).
     vals: Vec<f32>,
     sum: Vec<f32>,
@@ -739,6 +740,9 @@ pub struct CtrWorker {
     /// The field-aware factorization machine's factor blocks an instance updates: block `f` of
     /// feature `i` at `i * fields + f`.
     touched: Vec<bool>,
+    /// The runs of a row an update steps, and a row's weights and slots while it does.
+    runs: Vec<std::ops::Range<usize>>,
+    scratch: Vec<f32>,
     /// The evaluated instances' (logit, label) pairs, drained by the executor.
     auc: Auc,
 }
@@ -909,11 +913,14 @@ impl<O: Optimizer<f32>> Ctr<O> {
             local: Vec::with_capacity(64),
             rows: LocalRows::new(LOCAL_MIN_USES, LOCAL_RECOUNT_EVERY, LOCAL_MERGE_EVERY),
             copy_rows: false,
+            training: false,
             vals: Vec::with_capacity(64 * (1 + max_dim)),
             sum: padded(max_dim),
             sumsq: padded(max_dim),
             grad: padded(1 + max_dim),
             touched: Vec::new(),
+            runs: Vec::with_capacity(16),
+            scratch: vec![0.0; self.tables.iter().map(Table::stride).max().unwrap_or(0)],
             auc: Auc::default(),
         })
     }
@@ -1021,6 +1028,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// copies the hot rows into `w.rows` (when `w.copy_rows`), and prefetches the rows of the
     /// first [`PREFETCH_INSTANCES`]. A bad instance fails the batch before anything is trained.
     fn gather_batch(&self, w: &mut CtrWorker, batch: &Batch, training: bool) -> Result<()> {
+        w.training = training;
         w.batch_feats.clear();
         w.batch_xs.clear();
         w.batch_fields.clear();
@@ -1079,7 +1087,9 @@ impl<O: Optimizer<f32>> Ctr<O> {
         }
     }
 
-    /// Prefetches the rows of instance `i` of the batch, to be read: asking for them to be
+    /// Prefetches the rows of instance `i` of the batch, to be read (the field-aware
+    /// factorization machine's training reads their optimizer slots too, [`Ctr::ffm_forward`];
+    /// the factorization machine's slots, prefetched, trained gss no faster): asking for them to be
     /// written ([`Table::prefetch_weights_to_write`], which word2vec gains by) made no difference
     /// on flights (LR and FM, 1 and 2 threads, 8 alternating rounds each), where the rows both
     /// threads keep writing are the frequent ones that [`LocalRows`] already keeps private.
@@ -1087,7 +1097,10 @@ impl<O: Optimizer<f32>> Ctr<O> {
         let (a, b) = (w.batch_starts[i], w.batch_starts[i + 1]);
         for (k, &(t, row)) in w.batch_feats[a..b].iter().enumerate() {
             if w.batch_local.get(a + k).is_none_or(|&l| l == SHARED) {
-                self.tables[t].prefetch_weights(row);
+                match w.training && self.kind == CtrKind::Ffm {
+                    true => self.tables[t].prefetch_row(row),
+                    false => self.tables[t].prefetch_weights(row),
+                }
             }
         }
     }
@@ -1174,13 +1187,37 @@ impl<O: Optimizer<f32>> Ctr<O> {
             .element(&steps.bias, &mut weight[0], &mut slots[..O::SLOTS], g);
     }
 
-    /// The logit of the current instance: [`Ctr::ffm_forward`] for the field-aware
-    /// factorization machine, [`Ctr::forward`] for the others.
+    /// Which instance loop a batch runs ([`Ctr::logit`]'s `F`): [`NOT_FFM`] for logistic
+    /// regression and the factorization machine, else the field-aware factorization machine's
+    /// factor size where it has a loop of its own (xLearn's default 4, and 8), or 0.
+    fn loop_kind(&self) -> usize {
+        match (self.kind, self.dims[0]) {
+            (CtrKind::Lr | CtrKind::Fm, _) => NOT_FFM,
+            (CtrKind::Ffm, k @ (4 | 8)) => k,
+            (CtrKind::Ffm, _) => 0,
+        }
+    }
+
+    /// [`Ctr::logit`] for the model's own loop kind, chosen per call (one prediction).
+    fn logit_any<const V: bool>(&self, w: &mut CtrWorker, bias: f32) -> f32 {
+        match self.loop_kind() {
+            NOT_FFM => self.logit::<V, NOT_FFM>(w, bias),
+            4 => self.logit::<V, 4>(w, bias),
+            8 => self.logit::<V, 8>(w, bias),
+            _ => self.logit::<V, 0>(w, bias),
+        }
+    }
+
+    /// The logit of the current instance: [`Ctr::forward`] when `F` is [`NOT_FFM`], else
+    /// [`Ctr::ffm_forward`] compiled for factor size `F` (0: any). The instance loops are
+    /// compiled once per `F`, chosen once per batch ([`Ctr::loop_kind`]), so that each model's
+    /// loop holds its own code alone.
     #[inline(always)]
-    fn logit<const V: bool>(&self, w: &mut CtrWorker, bias: f32) -> f32 {
-        match self.kind {
-            CtrKind::Ffm => self.ffm_forward::<V>(w, bias),
-            CtrKind::Lr | CtrKind::Fm => self.forward::<V>(w, bias),
+    fn logit<const V: bool, const F: usize>(&self, w: &mut CtrWorker, bias: f32) -> f32 {
+        if F == NOT_FFM {
+            self.forward::<V>(w, bias)
+        } else {
+            self.ffm_forward::<V, F>(w, bias)
         }
     }
 
@@ -1269,8 +1306,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
         self.gather(w, batch, i)?;
         let bias = self.bias.weights(0)[0].load();
         let logit = match w.layout.valued {
-            true => self.logit::<true>(w, bias),
-            false => self.logit::<false>(w, bias),
+            true => self.logit_any::<true>(w, bias),
+            false => self.logit_any::<false>(w, bias),
         };
         Ok(sigmoid(logit))
     }
@@ -1279,7 +1316,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// each applied instance's use of a table to `rows`. Returns the sum of the instances'
     /// weighted losses, the sum of their weights and how many were applied (an instance of
     /// weight 0 is not), or the first bad label or weight, after applying the instances before.
-    fn train_instances<const V: bool>(
+    fn train_instances<const V: bool, const F: usize>(
         &self,
         w: &mut CtrWorker,
         batch: &Batch,
@@ -1296,14 +1333,15 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 continue;
             }
             self.next_instance::<V>(w, i);
-            let logit = self.logit::<V>(w, bias.now[0]);
+            let logit = self.logit::<V, F>(w, bias.now[0]);
             sums.loss += f64::from(weight * logloss(logit, y));
             sums.weight += f64::from(weight);
             sums.applied += 1;
             let (g, l2) = (weight * (sigmoid(logit) - y), weight * self.cfg.l2);
-            match self.kind {
-                CtrKind::Ffm => self.ffm_update::<V>(w, steps, bias, g, l2),
-                CtrKind::Lr | CtrKind::Fm => self.update::<V>(w, steps, bias, g, l2),
+            if F == NOT_FFM {
+                self.update::<V>(w, steps, bias, g, l2);
+            } else {
+                self.ffm_update::<V, F>(w, steps, bias, g, l2);
             }
             for &(t, _) in &w.feats {
                 rows[t] += 1;
@@ -1315,7 +1353,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// Evaluates the gathered instances of `batch` (`V`: the features have values): collects
     /// the (logit, label) pairs of the instances of positive weight and appends one probability
     /// per instance to `predictions`. Returns the weighted losses' and the weights' sums.
-    fn eval_instances<const V: bool>(
+    fn eval_instances<const V: bool, const F: usize>(
         &self,
         w: &mut CtrWorker,
         batch: &Batch,
@@ -1325,7 +1363,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
         let bias = self.bias.weights(0)[0].load();
         for i in 0..batch.len {
             self.next_instance::<V>(w, i);
-            let logit = self.logit::<V>(w, bias);
+            let logit = self.logit::<V, F>(w, bias);
             if let Some(label_at) = w.label_at {
                 let y = self.label(batch, label_at, i)?;
                 let weight = self.weight(w, batch, i)?;
@@ -1385,6 +1423,11 @@ const LOCAL_MERGE_EVERY: u32 = 4;
 /// many, the first included; the batches between copy the rows found hot in the last count.
 const LOCAL_RECOUNT_EVERY: u32 = 64;
 
+/// [`Ctr::loop_kind`] of the models that are not field-aware factorization machines: a
+/// factor size no field-aware loop is compiled for (size 1 runs the general one, 0), and a
+/// small one, as the compiler still builds the field-aware code it never runs for it.
+const NOT_FFM: usize = 1;
+
 /// How many instances ahead of the one training [`Ctr`] prefetches rows: an instance takes a
 /// few hundred nanoseconds, about one memory latency.
 const PREFETCH_INSTANCES: usize = 2;
@@ -1426,7 +1469,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         (0..threads)
             .map(|_| {
                 let mut w = self.new_worker(desc)?;
-                w.copy_rows = threads > 1 && self.kind == CtrKind::Fm;
+                w.copy_rows = threads > 1 && self.kind != CtrKind::Lr;
                 Ok(w)
             })
             .collect()
@@ -1445,12 +1488,22 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         let mut rows = vec![0usize; self.tables.len()];
         self.gather_batch(w, batch, true)?;
         let mut bias = self.local_bias();
-        // One branch per batch: without values, the per-feature loops are the plain ones.
-        let result = match w.layout.valued {
-            true => self.train_instances::<true>(w, batch, label_at, &steps, &mut bias, &mut rows),
-            false => {
-                self.train_instances::<false>(w, batch, label_at, &steps, &mut bias, &mut rows)
+        // One loop per model and factor size (`Ctr::loop_kind`), and without values the
+        // per-feature loops are the plain ones: the branches are taken once per batch.
+        let (st, lb, used) = (&steps, &mut bias, &mut rows[..]);
+        let result = match (w.layout.valued, self.loop_kind()) {
+            (true, NOT_FFM) => {
+                self.train_instances::<true, NOT_FFM>(w, batch, label_at, st, lb, used)
             }
+            (true, 4) => self.train_instances::<true, 4>(w, batch, label_at, st, lb, used),
+            (true, 8) => self.train_instances::<true, 8>(w, batch, label_at, st, lb, used),
+            (true, _) => self.train_instances::<true, 0>(w, batch, label_at, st, lb, used),
+            (false, NOT_FFM) => {
+                self.train_instances::<false, NOT_FFM>(w, batch, label_at, st, lb, used)
+            }
+            (false, 4) => self.train_instances::<false, 4>(w, batch, label_at, st, lb, used),
+            (false, 8) => self.train_instances::<false, 8>(w, batch, label_at, st, lb, used),
+            (false, _) => self.train_instances::<false, 0>(w, batch, label_at, st, lb, used),
         };
         // The instances before a bad one were applied to their rows: their bias steps too (the
         // executor flushes the copies when the failing thread stops).
@@ -1477,9 +1530,15 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         // Evaluation reads the shared rows: this worker's training changes first.
         w.rows.merge(&self.opt, &self.tables);
         self.gather_batch(w, batch, false)?;
-        let sums = match w.layout.valued {
-            true => self.eval_instances::<true>(w, batch, predictions)?,
-            false => self.eval_instances::<false>(w, batch, predictions)?,
+        let sums = match (w.layout.valued, self.loop_kind()) {
+            (true, NOT_FFM) => self.eval_instances::<true, NOT_FFM>(w, batch, predictions)?,
+            (true, 4) => self.eval_instances::<true, 4>(w, batch, predictions)?,
+            (true, 8) => self.eval_instances::<true, 8>(w, batch, predictions)?,
+            (true, _) => self.eval_instances::<true, 0>(w, batch, predictions)?,
+            (false, NOT_FFM) => self.eval_instances::<false, NOT_FFM>(w, batch, predictions)?,
+            (false, 4) => self.eval_instances::<false, 4>(w, batch, predictions)?,
+            (false, 8) => self.eval_instances::<false, 8>(w, batch, predictions)?,
+            (false, _) => self.eval_instances::<false, 0>(w, batch, predictions)?,
         };
         out[0] = match w.label_at {
             Some(_) => sums.mean_loss(),

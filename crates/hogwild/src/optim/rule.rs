@@ -43,6 +43,24 @@ pub trait Optimizer<T: Real>: Send + Sync {
     fn finish(&self, scalars: &mut [T], sparse: bool, touched: usize);
     /// The rule for one element; `slots` holds `SLOTS` values.
     fn element(&self, step: &Self::Step, w: &mut T, slots: &mut [T], g: T);
+    /// [`Optimizer::element`] on each of `w.len()` consecutive elements of a row held as plain
+    /// floats: weight `w[i]`, its slot `s` at `slots[s * stride + i]`, gradient `g[i]`. The
+    /// same arithmetic and bits as the element rule; a rule whose elements are independent of
+    /// each other (Adagrad's) overrides it with a loop the compiler steps several elements per
+    /// instruction.
+    #[inline(always)]
+    fn elements(&self, step: &Self::Step, w: &mut [T], slots: &mut [T], stride: usize, g: &[T]) {
+        let mut state = [T::zero(); crate::store::MAX_SLOTS];
+        for (i, (w, &g)) in w.iter_mut().zip(g).enumerate() {
+            for (s, x) in state.iter_mut().enumerate().take(Self::SLOTS) {
+                *x = slots[s * stride + i];
+            }
+            self.element(step, w, &mut state[..Self::SLOTS], g);
+            for (s, &x) in state.iter().enumerate().take(Self::SLOTS) {
+                slots[s * stride + i] = x;
+            }
+        }
+    }
     /// `Some(lr)` when [`Optimizer::element`] is exactly `w - lr * g` with no slots (plain
     /// SGD), so that a shared row can be stepped several elements per instruction; `None`
     /// for any other rule.
@@ -255,6 +273,18 @@ impl<T: Real> Optimizer<T> for Adagrad<T> {
         let acc = self.slot_value(0, slots[0]) + g * g;
         slots[0] = acc;
         *w = *w - *lr * g / acc.sqrt();
+    }
+    /// The element rule as one loop over the three slices: square roots and divisions several
+    /// at a time (`sqrtps`, `divps`: correctly rounded, so the bits of the scalar rule).
+    #[inline(always)]
+    fn elements(&self, lr: &T, w: &mut [T], slots: &mut [T], _stride: usize, g: &[T]) {
+        let n = w.len();
+        let (acc, g) = (&mut slots[..n], &g[..n]);
+        for ((w, a), &g) in w.iter_mut().zip(acc).zip(g) {
+            let x = self.slot_value(0, *a) + g * g;
+            *a = x;
+            *w = *w - *lr * g / x.sqrt();
+        }
     }
     fn lr(&self) -> T {
         self.lr

@@ -28,9 +28,7 @@
 //! two can be lost), not a compare-and-swap loop: it runs for every element of every hot row of
 //! every batch.
 
-use std::cell::Cell;
-
-use super::{element_value, step_row, Table};
+use super::{element_value, step_runs, Table};
 use crate::optim::Optimizer;
 
 /// `LocalRows::plan`'s entry for a feature whose row stays in the shared table.
@@ -280,8 +278,9 @@ impl LocalRows {
         &self.now[at..at + dim]
     }
 
-    /// Applies `opt`'s rule to copy `local` (of a table of `dim` weights) with gradient `grad`,
-    /// element by element as [`Table::update_row`] does on a shared row (the same code).
+    /// Applies `opt`'s rule to copy `local` (of a table of `dim` weights) with gradient `grad`:
+    /// [`LocalRows::update_runs`] on the whole row, the bits of [`Table::update_row`] on a
+    /// shared row.
     #[inline]
     pub fn update_row<O: Optimizer<f32>>(
         &mut self,
@@ -291,17 +290,24 @@ impl LocalRows {
         dim: usize,
         grad: &[f32],
     ) {
+        let whole = 0..dim;
+        self.update_runs(opt, step, local, dim, grad, std::slice::from_ref(&whole));
+    }
+
+    /// Applies `opt`'s rule to the elements `runs` of copy `local` (of a table of `dim` weights)
+    /// with gradient `grad`, as [`Table::update_runs`] does on a shared row (the same code).
+    #[inline]
+    pub fn update_runs<O: Optimizer<f32>>(
+        &mut self,
+        opt: &O,
+        step: &O::Step,
+        local: u32,
+        dim: usize,
+        grad: &[f32],
+        runs: &[std::ops::Range<usize>],
+    ) {
         let at = self.copies[local as usize].at;
-        let row = Cell::from_mut(&mut self.now[at..at + dim * (1 + O::SLOTS)]).as_slice_of_cells();
-        step_row(
-            opt,
-            step,
-            dim,
-            &grad[..dim],
-            1.0,
-            |i| row[i].get(),
-            |i, x| row[i].set(x),
-        );
+        step_runs(opt, step, dim, &mut self.now[at..], grad, runs);
     }
 
     /// Ends a planned batch: merges the copies ([`LocalRows::merge`]) when they have served

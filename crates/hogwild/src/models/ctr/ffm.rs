@@ -11,9 +11,12 @@
 //! weight and to the factor blocks the instance touched; the other blocks of a row (the fields
 //! absent from the instance) and their slots are left as they are, as xLearn leaves them.
 
+use std::ops::Range;
+
 use super::{Ctr, CtrWorker, LocalBias, Steps};
 use crate::models::dot;
 use crate::optim::Optimizer;
+use crate::store::{step_runs, Table, SHARED};
 
 impl<O: Optimizer<f32>> Ctr<O> {
     /// The instance's norm `n`: `1 / sum_i x_i^2` (`V`: the values in `w.xs`, otherwise 1
@@ -35,26 +38,40 @@ impl<O: Optimizer<f32>> Ctr<O> {
     }
 
     /// The logit of `w.feats` (with `V`, of values `w.xs`; fields `w.fields`), reading their
-    /// rows into `w.vals`.
+    /// rows (or the worker's copies of them, `w.local`) into `w.vals`: in training whole rows,
+    /// weights and slots, which [`Ctr::ffm_update`] steps; otherwise the weights alone. `K`:
+    /// the factor size when the caller knows it at compile time (0 otherwise), so that the
+    /// pair loops are unrolled into a few vector instructions.
     #[inline(always)]
-    pub(super) fn ffm_forward<const V: bool>(&self, w: &mut CtrWorker, bias: f32) -> f32 {
+    pub(super) fn ffm_forward<const V: bool, const K: usize>(
+        &self,
+        w: &mut CtrWorker,
+        bias: f32,
+    ) -> f32 {
         let table = &self.tables[0];
-        let (width, k) = (table.dim(), self.dims[0]);
+        let k = ffm_dim::<K>(self.dims[0]);
+        let span = ffm_span(table, w.training);
         let n = w.feats.len();
-        w.vals.resize(n * width, 0.0);
-        for (vals, &(_, row)) in w.vals.chunks_exact_mut(width).zip(&w.feats) {
-            table.read_weights(row, vals);
+        w.vals.resize(n * span, 0.0);
+        let rows = w.vals.chunks_exact_mut(span).zip(&w.feats).enumerate();
+        for (f, (vals, &(_, row))) in rows {
+            match w.local.get(f) {
+                Some(&l) if l != SHARED => vals.copy_from_slice(w.rows.weights(l, span)),
+                _ if w.training => table.read_row(row, vals),
+                _ => table.read_weights(row, vals),
+            }
         }
         let norm = self.ffm_norm::<V>(w);
-        let x = |i: usize| if V { w.xs[i] } else { 1.0 };
+        let (vals, fields, xs) = (&w.vals[..], &w.fields[..], &w.xs[..]);
+        let x = |i: usize| if V { xs[i] } else { 1.0 };
         let (mut linear, mut pairs) = (0.0f32, 0.0f32);
         for i in 0..n {
-            let vi = &w.vals[i * width..(i + 1) * width];
+            let vi = &vals[i * span..(i + 1) * span];
             linear += x(i) * vi[0];
-            let fi = w.fields[i] as usize;
+            let fi = fields[i] as usize;
             for j in i + 1..n {
-                let fj = w.fields[j] as usize;
-                let vj = &w.vals[j * width..(j + 1) * width];
+                let fj = fields[j] as usize;
+                let vj = &vals[j * span..(j + 1) * span];
                 let (a, b) = (&vi[1 + fj * k..][..k], &vj[1 + fi * k..][..k]);
                 pairs += x(i) * x(j) * dot(a, b);
             }
@@ -63,11 +80,17 @@ impl<O: Optimizer<f32>> Ctr<O> {
     }
 
     /// Applies one instance's gradient `g` (`p - y`, times the instance's weight) to its rows
-    /// as read by [`Ctr::ffm_forward`], with the L2 penalty `l2`, and `g` to the worker's copy
-    /// of the bias: each row's weight and touched factor blocks, one optimizer call per run of
-    /// adjacent ones.
+    /// (or the worker's copies of them) as read by [`Ctr::ffm_forward`], with the L2 penalty
+    /// `l2`, and `g` to the worker's copy of the bias: gathers every touched block's gradient
+    /// from the pairs (in `w.grad`, a row's `width` per feature), then steps each row's runs of
+    /// touched elements. `K` as for [`Ctr::ffm_forward`].
+    ///
+    /// A shared row is stepped in `w.vals`, where the forward pass read it with its slots, and
+    /// its runs written back; but when two of the instance's features share a row (two ids
+    /// hashed to one), the later ones read their row again from the store, where the earlier
+    /// feature's step is. A worker's copy is stepped where it is.
     #[inline(always)]
-    pub(super) fn ffm_update<const V: bool>(
+    pub(super) fn ffm_update<const V: bool, const K: usize>(
         &self,
         w: &mut CtrWorker,
         steps: &Steps<O::Step>,
@@ -76,8 +99,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
         l2: f32,
     ) {
         let table = &self.tables[0];
-        let (width, k) = (table.dim(), self.dims[0]);
-        let count = (width - 1) / k;
+        let (width, k) = (table.dim(), ffm_dim::<K>(self.dims[0]));
+        let (span, count) = (table.stride(), (width - 1) / k);
         let n = w.feats.len();
         let norm = self.ffm_norm::<V>(w);
         w.grad.clear();
@@ -86,7 +109,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
         w.touched.resize(n * count, false);
         // Plain slices: the loops then keep their pointers in registers instead of reloading
         // them from the worker after every store.
-        let (vals, grad, touched) = (&w.vals[..], &mut w.grad[..], &mut w.touched[..]);
+        let (vals, grad, touched) = (&mut w.vals[..], &mut w.grad[..], &mut w.touched[..]);
         let (fields, xs) = (&w.fields[..], &w.xs[..]);
         let x = |i: usize| if V { xs[i] } else { 1.0 };
         for i in 0..n {
@@ -95,40 +118,97 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 let fj = fields[j] as usize;
                 let c = g * norm * x(i) * x(j);
                 // v_{i,f_j} and v_{j,f_i}: each one's gradient is the other, times c.
-                let (a, b) = (i * width + 1 + fj * k, j * width + 1 + fi * k);
-                let (va, vb) = (&vals[a..a + k], &vals[b..b + k]);
-                for (gr, &v) in grad[a..a + k].iter_mut().zip(vb) {
-                    *gr += c * v;
-                }
-                for (gr, &v) in grad[b..b + k].iter_mut().zip(va) {
-                    *gr += c * v;
-                }
+                let (a, b) = (1 + fj * k, 1 + fi * k);
+                let (va, vb) = (&vals[i * span + a..][..k], &vals[j * span + b..][..k]);
+                add_scaled::<K>(c, vb, &mut grad[i * width + a..][..k]);
+                add_scaled::<K>(c, va, &mut grad[j * width + b..][..k]);
                 touched[i * count + fj] = true;
                 touched[j * count + fi] = true;
             }
         }
         let root = norm.sqrt();
+        let step = &steps.tables[0];
         for (i, &(_, row)) in w.feats.iter().enumerate() {
-            let vals = &vals[i * width..(i + 1) * width];
+            let vals = &mut vals[i * span..(i + 1) * span];
             let grad = &mut grad[i * width..(i + 1) * width];
             grad[0] = g * root * x(i) + l2 * vals[0];
-            // The run of adjacent elements to step: the weight, then each touched block.
-            let mut run = 0..1;
-            let blocks = touched[i * count..(i + 1) * count].iter().enumerate();
-            for (f, _) in blocks.filter(|(_, &t)| t) {
+            let touched = &touched[i * count..(i + 1) * count];
+            for (f, _) in touched.iter().enumerate().filter(|(_, &t)| t) {
                 let block = 1 + f * k..1 + (f + 1) * k;
-                for (gr, &v) in grad[block.clone()].iter_mut().zip(&vals[block.clone()]) {
+                for (gr, &v) in grad[block.clone()].iter_mut().zip(&vals[block]) {
                     *gr += l2 * v;
                 }
-                if block.start != run.end {
-                    let step = &steps.tables[0];
-                    table.update_elements(&self.opt, step, row, run.start, &grad[run.clone()]);
-                    run.start = block.start;
-                }
-                run.end = block.end;
             }
-            table.update_elements(&self.opt, &steps.tables[0], row, run.start, &grad[run]);
+            touched_runs(touched, k, &mut w.runs);
+            match w.local.get(i) {
+                Some(&l) if l != SHARED => {
+                    w.rows.update_runs(&self.opt, step, l, width, grad, &w.runs);
+                }
+                _ if w.feats[..i].iter().any(|&(_, r)| r == row) => {
+                    w.scratch.resize(span, 0.0);
+                    table.update_runs(&self.opt, step, row, grad, &w.runs, &mut w.scratch);
+                }
+                _ => {
+                    step_runs(&self.opt, step, width, vals, grad, &w.runs);
+                    table.write_runs(row, vals, &w.runs);
+                }
+            }
         }
         self.step_bias(steps, bias, g);
+    }
+}
+
+/// Elements per feature in `w.vals`: whole rows in training, the weights otherwise.
+#[inline(always)]
+fn ffm_span(table: &Table, training: bool) -> usize {
+    if training {
+        table.stride()
+    } else {
+        table.dim()
+    }
+}
+
+/// The runs of adjacent elements of a row to step: the weight, then each touched block (of
+/// `k` elements; `touched[f]` for block `f`), merged where adjacent, into `runs`.
+#[inline(always)]
+fn touched_runs(touched: &[bool], k: usize, runs: &mut Vec<Range<usize>>) {
+    runs.clear();
+    let mut run = 0..1;
+    for (f, _) in touched.iter().enumerate().filter(|(_, &t)| t) {
+        let block = 1 + f * k..1 + (f + 1) * k;
+        if block.start != run.end {
+            runs.push(run.clone());
+            run.start = block.start;
+        }
+        run.end = block.end;
+    }
+    runs.push(run);
+}
+
+/// The factor size `K` when it is known at compile time (not 0), else `dim`.
+#[inline(always)]
+fn ffm_dim<const K: usize>(dim: usize) -> usize {
+    if K > 0 {
+        K
+    } else {
+        dim
+    }
+}
+
+/// `y += c * x` over `k` elements (`K` of them when `K` is not 0: then as fixed-size arrays,
+/// which the compiler steps in one or two vector instructions).
+#[inline(always)]
+fn add_scaled<const K: usize>(c: f32, x: &[f32], y: &mut [f32]) {
+    match (<[f32; K]>::try_from(x), <&mut [f32; K]>::try_from(&mut *y)) {
+        (Ok(x), Ok(y)) if K > 0 => {
+            for (y, x) in y.iter_mut().zip(x) {
+                *y += c * x;
+            }
+        }
+        _ => {
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y += c * x;
+            }
+        }
     }
 }

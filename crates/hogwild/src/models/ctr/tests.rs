@@ -477,7 +477,8 @@ fn workers_bias_steps_add_up_in_the_shared_bias() {
 
 /// A worker of a multi-threaded run steps private copies of the rows a batch uses often, written
 /// back every [`LOCAL_MERGE_EVERY`] batches and when flushed; alone, it must leave the tables
-/// exactly as in-place updates do, for every optimizer's slots.
+/// exactly as in-place updates do, for every optimizer's slots, in the factorization machine
+/// (whole rows) and the field-aware one (runs of a row).
 #[test]
 fn private_copies_of_hot_rows_give_the_in_place_bits() {
     // Field `a` takes 3 values (rows used ~13 times each), field `b` mostly distinct values.
@@ -488,12 +489,16 @@ fn private_copies_of_hot_rows_give_the_in_place_bits() {
     let refs =
         |v: &[Vec<u64>]| -> SlotBatch { slot(&v.iter().map(Vec::as_slice).collect::<Vec<_>>()) };
     let batch = Batch::from_slots(vec![refs(&a), refs(&b), refs(&y)]);
-    fn check<O: Optimizer<f32> + OptimizerDesc + Clone>(opt: O, batch: &Batch) {
+    fn check<O: Optimizer<f32> + OptimizerDesc + Clone>(kind: CtrKind, opt: O, batch: &Batch) {
         let mut cfg = CtrConfig::new(256);
         cfg.dim = Some(4);
         cfg.init_scale = 0.1;
+        if kind == CtrKind::Ffm {
+            cfg.fields = vec!["a".into(), "b".into()];
+            cfg.l2 = 0.01;
+        }
         let make = || {
-            let m = Ctr::new(CtrKind::Fm, cfg.clone(), opt.clone()).unwrap();
+            let m = Ctr::new(kind, cfg.clone(), opt.clone()).unwrap();
             m.init();
             m
         };
@@ -522,18 +527,18 @@ fn private_copies_of_hot_rows_give_the_in_place_bits() {
         assert!(!w_copied.rows.is_held());
         assert_same_bits(&plain, &copied);
     }
-    check(
-        Adagrad {
+    for kind in [CtrKind::Fm, CtrKind::Ffm] {
+        let ada = Adagrad {
             lr: 0.3f32,
             initial_accumulator: 0.1,
-        },
-        &batch,
-    );
-    check(Sgd { lr: 0.1f32 }, &batch);
-    check(AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8), &batch);
-    let mut rms = AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8);
-    rms.apply_sparse_rmsprop = true;
-    check(rms, &batch);
+        };
+        check(kind, ada, &batch);
+        check(kind, Sgd { lr: 0.1f32 }, &batch);
+        check(kind, AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8), &batch);
+        let mut rms = AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8);
+        rms.apply_sparse_rmsprop = true;
+        check(kind, rms, &batch);
+    }
 }
 
 /// A fresh logistic regression with Adagrad holds nothing but zeros (its tables' memory is never
@@ -1307,6 +1312,76 @@ fn one_ffm_step_matches_numpy_for_sgd_and_adagrad() {
         initial_accumulator: 0.1,
     };
     check(ada, adagrad, &start);
+}
+
+// Features of one instance that hash to the same row (here all three: one bucket) each take
+// their gradient from the row as the forward pass read it, then step the row in turn, each
+// reading it as the step before left it. Adagrad lr 0.5 (accumulator 0.1), L2 0.1, label 1, the
+// instance of `one_ffm_step_matches_numpy_for_sgd_and_adagrad`. numpy (float64):
+//   x = np.array([0.5, 2.0, 1.0]); f = [0, 1, 2]; k, F, b, lr, l2, acc0 = 2, 3, 0.1, 0.5, 0.1, 0.1
+//   R = np.array([0.2, 0.1, -0.2, 0.3, 0.4, -0.1, 0.2])   # the one row all three features hash to
+//   v = lambda row, field: row[1 + field * k: 1 + (field + 1) * k]
+//   n = 1 / (x @ x)
+//   z = b + np.sqrt(n) * (x.sum() * R[0]) + n * sum(x[i] * x[j] * v(R, f[j]) @ v(R, f[i])
+//                                                for i in range(3) for j in range(i + 1, 3))
+//   p = 1 / (1 + np.exp(-z)); g = p - 1
+//   grads, touched = np.zeros((3, 7)), np.zeros((3, 7), bool)
+//   for i in range(3):
+//       grads[i, 0] = g * np.sqrt(n) * x[i]; touched[i, 0] = True
+//       for j in range(3):
+//           if j != i:
+//               s = slice(1 + f[j] * k, 1 + (f[j] + 1) * k)
+//               grads[i, s] += g * n * x[i] * x[j] * v(R, f[i]); touched[i, s] = True
+//       grads[i] += l2 * R * touched[i]     # the penalty on the touched elements, from the values read
+//   row, acc = R.copy(), np.full(7, acc0)
+//   for i in range(3):                       # each feature steps the row in turn, as it is then
+//       t = touched[i]
+//       acc[t] += grads[i, t] ** 2
+//       row[t] -= lr * grads[i, t] / np.sqrt(acc[t])
+//   p, -np.log(p), row, b - lr * g / np.sqrt(acc0 + g * g)
+// The float32 model matches to 1e-6.
+#[test]
+fn ffm_features_sharing_a_row_step_it_in_turn() {
+    let mut cfg = ffm_named_config(true);
+    cfg.buckets = 1;
+    let opt = Adagrad {
+        lr: 0.5f32,
+        initial_accumulator: 0.1,
+    };
+    let m = Ctr::new(CtrKind::Ffm, cfg, opt).unwrap();
+    m.init();
+    let mut w = m.new_worker(&valued_desc()).unwrap();
+    let batch = valued_one(0.5, 2.0);
+    m.gather(&mut w, &batch, 0).unwrap();
+    assert_eq!(w.feats, [(0, 0), (0, 0), (0, 0)]);
+    m.feature_tables()[0].write_weights(0, &[0.2, 0.1, -0.2, 0.3, 0.4, -0.1, 0.2]);
+    m.bias.write_weights(0, &[0.1]);
+    let p = f64::from(m.predict(&mut w, &batch, 0).unwrap());
+    assert_relative_eq!(p, 0.60115189, epsilon = 1e-6);
+    let mut out = [0.0f64];
+    m.train_batch(&mut w, &batch, &mut out, None).unwrap();
+    assert_relative_eq!(out[0], 0.50890765, epsilon = 1e-6);
+    let expected = [
+        0.81849117,
+        0.09842942,
+        -0.07838936,
+        0.19410025,
+        0.29906576,
+        0.00827385,
+        0.22023662,
+    ];
+    let mut got = [0.0f32; 7];
+    m.feature_tables()[0].read_weights(0, &mut got);
+    let got = got.map(f64::from);
+    assert!(
+        got.iter().zip(expected).all(|(a, b)| (a - b).abs() < 1e-6),
+        "row {got:?}, numpy {expected:?}"
+    );
+    assert_relative_eq!(
+        f64::from(m.bias.weights(0)[0].load()),
+        0.49179668,
+        epsilon = 1e-6
+    );
 }
 
 /// The field-aware factorization machine over `hogwild convert --from libffm`'s layout.
