@@ -252,6 +252,12 @@ impl Table {
         }
     }
 
+    /// Writes row `row`'s weights and slots from `values`.
+    #[inline]
+    pub fn write_row(&self, row: usize, values: &[f32]) {
+        bulk::store(self.row(row), &values[..self.stride]);
+    }
+
     /// Writes row `row`'s weights from `values`, as many as it holds (`dim` when it is that
     /// long); slots are left alone.
     #[inline]

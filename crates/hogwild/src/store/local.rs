@@ -278,6 +278,14 @@ impl LocalRows {
         &self.now[at..at + dim]
     }
 
+    /// Copy `local`'s elements, weights then slots (`len` of them: the table's stride), to
+    /// be changed in place by a worker that steps them itself.
+    #[inline]
+    pub fn row_mut(&mut self, local: u32, len: usize) -> &mut [f32] {
+        let at = self.copies[local as usize].at;
+        &mut self.now[at..at + len]
+    }
+
     /// Applies `opt`'s rule to copy `local` (of a table of `dim` weights) with gradient `grad`:
     /// [`LocalRows::update_runs`] on the whole row, the bits of [`Table::update_row`] on a
     /// shared row.

@@ -16,7 +16,7 @@ use std::ops::Range;
 use super::{Ctr, CtrWorker, LocalBias, Steps};
 use crate::models::dot;
 use crate::optim::Optimizer;
-use crate::store::{step_runs, Table, SHARED};
+use crate::store::{step_runs, Table, MAX_SLOTS, SHARED};
 
 impl<O: Optimizer<f32>> Ctr<O> {
     /// The instance's norm `n`: `1 / sum_i x_i^2` (`V`: the values in `w.xs`, otherwise 1
@@ -98,6 +98,9 @@ impl<O: Optimizer<f32>> Ctr<O> {
         g: f32,
         l2: f32,
     ) {
+        if K > 0 && distinct(&w.fields, &w.feats) {
+            return self.ffm_update_distinct::<V, K>(w, steps, bias, g, l2);
+        }
         let table = &self.tables[0];
         let (width, k) = (table.dim(), ffm_dim::<K>(self.dims[0]));
         let (span, count) = (table.stride(), (width - 1) / k);
@@ -156,6 +159,151 @@ impl<O: Optimizer<f32>> Ctr<O> {
         }
         self.step_bias(steps, bias, g);
     }
+
+    /// [`Ctr::ffm_update`] for an instance whose features are each in a field and a row of
+    /// their own (the usual CTR instance: one feature per field), with the factor size `K`
+    /// known at compile time: the same bits by a shorter way. Each block `v_{i,f_j}` is then
+    /// touched by pair `(i, j)` alone, so the pair's two blocks are stepped as soon as their
+    /// gradients are known, in the rows the forward pass read, as one optimizer run of `2K`
+    /// elements on the stack (whose square roots and divisions go a vector at a time). There
+    /// is no gradient buffer to clear and gather into and no per-row pass over the touched
+    /// blocks.
+    ///
+    /// Each shared row is written back whole, weights and slots, by one copy: writing its
+    /// touched runs alone (four copies a row, each with unaligned ends) made a flights epoch
+    /// a fifth slower. The untouched blocks (the feature's own field, fields the instance
+    /// lacks) are written as they were read; at several threads that can undo another
+    /// thread's step of them made in between, as a concurrent step of a touched block can be
+    /// lost anyway (Hogwild's contract, `store.rs`). The rows that both threads keep
+    /// stepping are the hot ones, which are the worker's own copies ([`crate::store::LocalRows`]).
+    #[inline(always)]
+    fn ffm_update_distinct<const V: bool, const K: usize>(
+        &self,
+        w: &mut CtrWorker,
+        steps: &Steps<O::Step>,
+        bias: &mut LocalBias,
+        g: f32,
+        l2: f32,
+    ) {
+        let table = &self.tables[0];
+        let (width, span) = (table.dim(), table.stride());
+        // Where a block's first slot is in the slots that follow a row's weights (none: SGD).
+        let slot = |at: usize| at.min(width * O::SLOTS);
+        let n = w.feats.len();
+        let norm = self.ffm_norm::<V>(w);
+        let root = norm.sqrt();
+        let step = &steps.tables[0];
+        let (vals, fs, xs) = (&mut w.vals[..], &w.fields[..], &w.xs[..]);
+        let x = |i: usize| if V { xs[i] } else { 1.0 };
+        for i in 0..n {
+            let fi = fs[i] as usize;
+            let (head, rest) = vals.split_at_mut((i + 1) * span);
+            let (wi, si) = head[i * span..].split_at_mut(width);
+            let l = g * root * x(i) + l2 * wi[0];
+            self.opt.elements(step, &mut wi[..1], si, width, &[l]);
+            for j in i + 1..n {
+                let fj = fs[j] as usize;
+                let c = g * norm * x(i) * x(j);
+                let (wj, sj) = rest[(j - i - 1) * span..][..span].split_at_mut(width);
+                let (a, b) = (1 + fj * K, 1 + fi * K);
+                let (va, vb) = (block::<K>(wi, a), block::<K>(wj, b));
+                // v_{i,f_j} and v_{j,f_i}: each one's gradient is the other, times c, and the
+                // L2 penalty on itself (as `ffm_update` sums them: c v, then + l2 v).
+                let mut pair = Pair::<K>::new(va, vb);
+                for t in 0..K {
+                    pair.grad[t] = c * vb[t] + l2 * va[t];
+                    pair.grad[K + t] = c * va[t] + l2 * vb[t];
+                }
+                pair.load_slots::<O>(&si[slot(a)..], &sj[slot(b)..], width);
+                pair.step(&self.opt, step);
+                pair.store::<O>((&mut wi[a..a + K], &mut si[slot(a)..]), width, false);
+                pair.store::<O>((&mut wj[b..b + K], &mut sj[slot(b)..]), width, true);
+            }
+        }
+        for (i, &(_, row)) in w.feats.iter().enumerate() {
+            let vals = &w.vals[i * span..(i + 1) * span];
+            match w.local.get(i) {
+                Some(&l) if l != SHARED => w.rows.row_mut(l, span).copy_from_slice(vals),
+                _ => table.write_row(row, vals),
+            }
+        }
+        self.step_bias(steps, bias, g);
+    }
+}
+
+/// Two factor blocks of `K` (the pair's `v_{i,f_j}` then `v_{j,f_i}`), their gradients and
+/// their optimizer slots, side by side: one optimizer run of `2K` elements.
+struct Pair<const K: usize> {
+    weights: [[f32; K]; 2],
+    grad: [f32; 16],
+    /// Slot `s` of element `t` at `s * 2K + t`.
+    slots: [f32; 16 * MAX_SLOTS],
+}
+
+impl<const K: usize> Pair<K> {
+    #[inline(always)]
+    fn new(a: [f32; K], b: [f32; K]) -> Self {
+        const { assert!(K <= 8, "a pair's run is at most 16 elements") };
+        Self {
+            weights: [a, b],
+            grad: [0.0; 16],
+            slots: [0.0; 16 * MAX_SLOTS],
+        }
+    }
+
+    /// Copies the blocks' slots from the rows' slots (`a`, `b`: from each block's first slot,
+    /// slot `s` a row's `width` further on).
+    #[inline(always)]
+    fn load_slots<O: Optimizer<f32>>(&mut self, a: &[f32], b: &[f32], width: usize) {
+        for s in 0..O::SLOTS {
+            let at = s * 2 * K;
+            self.slots[at..at + K].copy_from_slice(&a[s * width..][..K]);
+            self.slots[at + K..at + 2 * K].copy_from_slice(&b[s * width..][..K]);
+        }
+    }
+
+    #[inline(always)]
+    fn step<O: Optimizer<f32>>(&mut self, opt: &O, step: &O::Step) {
+        let weights = self.weights.as_flattened_mut();
+        opt.elements(step, weights, &mut self.slots, 2 * K, &self.grad[..2 * K]);
+    }
+
+    /// Writes block `second` (0 or 1) back to its row's weights and slots.
+    #[inline(always)]
+    fn store<O: Optimizer<f32>>(
+        &self,
+        (weights, slots): (&mut [f32], &mut [f32]),
+        width: usize,
+        second: bool,
+    ) {
+        let b = usize::from(second);
+        weights.copy_from_slice(&self.weights[b]);
+        for s in 0..O::SLOTS {
+            let at = s * 2 * K + b * K;
+            slots[s * width..][..K].copy_from_slice(&self.slots[at..at + K]);
+        }
+    }
+}
+
+/// Whether each of the instance's features is in a field of its own (fields below 64) and a
+/// row of its own.
+#[inline(always)]
+pub(super) fn distinct(fields: &[u32], feats: &[(usize, usize)]) -> bool {
+    let mut seen = 0u64;
+    for &f in fields {
+        match 1u64.checked_shl(f) {
+            Some(bit) if seen & bit == 0 => seen |= bit,
+            _ => return false,
+        }
+    }
+    let mut rows = feats.iter().enumerate().skip(1);
+    rows.all(|(i, &(_, row))| feats[..i].iter().all(|&(_, r)| r != row))
+}
+
+/// The `K` factors of a row's weights `w` from element `at`.
+#[inline(always)]
+fn block<const K: usize>(w: &[f32], at: usize) -> [f32; K] {
+    std::array::from_fn(|t| w[at + t])
 }
 
 /// Elements per feature in `w.vals`: whole rows in training, the weights otherwise.

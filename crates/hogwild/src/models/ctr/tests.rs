@@ -1583,3 +1583,134 @@ fn ffm_settings_are_checked() {
     let again = ModelConfig::from_toml(&m.describe(), "m.toml").unwrap();
     assert_eq!(again.model, ModelKind::Ffm(ffm_numbered_config(5)));
 }
+
+/// `Ctr::train_batch` with the field-aware instance loop `F` chosen by the caller (4 or 8: the
+/// loops with the short way for distinct fields; 0: the general loop alone).
+fn train_ffm_with<const F: usize, O: Optimizer<f32>>(m: &Ctr<O>, w: &mut CtrWorker, batch: &Batch) {
+    let label_at = m.cfg.training_label(w.label_at, w.weight_at).unwrap();
+    let steps = m.begin().unwrap();
+    let mut rows = [0usize];
+    m.gather_batch(w, batch, true).unwrap();
+    let mut bias = m.local_bias();
+    let sums = m
+        .train_instances::<true, F>(w, batch, label_at, &steps, &mut bias, &mut rows)
+        .unwrap();
+    w.rows.end_batch(&m.opt, &m.tables);
+    m.merge_bias(&bias);
+    m.finish(&rows, sums.applied);
+}
+
+// The short way of `ffm_update_distinct` (an instance's features each in a field and a row of
+// their own) steps the same bits as the general loop, for every optimizer, at factor sizes 4
+// and 8, with values, over several steps (so that the slots are no longer fresh): instances 0-2
+// take it, instance 3 (field 0 twice) and instance 4 (ids 5 and 5 in field 0: one row twice)
+// do not. The short loop also writes into a worker's private copies of hot rows (ids 5 and 7
+// in fields 0 and 2, used 4 times or more in every batch), merged back at the end: one thread
+// then gives the shared rows' bits.
+#[test]
+fn ffm_distinct_fields_take_a_short_way_to_the_general_loops_bits() {
+    let desc = crate::tools::convert::libsvm_desc(true);
+    let fields: [&[u64]; 5] = [&[0, 1, 2, 3], &[2, 0, 4], &[1, 3, 2], &[0, 0, 2], &[0, 0]];
+    let ids: [&[u64]; 5] = [
+        &[5, 6, 7, 8],
+        &[7, 5, 10],
+        &[11, 12, 7],
+        &[13, 5, 7],
+        &[5, 5],
+    ];
+    let values: [&[f32]; 5] = [
+        &[1.0, 0.5, 2.0, 0.25],
+        &[1.5, 1.0, 0.75],
+        &[0.5, 3.0, 1.0],
+        &[1.0, 2.0, 0.5],
+        &[0.5, 1.5],
+    ];
+    let labels: [&[f32]; 5] = [&[1.0], &[0.0], &[1.0], &[0.0], &[1.0]];
+    let batch = Batch::from_slots(vec![
+        floats(&labels),
+        slot(&fields),
+        slot(&ids),
+        floats(&values),
+    ]);
+    fn check<O: Optimizer<f32> + OptimizerDesc + Clone>(opt: O, k: usize, batch: &Batch) {
+        let desc = crate::tools::convert::libsvm_desc(true);
+        let mut cfg = ffm_config(k);
+        cfg.num_fields = Some(5);
+        cfg.l2 = 0.01;
+        let name = format!("{:?}, k {k}", opt.describe());
+        let new = || {
+            let m = Ctr::new(CtrKind::Ffm, cfg.clone(), opt.clone()).unwrap();
+            m.init();
+            m
+        };
+        let (short, general, local) = (new(), new(), new());
+        let mut ws = short.new_worker(&desc).unwrap();
+        let mut wg = general.new_worker(&desc).unwrap();
+        let mut wl = local.new_worker(&desc).unwrap();
+        wl.copy_rows = true;
+        for _ in 0..3 {
+            match k {
+                4 => train_ffm_with::<4, O>(&short, &mut ws, batch),
+                _ => train_ffm_with::<8, O>(&short, &mut ws, batch),
+            }
+            train_ffm_with::<0, O>(&general, &mut wg, batch);
+            match k {
+                4 => train_ffm_with::<4, O>(&local, &mut wl, batch),
+                _ => train_ffm_with::<8, O>(&local, &mut wl, batch),
+            }
+        }
+        assert!(wl.rows.len() >= 2, "{name}: hot rows {}", wl.rows.len());
+        wl.rows.merge(&local.opt, &local.tables);
+        // Each element as the optimizer reads it: a zero Adagrad accumulator stands for the
+        // initial one, which a private copy holds and a shared row may store either way.
+        let bits = |m: &Ctr<O>| -> Vec<u32> {
+            let (table, stride) = (&m.tables[0], m.tables[0].stride());
+            let cells = table.elements().iter().enumerate();
+            let values =
+                cells.map(|(e, c)| element_value(&m.opt, table.dim(), e % stride, c.load()));
+            let bias = m.bias.elements().iter().map(|c| c.load());
+            values.chain(bias).map(f32::to_bits).collect()
+        };
+        let expected = bits(&general);
+        for (m, way) in [(&short, "short"), (&local, "short, private copies")] {
+            let got = bits(m);
+            let differ = (0..got.len()).find(|&e| got[e] != expected[e]);
+            assert_eq!(differ, None, "{name}, {way}: first differing element");
+        }
+        let fresh = new();
+        let changed = short.tables[0]
+            .elements()
+            .iter()
+            .zip(fresh.tables[0].elements());
+        let n = changed.filter(|(a, b)| a.load() != b.load()).count();
+        assert!(n > 50, "{name}: {n} elements changed");
+    }
+    // Which instances the short way takes.
+    let m = Ctr::new(
+        CtrKind::Ffm,
+        {
+            let mut cfg = ffm_config(4);
+            cfg.num_fields = Some(5);
+            cfg
+        },
+        Sgd { lr: 0.1f32 },
+    )
+    .unwrap();
+    let mut w = m.new_worker(&desc).unwrap();
+    let taken: Vec<bool> = (0..5)
+        .map(|i| {
+            m.gather(&mut w, &batch, i).unwrap();
+            super::ffm::distinct(&w.fields, &w.feats)
+        })
+        .collect();
+    assert_eq!(taken, [true, true, true, false, false]);
+    let ada = Adagrad {
+        lr: 0.2f32,
+        initial_accumulator: 1.0,
+    };
+    for k in [4, 8] {
+        check(Sgd { lr: 0.1f32 }, k, &batch);
+        check(ada, k, &batch);
+        check(AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8), k, &batch);
+    }
+}
