@@ -510,6 +510,14 @@ fn unreadable_bytes_and_prototxt_syntax_are_named_with_their_place() {
         "error: data feed desc data.prototxt:5:30: not valid protobuf text format: expected ':' \
          or a message value, but found '\"uint64\"'\n"
     );
+    // A value of the wrong type in the model's configuration is named by its key.
+    std::fs::write(d.join("data.prototxt"), BOW_DESC).unwrap();
+    set_line(d, "bow.toml", 5, "dim = \"4\"");
+    let e = text(&train_bow(d, &[]).stderr);
+    assert_eq!(
+        e,
+        "error: model config: bow.toml: model.dim: invalid type: string \"4\", expected usize\n"
+    );
 }
 
 #[test]

@@ -299,10 +299,47 @@ impl ModelConfig {
     }
 
     fn parse(text: &str, origin: &str) -> Result<Self> {
-        toml::from_str(text).map_err(|e| Error::InvalidConfig {
-            field: origin.to_string(),
-            reason: e.to_string().trim_end().to_string(),
+        toml::from_str(text).map_err(|e| match Self::culprit(text) {
+            Some(key) => Error::InvalidConfig {
+                field: format!("{origin}: {key}"),
+                reason: e.message().trim_end().to_string(),
+            },
+            None => Error::InvalidConfig {
+                field: origin.to_string(),
+                reason: e.to_string().trim_end().to_string(),
+            },
         })
+    }
+
+    /// The key (`model.buckets`) whose value makes `text`, valid TOML, no configuration, when
+    /// one key does. serde reads the `[model]` and `[optimizer]` sections through a buffer to
+    /// find their `kind` first, so a value of the wrong type is reported at the section's
+    /// header, without its key. Each section is read alone, and again with each key left out
+    /// in turn: a value of the wrong type fails as soon as it is read, before any missing key
+    /// would, so the key without which the section reads, or fails otherwise, is the culprit.
+    fn culprit(text: &str) -> Option<String> {
+        fn error<T: serde::de::DeserializeOwned>(section: &toml::Table) -> Option<String> {
+            let value = toml::Value::Table(section.clone());
+            value.try_into::<T>().err().map(|e| e.message().to_string())
+        }
+        fn find<T: serde::de::DeserializeOwned>(section: &toml::Table) -> Option<&String> {
+            let first = error::<T>(section)?;
+            section.keys().filter(|k| *k != "kind").find(|&key| {
+                let mut probe = section.clone();
+                probe.remove(key);
+                error::<T>(&probe).as_ref() != Some(&first)
+            })
+        }
+        let doc: toml::Table = toml::from_str(text).ok()?;
+        let section = |name: &str| match doc.get(name) {
+            Some(toml::Value::Table(t)) => Some(t),
+            _ => None,
+        };
+        if let Some(key) = section("model").and_then(find::<ModelKind>) {
+            return Some(format!("model.{key}"));
+        }
+        let key = section("optimizer").and_then(find::<OptimizerConfig>)?;
+        Some(format!("optimizer.{key}"))
     }
 
     /// Checks every value the model and its optimizer would refuse, so that a mistake is found
@@ -577,6 +614,62 @@ lr = 0.01
             e,
             "model config: optimizer.lr: -0.5 must be finite and above 0"
         );
+    }
+
+    // A value of the wrong type is named by its key, in every model's section and the
+    // optimizer's, though serde reads the tagged sections through a buffer that loses it; a
+    // file that is not TOML keeps the parser's line and column.
+    #[test]
+    fn values_of_the_wrong_type_are_named_by_their_key() {
+        let text =
+            |model: &str, optimizer: &str| format!("[model]\n{model}\n[optimizer]\n{optimizer}\n");
+        let sgd = "kind = \"sgd\"\nlr = 0.1";
+        let cases = [
+            (
+                text("kind = \"ffm\"\nbuckets = \"many\"\ndim = 4", sgd),
+                "model.buckets",
+                "invalid type: string \"many\", expected usize",
+            ),
+            (
+                text("kind = \"word2vec\"\nvocab_file = \"v.txt\"\nhs = 1", sgd),
+                "model.hs",
+                "invalid type: integer `1`, expected a boolean",
+            ),
+            (
+                text("kind = \"bow\"\nvocab = 10\nclasses = [2]", sgd),
+                "model.classes",
+                "invalid type: sequence",
+            ),
+            (
+                text(
+                    "kind = \"lr\"\nbuckets = 64",
+                    "kind = \"adagrad\"\nlr = \"0.2\"",
+                ),
+                "optimizer.lr",
+                "invalid type: string \"0.2\", expected f32",
+            ),
+            (
+                text(
+                    "kind = \"lr\"\nbuckets = 64",
+                    "kind = \"adam_async\"\nlr = 0.1\nnesterov = \"yes\"",
+                ),
+                "optimizer.nesterov",
+                "expected a boolean",
+            ),
+        ];
+        for (text, key, message) in cases {
+            let e = ModelConfig::from_toml(&text, "m.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("m.toml: {key}: ")) && e.contains(message),
+                "{key}: {e}"
+            );
+        }
+        let e = ModelConfig::from_toml("[model]\nkind = \"lr\"\nbuckets = = 3\n", "m.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("m.toml") && e.contains("line 3"), "{e}");
     }
 
     #[test]
