@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
 use hogwild::models::ModelKind;
-use hogwild::vectors::{Case, Neighbour, Questions, WordVectors};
+use hogwild::vectors::{Case, Neighbour, Questions, Term, WordVectors};
 
 use crate::models::AnyModel;
 use crate::paths;
@@ -25,7 +25,9 @@ use crate::paths;
 #[group(required = true, multiple = false)]
 pub struct Source {
     /// A word2vec model saved by `hogwild train --save`: its input vectors, the ones `hogwild
-    /// export` writes (the words `min_count` keeps, most frequent first), at full precision.
+    /// export` writes (the words `min_count` keeps, most frequent first), at full precision;
+    /// with subwords, a word outside them has its character n-grams' vector (`hogwild
+    /// word-vectors`).
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Vectors in word2vec's text format: a `count dim` line, then `word v1 ... v_dim` per word
@@ -123,8 +125,8 @@ impl Source {
         paths::check_inputs(self.option(), [self.path()])
     }
 
-    /// The vectors, unit-normalised.
-    fn load(&self) -> Result<WordVectors> {
+    /// The vectors, unit-normalised, and the model when it has subwords.
+    fn load(&self) -> Result<Loaded> {
         let path = self.path();
         if self.vectors.is_some() {
             let (vectors, duplicates) = WordVectors::read_text(path)?;
@@ -139,7 +141,10 @@ impl Source {
                     first.line
                 );
             }
-            return Ok(vectors);
+            return Ok(Loaded {
+                vectors,
+                model: None,
+            });
         }
         let (config, model) = AnyModel::load(path).map_err(|e| {
             if looks_like_text_vectors(path) {
@@ -151,7 +156,7 @@ impl Source {
                 e
             }
         })?;
-        let AnyModel::Word2vecSgd(model) = &model else {
+        let AnyModel::Word2vecSgd(w2v) = &model else {
             let kind = match config.model {
                 ModelKind::Bow(_) => "bag-of-words (bow)",
                 ModelKind::Lr(_) => "logistic-regression (lr)",
@@ -164,7 +169,48 @@ impl Source {
                 path.display()
             );
         };
-        WordVectors::from_word2vec(model).with_context(|| path.display().to_string())
+        let vectors =
+            WordVectors::from_word2vec(w2v).with_context(|| path.display().to_string())?;
+        let subwords = w2v.subwords().is_some();
+        Ok(Loaded {
+            vectors,
+            model: subwords.then_some(model),
+        })
+    }
+}
+
+/// The vectors queried, and the model they come from when it has subwords: a word outside the
+/// vectors then has the mean of its character n-grams' rows, as in fastText's `nn` and gensim's
+/// `FastText` (`hogwild word-vectors` prints the same vector).
+struct Loaded {
+    vectors: WordVectors,
+    model: Option<AnyModel>,
+}
+
+impl Loaded {
+    /// The term of each word: its vector's index, or its n-grams' vector; the error names the
+    /// first word that has neither.
+    fn terms(&self, words: &[&str]) -> Result<Vec<Term>> {
+        let model = match &self.model {
+            Some(AnyModel::Word2vecSgd(m)) => Some(m),
+            _ => None,
+        };
+        let term = |word: &str| match (self.vectors.index(word), model) {
+            (Some(i), _) => Ok(Term::Word(i)),
+            (None, Some(m)) => {
+                let mut v = vec![0.0; self.vectors.dim()];
+                match m.ngram_vector(word, &mut v) {
+                    Some(n) if n > 0 => Ok(Term::Vector(v)),
+                    _ => Err(anyhow::anyhow!(
+                        "\"{word}\" has no vector: it is none of the {} words, and none of its \
+                         character n-grams is of the model's lengths",
+                        self.vectors.len()
+                    )),
+                }
+            }
+            (None, None) => Err(unknown(&self.vectors, word)),
+        };
+        words.iter().map(|w| term(w)).collect()
     }
 }
 
@@ -178,14 +224,6 @@ fn looks_like_text_vectors(path: &Path) -> bool {
             let numbers: Vec<&str> = line.split_ascii_whitespace().collect();
             numbers.len() == 2 && numbers.iter().all(|n| n.parse::<u64>().is_ok())
         })
-}
-
-/// The index of each word of `words`; the error names the first unknown one.
-fn indices(vectors: &WordVectors, words: &[&str]) -> Result<Vec<usize>> {
-    words
-        .iter()
-        .map(|&w| vectors.index(w).ok_or_else(|| unknown(vectors, w)))
-        .collect()
 }
 
 /// The error of a word that has no vector, naming a word that differs only in case if there is
@@ -207,11 +245,11 @@ fn unknown(vectors: &WordVectors, word: &str) -> anyhow::Error {
 /// direction (the words' vectors are zero or cancel out), where every word is as near as another.
 fn answer(
     vectors: &WordVectors,
-    positive: &[usize],
-    negative: &[usize],
+    positive: &[Term],
+    negative: &[Term],
     k: usize,
 ) -> Result<Vec<Neighbour>> {
-    let query = vectors.query(positive, negative);
+    let query = vectors.query_terms(positive, negative);
     if query.is_zero() {
         bail!("the query's vectors add up to zero: no word is nearer than another");
     }
@@ -269,11 +307,11 @@ fn answer_stdin(
 
 pub fn run_nn(args: NnArgs) -> Result<()> {
     args.source.check()?;
-    let vectors = args.source.load()?;
-    let k = args.k;
+    let loaded = args.source.load()?;
+    let (vectors, k) = (&loaded.vectors, args.k);
     if args.words.is_empty() {
-        return answer_stdin(&vectors, "words (Ctrl-D ends): ", |words| {
-            answer(&vectors, &indices(&vectors, words)?, &[], k)
+        return answer_stdin(vectors, "words (Ctrl-D ends): ", |words| {
+            answer(vectors, &loaded.terms(words)?, &[], k)
         });
     }
     // Every query is checked before any is answered.
@@ -283,18 +321,18 @@ pub fn run_nn(args: NnArgs) -> Result<()> {
         if words.is_empty() {
             bail!("an empty WORD argument: give a word");
         }
-        queries.push(indices(&vectors, &words)?);
+        queries.push(loaded.terms(&words)?);
     }
     let mut answers = Vec::with_capacity(queries.len());
     for (arg, positive) in args.words.iter().zip(&queries) {
-        answers.push(answer(&vectors, positive, &[], k).with_context(|| format!("\"{arg}\""))?);
+        answers.push(answer(vectors, positive, &[], k).with_context(|| format!("\"{arg}\""))?);
     }
     let mut out = std::io::stdout().lock();
     for (i, answer) in answers.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;
         }
-        write_block(&mut out, &vectors, answer)?;
+        write_block(&mut out, vectors, answer)?;
     }
     Ok(())
 }
@@ -311,27 +349,28 @@ pub fn run_analogy(args: AnalogyArgs) -> Result<()> {
         );
     }
     args.source.check()?;
-    let vectors = args.source.load()?;
-    let k = args.k;
+    let loaded = args.source.load()?;
+    let (vectors, k) = (&loaded.vectors, args.k);
     let ask = |words: &[&str]| -> Result<Vec<Neighbour>> {
         let [a, b, c] = words[..] else {
             bail!("{} words: an analogy is three, A B C", words.len());
         };
-        let [a, b, c] = indices(&vectors, &[a, b, c])?[..] else {
-            unreachable!("three words give three indices")
-        };
-        answer(&vectors, &[b, c], &[a], k)
+        let [a, b, c]: [Term; 3] = loaded
+            .terms(&[a, b, c])?
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("three words give three terms"))?;
+        answer(vectors, &[b, c], &[a], k)
     };
     if n == 0 {
         return answer_stdin(
-            &vectors,
+            vectors,
             "A B C, for \"A is to B as C is to ?\" (Ctrl-D ends): ",
             ask,
         );
     }
     let words: Vec<&str> = args.words.iter().map(String::as_str).collect();
     let answer = ask(&words)?;
-    write_block(&mut std::io::stdout().lock(), &vectors, &answer)
+    write_block(&mut std::io::stdout().lock(), vectors, &answer)
 }
 
 /// `analogy --questions`: the accuracy on a test set, printed as gensim logs it.
@@ -354,7 +393,7 @@ fn evaluate(args: &AnalogyArgs, path: &Path) -> Result<()> {
             shown.join(", ")
         );
     }
-    let vectors = args.source.load()?;
+    let vectors = args.source.load()?.vectors;
     let case = if args.case_sensitive {
         Case::Sensitive
     } else {

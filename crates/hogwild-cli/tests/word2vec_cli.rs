@@ -484,7 +484,42 @@ fn subwords_give_misspelled_words_vectors_near_the_right_word() {
             .max_by(|a, b| cosine(&a.1, vector).total_cmp(&cosine(&b.1, vector)))
             .unwrap();
         assert_eq!(nearest.0, right, "nearest to {word}");
+        // `nn` takes the misspelling too, with the same vector: its nearest word, at that
+        // cosine (the exported vectors are rounded to six decimals).
+        let answer = ok(&hogwild(d, &["nn", "--model", "sub.ckpt", "-k", "1", word]));
+        let (first, similarity) = answer.trim_end().split_once('\t').unwrap();
+        assert_eq!(first, right, "nn {word}");
+        let similarity: f32 = similarity.parse().unwrap();
+        let expected = cosine(&nearest.1, vector);
+        assert!(
+            (similarity - expected).abs() < 1e-4,
+            "{similarity} {expected}"
+        );
     }
+    // An analogy may have a word outside the vocabulary; a word of it is left out of the
+    // answer, the misspelling has no place to be left out of.
+    let answer = ok(&hogwild(
+        d,
+        &[
+            "analogy",
+            "--model",
+            "sub.ckpt",
+            "-k",
+            "3",
+            "oven",
+            "temprature",
+            "kitchen",
+        ],
+    ));
+    let answered: Vec<&str> = answer
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert_eq!(answered.len(), 3, "{answer}");
+    assert!(
+        !answered.contains(&"oven") && !answered.contains(&"kitchen"),
+        "{answer}"
+    );
     // Standard input, several words per line; a known word's line is export's.
     let mut child = common::command(d, &["word-vectors", "--model", "sub.ckpt"])
         .stdin(std::process::Stdio::piped())

@@ -56,6 +56,15 @@ pub struct Neighbour {
     pub similarity: f32,
 }
 
+/// A word of a query ([`WordVectors::query_terms`]): one of the vectors' words, by its index,
+/// or a vector of its own, such as the one a model with subwords composes for a word outside
+/// its vocabulary ([`Word2Vec::ngram_vector`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Term {
+    Word(usize),
+    Vector(Vec<f32>),
+}
+
 /// A query ([`WordVectors::query`]): the unit vector words are ranked by, and the words left out.
 #[derive(Debug, Clone)]
 pub struct Query {
@@ -309,13 +318,29 @@ impl WordVectors {
     /// Nearest neighbours of `w`: `query(&[w], &[])`; "a is to b as c is to ?" (3CosAdd):
     /// `query(&[b, c], &[a])`.
     pub fn query(&self, positive: &[usize], negative: &[usize]) -> Query {
+        let terms = |words: &[usize]| words.iter().map(|&i| Term::Word(i)).collect::<Vec<_>>();
+        self.query_terms(&terms(positive), &terms(negative))
+    }
+
+    /// [`WordVectors::query`] of terms that may be vectors of their own (gensim's
+    /// `most_similar` of a fastText model, whose words outside the vocabulary have the vector
+    /// of their character n-grams): each is unit-normalised as the words are, and only the
+    /// words are left out of the answer. A vector of the wrong length is a caller's error.
+    pub fn query_terms(&self, positive: &[Term], negative: &[Term]) -> Query {
         let mut direction = vec![0.0f32; self.dim];
-        for (&i, sign) in positive
-            .iter()
-            .map(|i| (i, 1.0f32))
-            .chain(negative.iter().map(|i| (i, -1.0f32)))
-        {
-            for (d, x) in direction.iter_mut().zip(self.row(i)) {
+        let mut unit = Vec::new();
+        let signed = positive.iter().map(|t| (t, 1.0f32));
+        for (term, sign) in signed.chain(negative.iter().map(|t| (t, -1.0f32))) {
+            let x = match term {
+                Term::Word(i) => self.row(*i),
+                Term::Vector(v) => {
+                    assert_eq!(v.len(), self.dim, "a query vector of {} values", self.dim);
+                    unit.clone_from(v);
+                    normalise(&mut unit);
+                    &unit[..]
+                }
+            };
+            for (d, x) in direction.iter_mut().zip(x) {
                 *d += sign * x;
             }
         }
@@ -324,7 +349,13 @@ impl WordVectors {
             direction.iter_mut().for_each(|d| *d /= weight);
         }
         normalise(&mut direction);
-        let mut exclude: Vec<usize> = positive.iter().chain(negative).copied().collect();
+        let words = positive.iter().chain(negative);
+        let mut exclude: Vec<usize> = words
+            .filter_map(|t| match t {
+                Term::Word(i) => Some(*i),
+                Term::Vector(_) => None,
+            })
+            .collect();
         exclude.sort_unstable();
         exclude.dedup();
         Query { direction, exclude }

@@ -96,6 +96,35 @@ fn neighbours_are_ranked_by_cosine_with_the_query_left_out() {
     assert!(got.iter().all(|n| n.index != east && n.index != ne));
 }
 
+// A query term that is a vector of its own (a word outside the vectors, given its n-grams'
+// vector) counts as a word of that direction, whatever its length, and leaves no word out.
+#[test]
+fn a_vector_term_queries_like_a_word_of_its_direction_and_leaves_nothing_out() {
+    let v = compass();
+    let (east, north) = (v.index("east").unwrap(), v.index("north").unwrap());
+    let query = |positive: &[Term], negative: &[Term]| {
+        let got = v.nearest(&[v.query_terms(positive, negative)], 10, v.len());
+        got[0]
+            .iter()
+            .map(|n| (n.index, n.similarity))
+            .collect::<Vec<_>>()
+    };
+    // Three times east's length: east itself first, at cosine 1, then as for the word.
+    let far_east = Term::Vector(vec![3.0, 0.0]);
+    let got = query(std::slice::from_ref(&far_east), &[]);
+    assert_eq!(got.len(), 6);
+    assert_eq!(got[0].0, east);
+    assert_abs_diff_eq!(got[0].1, 1.0, epsilon = 1e-6);
+    let as_word: Vec<_> = v.most_similar(&[east], &[], 10);
+    let rest: Vec<_> = got[1..].iter().map(|&(i, _)| i).collect();
+    assert_eq!(rest, as_word.iter().map(|n| n.index).collect::<Vec<_>>());
+    // Mixed with words: the mean of the unit vectors, the words alone left out.
+    let mixed = query(&[far_east, Term::Word(north)], &[]);
+    let ne = v.index("ne").unwrap();
+    assert_eq!(mixed[0].0, ne);
+    assert!(mixed.iter().all(|&(i, _)| i != north) && mixed.iter().any(|&(i, _)| i == east));
+}
+
 /// "a is to b as c is to ?" is gensim's `most_similar(positive=[b, c], negative=[a])` (3CosAdd):
 /// the direction of unit(b) - unit(a) + unit(c). Here the axes are (male, female, royal, young),
 /// and the vectors' lengths differ, which the unit vectors undo.
