@@ -6,7 +6,7 @@
 //!
 //! Format (little-endian; a row is `stride = dim * (1 + slots)` f32s, its weights then slots):
 //! ```text
-//! magic "HOGWILD\0" | version u32 = 3 | meta_len u64 | meta (UTF-8) |
+//! magic "HOGWILD\0" | version u32 = 4 | meta_len u64 | meta (UTF-8) |
 //! sections u32 | per section: name_len u32 | name | len u64 | bytes |
 //! tables u32 |
 //! per table: name_len u32 | name | rows u64 | dim u64 | slots u32 | scalars u32 |
@@ -14,12 +14,17 @@
 //!            layout 0, every row:   row f32 * stride * rows
 //!            layout 1, listed rows: fill f32 * stride | listed u64 |
 //!                                   (index u64 | row f32 * stride) * listed, indices increasing
+//!            layout 2, listed rows over drawn ones: seed u64 | scale f32 | from u32 |
+//!                                   then as layout 1
 //! crc32 u32 of every byte before it
 //! ```
-//! Layout 1 is written when it is the smaller: a hashed table of which a run touched a fraction
-//! of the rows lists those that differ from the table's fill row ([`Table::fill`]: zero weights
-//! and the slots as the optimizer stores them fresh, `Optimizer::slot_fill`); every other row is
-//! the fill row. Version 2 files (the same without sections) and version 1 files (also without
+//! Layouts 1 and 2 are written when they are the smaller: a hashed table of which a run touched
+//! a fraction of the rows lists those that differ from how they started. Under layout 1 every
+//! other row is the table's fill row ([`Table::fill`]: zero weights and the slots as the
+//! optimizer stores them fresh, `Optimizer::slot_fill`); under layout 2, the fill row with its
+//! weights `from..dim` drawn again by [`Drawn`] (a factorization machine's random factors), so
+//! a model of a few hundred features hashed into 2^18 rows saves as those rows. Version 3 files
+//! (without layout 2), version 2 files (also without sections) and version 1 files (also without
 //! `layout`, every row written) still load, with no sections.
 //! Writing is atomic ([`crate::files::Replacement`]): the file is written beside its destination
 //! under a temporary name, flushed to disk, then renamed over the destination, so a crash leaves
@@ -34,15 +39,17 @@ use std::path::{Path, PathBuf};
 
 use crate::files::{Replacement, StaleTemps};
 use crate::model::Model;
-use crate::store::{map_ranges, AtomicF32, Table};
+use crate::store::{map_ranges, AtomicF32, Drawn, Table};
 use crate::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"HOGWILD\0";
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 /// Every row is written.
 const DENSE: u32 = 0;
 /// The fill row, then the rows that differ from it.
 const LISTED: u32 = 1;
+/// How the weights were drawn and the fill row, then the rows that differ from their start.
+const DRAWN: u32 = 2;
 const CHUNK: usize = 1 << 16;
 /// Elements of a table written by one thread at least (a large table is written by one thread
 /// per core, each into its own part of the file).
@@ -150,17 +157,25 @@ fn bits(cells: &[AtomicF32]) -> impl Iterator<Item = u32> + '_ {
     cells.iter().map(|c| c.load().to_bits())
 }
 
-/// Row `k` of `range` differs from `fill` for every set bit `k` of the range's marks.
+/// Row `k` of `range` differs from how it started for every set bit `k` of the range's marks.
 struct Marks {
     range: std::ops::Range<usize>,
     bits: Vec<u64>,
     count: usize,
 }
 
+/// Whether `row` holds other bits than `start`.
+fn differs(row: &[AtomicF32], start: &[f32]) -> bool {
+    row.iter()
+        .zip(start)
+        .any(|(c, f)| c.load().to_bits() != f.to_bits())
+}
+
 /// Writes table `t`'s layout and rows (see the module documentation) at the end of `w`, in parts
 /// written by one thread per core.
 fn write_rows(w: &mut CrcWriter<BufWriter<File>>, tmp: &Path, t: &Table) -> std::io::Result<()> {
     let stride = t.stride();
+    let dim = t.dim();
     let fill = t.fill();
     let rows_per_writer = (ELEMENTS_PER_WRITER / stride).max(1);
     // The rows are marked first and then written as marked, so that a table changed during the
@@ -169,13 +184,20 @@ fn write_rows(w: &mut CrcWriter<BufWriter<File>>, tmp: &Path, t: &Table) -> std:
     let marks = map_ranges(t.rows(), rows_per_writer, |range| {
         let mut bits = vec![0u64; range.len().div_ceil(64)];
         let mut count = 0;
+        let mut start = fill.to_vec();
         for (k, r) in range.clone().enumerate() {
             let row = t.row(r);
-            if row
-                .iter()
-                .zip(fill)
-                .any(|(c, f)| c.load().to_bits() != f.to_bits())
-            {
+            // Slots first: a row training moved has moved them too, and is then listed
+            // without drawing its start.
+            let moved = differs(&row[dim..], &fill[dim..])
+                || match t.drawn() {
+                    None => differs(&row[..dim], &fill[..dim]),
+                    Some(drawn) => {
+                        drawn.draw(r, &mut start[..dim]);
+                        differs(&row[..dim], &start[..dim])
+                    }
+                };
+            if moved {
                 bits[k / 64] |= 1 << (k % 64);
                 count += 1;
             }
@@ -185,7 +207,8 @@ fn write_rows(w: &mut CrcWriter<BufWriter<File>>, tmp: &Path, t: &Table) -> std:
     let listed: usize = marks.iter().map(|m| m.count).sum();
     let row_bytes = 4 * stride as u64;
     let dense_bytes = row_bytes * t.rows() as u64;
-    let listed_bytes = row_bytes + 8 + (8 + row_bytes) * listed as u64;
+    let drawn_bytes = if t.drawn().is_some() { 16 } else { 0 };
+    let listed_bytes = drawn_bytes + row_bytes + 8 + (8 + row_bytes) * listed as u64;
     if listed_bytes >= dense_bytes {
         w.put(&DENSE.to_le_bytes())?;
         w.inner.flush()?;
@@ -196,7 +219,15 @@ fn write_rows(w: &mut CrcWriter<BufWriter<File>>, tmp: &Path, t: &Table) -> std:
         });
         return finish_parts(w, parts, start + dense_bytes);
     }
-    w.put(&LISTED.to_le_bytes())?;
+    match t.drawn() {
+        None => w.put(&LISTED.to_le_bytes())?,
+        Some(drawn) => {
+            w.put(&DRAWN.to_le_bytes())?;
+            w.put(&drawn.seed.to_le_bytes())?;
+            w.put(&drawn.scale.to_le_bytes())?;
+            w.put(&(drawn.from as u32).to_le_bytes())?;
+        }
+    }
     for x in fill {
         w.put(&x.to_le_bytes())?;
     }
@@ -462,7 +493,28 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
                 r.cells(table.elements(), &mut bytes, &what)?;
                 table
             }
-            LISTED => {
+            LISTED | DRAWN => {
+                let drawn = match layout {
+                    DRAWN => {
+                        let seed = r.u64(&what)?;
+                        let scale = f32::from_bits(r.u32(&what)?);
+                        let from = r.u32(&what)? as u64;
+                        if from > dim {
+                            return Err(err(
+                                path,
+                                format!(
+                                    "corrupt: table {name} draws its weights from {from} of {dim}"
+                                ),
+                            ));
+                        }
+                        Some(Drawn {
+                            seed,
+                            scale,
+                            from: from as usize,
+                        })
+                    }
+                    _ => None,
+                };
                 let stride = r.fits(stride, 4, &what)?;
                 let mut fill = vec![0.0f32; stride];
                 for x in &mut fill {
@@ -478,6 +530,10 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
                 r.fits(listed, 8 + 4 * stride as u64, &what)?;
                 let mut table = new_table(path, &name, rows, dim, slots, &scalars)?;
                 table.fill_with(&fill);
+                if let Some(drawn) = drawn {
+                    table.set_drawn(drawn);
+                    table.write_drawn();
+                }
                 let mut next = 0u64;
                 for _ in 0..listed {
                     let index = r.u64(&what)?;
@@ -504,7 +560,7 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
             other => {
                 return Err(err(
                     path,
-                    format!("corrupt: table {name} has row layout {other} (0 or 1 expected)"),
+                    format!("corrupt: table {name} has row layout {other} (0, 1 or 2 expected)"),
                 ))
             }
         };
@@ -714,13 +770,16 @@ mod tests {
     }
 
     /// A file of `version` holding one table of 4 rows x 1 weight, no slots, whose rows after the
-    /// scalars are `body`; with its checksum.
+    /// scalars are `body` (and no sections, from version 3); with its checksum.
     fn handmade(version: u32, body: &[u8]) -> Vec<u8> {
         let mut f = Vec::new();
         f.extend_from_slice(MAGIC);
         f.extend_from_slice(&version.to_le_bytes());
         f.extend_from_slice(&1u64.to_le_bytes());
         f.extend_from_slice(b"m");
+        if version >= 3 {
+            f.extend_from_slice(&0u32.to_le_bytes());
+        }
         f.extend_from_slice(&1u32.to_le_bytes());
         f.extend_from_slice(&1u32.to_le_bytes());
         f.extend_from_slice(b"t");
@@ -787,6 +846,117 @@ mod tests {
         );
     }
 
+    /// A factor table whose weights were drawn ([`Drawn`]) saves only the rows that moved from
+    /// their draw, whether training moved their slots or only a weight; it loads back bit for
+    /// bit with the same draw, and saves again the same.
+    #[test]
+    fn tables_with_drawn_weights_list_the_rows_that_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let opt = crate::optim::Adagrad {
+            lr: 0.1f32,
+            initial_accumulator: 0.1,
+        };
+        let rows = 100_000;
+        let drawn = Drawn {
+            seed: 42,
+            scale: 0.1,
+            from: 1,
+        };
+        let mut t = Table::new("fm", rows, 5, &opt).unwrap();
+        t.set_drawn(drawn);
+        t.write_drawn();
+        let mut row = [0.0f32; 5];
+        t.read_weights(9, &mut row);
+        assert_eq!(row[0], 0.0, "weights before `from` keep the fill");
+        assert!(
+            row[1..].iter().all(|x| x.abs() <= 0.1 && *x != 0.0),
+            "{row:?}"
+        );
+        let step = t.begin(&opt, true).unwrap();
+        let touched: Vec<usize> = (0..500).map(|k| (k * 7919 + 13) % rows).collect();
+        for &r in &touched {
+            t.update_row(&opt, &step, r, &[0.5, -0.25, 0.0, 1.0, 2.0], 1.0);
+        }
+        // A weight written outside training is listed; a row drawn again is not.
+        t.read_weights(3, &mut row);
+        row[2] = 9.0;
+        t.write_weights(3, &row);
+        drawn.draw(4, &mut row);
+        t.write_weights(4, &row);
+        let path = dir.path().join("drawn.bin");
+        save(&path, "m", &[], &[&t]).unwrap();
+        let size = std::fs::metadata(&path).unwrap().len();
+        let row_bytes = 4 * 5 * 2;
+        let expected = (touched.len() + 1) as u64 * (8 + row_bytes);
+        assert!(size > expected && size < expected + 200, "{size} bytes");
+        let mut ck = load(&path).unwrap();
+        let back = ck.take_table("fm", rows, 5).unwrap();
+        assert_eq!(values(&back), values(&t));
+        assert_eq!(back.drawn(), Some(&drawn));
+        let again = dir.path().join("again.bin");
+        save(&again, "m", &[], &[&back]).unwrap();
+        assert_eq!(
+            std::fs::read(&again).unwrap(),
+            std::fs::read(&path).unwrap()
+        );
+    }
+
+    /// A drawn body: layout 2 with `from`, fill 0.5, then (index, value) pairs.
+    fn drawn_body(from: u32, rows: &[(u64, f32)]) -> Vec<u8> {
+        let mut b = DRAWN.to_le_bytes().to_vec();
+        b.extend_from_slice(&7u64.to_le_bytes());
+        b.extend(words(&[0.25]));
+        b.extend_from_slice(&from.to_le_bytes());
+        b.extend(listed(rows)[4..].iter().copied());
+        b
+    }
+
+    /// Layout 2 read by hand: the unlisted rows hold the fill row with the drawn weights over
+    /// it, the listed ones their values; a draw beyond the row is refused.
+    #[test]
+    fn drawn_rows_load_as_the_generator_draws_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("drawn.bin");
+        std::fs::write(&path, handmade(4, &drawn_body(0, &[(2, 4.0)]))).unwrap();
+        let mut ck = load(&path).unwrap();
+        let t = ck.take_table("t", 4, 1).unwrap();
+        let draw = Drawn {
+            seed: 7,
+            scale: 0.25,
+            from: 0,
+        };
+        let want: Vec<f32> = (0..4)
+            .map(|r| {
+                let mut x = [0.5f32];
+                draw.draw(r, &mut x);
+                if r == 2 {
+                    4.0
+                } else {
+                    x[0]
+                }
+            })
+            .collect();
+        let got: Vec<f32> = t.elements().iter().map(AtomicF32::load).collect();
+        assert_eq!(got, want);
+        for r in [0, 1, 3] {
+            assert!(
+                want[r].abs() <= 0.25,
+                "row {r} drawn over the fill: {}",
+                want[r]
+            );
+        }
+        // Drawing from the row's end draws nothing.
+        std::fs::write(&path, handmade(4, &drawn_body(1, &[]))).unwrap();
+        let t = load(&path).unwrap().take_table("t", 4, 1).unwrap();
+        assert!(t.elements().iter().all(|c| c.load() == 0.5));
+        std::fs::write(&path, handmade(4, &drawn_body(2, &[]))).unwrap();
+        let e = load(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("drawn.bin") && e.contains("table t draws its weights from 2 of 1"),
+            "{e}"
+        );
+    }
+
     /// A table saved while another thread writes it gives a file that loads: each listed row
     /// holds the values it had when written.
     #[test]
@@ -828,9 +998,9 @@ mod tests {
         let got: Vec<f32> = t.elements().iter().map(AtomicF32::load).collect();
         assert_eq!(got, vec![1.0, -2.0, 0.0, 3.5]);
         assert!(ck.sections.is_empty());
-        std::fs::write(&path, handmade(4, &[])).unwrap();
+        std::fs::write(&path, handmade(5, &[])).unwrap();
         let e = load(&path).unwrap_err().to_string();
-        assert!(e.contains("format version 4"), "{e}");
+        assert!(e.contains("format version 5"), "{e}");
     }
 
     /// Version 2 files have no sections: they load with none, and with the same tables as the

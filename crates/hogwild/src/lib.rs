@@ -35,4 +35,4 @@ pub use executor::{
 };
 pub use feed::{Batch, DataFeedDesc, FeedMode, FeedOptions, SlotBatch, SlotValues};
 pub use model::Model;
-pub use store::Table;
+pub use store::{Drawn, Table};

@@ -36,6 +36,7 @@
 //! so no advance is lost when threads finish steps at the same time.
 
 use crate::optim::Optimizer;
+use crate::rng::{mix64, unit_f32};
 
 mod atomic;
 mod bulk;
@@ -69,6 +70,32 @@ pub struct Table {
     fill: Box<[f32]>,
     /// Rows given to [`Table::prefer_base_pages`], which [`Table::touch_to_write`] touches.
     base_page_rows: std::ops::Range<usize>,
+    /// How the model drew the rows' initial weights, when it did ([`Table::set_drawn`]).
+    drawn: Option<Drawn>,
+}
+
+/// Initial weights drawn from a seeded generator: weights `from..dim` of row `r` uniform in
+/// `[-scale, scale]`, from a stream seeded by `seed` and `r` alone. Any row's start can so be
+/// drawn again at any time, which lets a checkpoint store only the rows training moved from it:
+/// a hashed factor table of which a small data set uses a few hundred rows saves as those rows,
+/// not as every row (`checkpoint.rs`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Drawn {
+    pub seed: u64,
+    pub scale: f32,
+    pub from: usize,
+}
+
+impl Drawn {
+    /// Draws row `r`'s weights into `weights[from..]`; the others are left as they are.
+    #[inline]
+    pub fn draw(&self, r: usize, weights: &mut [f32]) {
+        let mut s = mix64(self.seed ^ r as u64);
+        for x in weights.iter_mut().skip(self.from) {
+            s = mix64(s);
+            *x = (unit_f32(s) * 2.0 - 1.0) * self.scale;
+        }
+    }
 }
 
 impl Table {
@@ -86,23 +113,23 @@ impl Table {
                 std::iter::repeat_n(init, dim)
             })
             .collect();
-        // A fresh table's memory is zero already; filling it would touch every page.
-        if fill.iter().any(|x| x.to_bits() != 0) {
-            table.fill_with(&fill);
-        }
+        table.fill_with(&fill);
         Ok(table)
     }
 
-    /// Sets every row to `fill` (a row of [`Table::stride`] elements), which becomes the table's
-    /// [`Table::fill`].
+    /// Sets every row of a fresh table to `fill` (a row of [`Table::stride`] elements), which
+    /// becomes the table's [`Table::fill`]. A zero row writes nothing: a fresh table's memory is
+    /// zero already, and writing it would touch every page.
     pub(crate) fn fill_with(&mut self, fill: &[f32]) {
         assert_eq!(fill.len(), self.stride, "a fill row of {}", self.stride);
         let table = &*self;
-        in_row_ranges(self.rows, |range| {
-            for r in range {
-                bulk::store(table.row(r), fill);
-            }
-        });
+        if fill.iter().any(|x| x.to_bits() != 0) {
+            in_row_ranges(self.rows, |range| {
+                for r in range {
+                    bulk::store(table.row(r), fill);
+                }
+            });
+        }
         self.fill = fill.into();
     }
 
@@ -152,7 +179,40 @@ impl Table {
             scalars: scalars.iter().map(|&x| AtomicF32::new(x)).collect(),
             fill: vec![0.0; stride].into(),
             base_page_rows: 0..0,
+            drawn: None,
         })
+    }
+
+    /// Records that the rows' weights start as `drawn` draws them over the fill row (their
+    /// slots as the fill row's); [`Table::write_drawn`] writes them.
+    pub fn set_drawn(&mut self, drawn: Drawn) {
+        assert!(drawn.from <= self.dim, "drawn from weight {}", drawn.from);
+        self.drawn = Some(drawn);
+    }
+
+    /// How the rows' initial weights were drawn ([`Table::set_drawn`]), if they were.
+    pub fn drawn(&self) -> Option<&Drawn> {
+        self.drawn.as_ref()
+    }
+
+    /// Writes every row's drawn weights ([`Table::set_drawn`]; nothing without), in parallel.
+    pub fn write_drawn(&self) {
+        let Some(drawn) = self.drawn else { return };
+        in_row_ranges(self.rows, |range| {
+            let mut weights = self.fill[..self.dim].to_vec();
+            for r in range {
+                drawn.draw(r, &mut weights);
+                self.write_weights(r, &weights);
+            }
+        });
+    }
+
+    /// Row `row` as the table started: the fill row with the drawn weights, if any.
+    pub fn start_row(&self, row: usize, out: &mut [f32]) {
+        out[..self.stride].copy_from_slice(&self.fill);
+        if let Some(drawn) = &self.drawn {
+            drawn.draw(row, &mut out[..self.dim]);
+        }
     }
 
     /// Backs rows `rows` with base pages instead of huge pages (call it before they are touched;
@@ -200,8 +260,9 @@ impl Table {
 
     /// The row a fresh table holds everywhere: zero weights and the slots' fresh values
     /// ([`Table::new`]), zeros ([`Table::with_layout`]), or a loaded checkpoint's. Models that
-    /// draw their initial weights write them over it. Checkpoints list only the rows that differ
-    /// from it when that is smaller than writing every row.
+    /// draw their initial weights write them over it ([`Table::set_drawn`]). Checkpoints list
+    /// only the rows that differ from their start ([`Table::start_row`]) when that is smaller
+    /// than writing every row.
     pub fn fill(&self) -> &[f32] {
         &self.fill
     }

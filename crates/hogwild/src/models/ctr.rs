@@ -76,8 +76,8 @@ use crate::feed::{Batch, DataFeedDesc, SlotType};
 use crate::metrics::Auc;
 use crate::model::{Model, StageTimes};
 use crate::optim::Optimizer;
-use crate::rng::{fnv1a64, mix64, unit_f32};
-use crate::store::{element_value, in_row_ranges, LocalRows, Table, MAX_SLOTS, SHARED};
+use crate::rng::{fnv1a64, mix64};
+use crate::store::{element_value, Drawn, LocalRows, Table, MAX_SLOTS, SHARED};
 use crate::{Error, Result};
 
 /// Which CTR model.
@@ -837,9 +837,18 @@ impl<O: Optimizer<f32>> Ctr<O> {
         cfg: CtrConfig,
         opt: O,
         dims: Vec<usize>,
-        tables: Vec<Table>,
+        mut tables: Vec<Table>,
         bias: Table,
     ) -> Self {
+        for (t, table) in tables.iter_mut().enumerate() {
+            if table.dim() > 1 {
+                table.set_drawn(Drawn {
+                    seed: cfg.seed ^ ((t as u64) << 56),
+                    scale: cfg.init_scale,
+                    from: 1,
+                });
+            }
+        }
         Self {
             kind,
             cfg,
@@ -866,25 +875,11 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// The startup step: weights and bias zero, factors uniform in `[-init_scale, init_scale]`,
     /// deterministic in the seed, the table and the row.
     pub fn init(&self) {
-        let scale = self.cfg.init_scale;
-        for (t, table) in self.tables.iter().enumerate() {
-            // A row's first weight (the linear term) starts at zero, as a fresh table holds it;
-            // with no factors (logistic regression) there is nothing to write, and the table's
-            // pages are first touched by the training workers instead of here.
-            if table.dim() == 1 {
-                continue;
-            }
-            in_row_ranges(table.rows(), |range| {
-                let mut row = vec![0.0f32; table.dim()];
-                for r in range {
-                    let mut s = mix64(self.cfg.seed ^ ((t as u64) << 56) ^ r as u64);
-                    for x in row.iter_mut().skip(1) {
-                        s = mix64(s);
-                        *x = (unit_f32(s) * 2.0 - 1.0) * scale;
-                    }
-                    table.write_weights(r, &row);
-                }
-            });
+        // A row's first weight (the linear term) starts at zero, as a fresh table holds it;
+        // with no factors (logistic regression) nothing is drawn, and the table's pages are
+        // first touched by the training workers instead of here.
+        for table in &self.tables {
+            table.write_drawn();
         }
         self.bias.write_weights(0, &[0.0]);
     }
