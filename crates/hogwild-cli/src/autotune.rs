@@ -24,6 +24,7 @@ use hogwild::executor::{self, Progress, RunOptions, Stop};
 use hogwild::feed::{DataFeedDesc, InMemoryDataset};
 use hogwild::models::{ModelConfig, ModelKind};
 use hogwild::rng::SplitMix64;
+use hogwild::store::available_memory;
 
 use crate::models::AnyModel;
 use crate::{interrupt, with_model};
@@ -512,14 +513,6 @@ fn until<T>(deadline: Instant, user: &Stop, f: impl FnOnce(Stop) -> T) -> T {
         done.store(true, Ordering::Relaxed);
         out
     })
-}
-
-/// The memory the kernel says is available for new allocations (`MemAvailable`), if it says.
-fn available_memory() -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// `--budget`: a number of seconds, more than 0.

@@ -412,14 +412,19 @@ fn in_memory<M: Model>(
     };
     let count = || Ok(data.len() as u64);
     model.plan(&spec.plan(&count))?;
-    let source = Memory::new(
+    let mut source = Memory::new(
         data,
         workers.len(),
         spec.epochs(),
         feed.batch_size(desc),
         seed,
     )?;
-    let mut report = run::run(model, workers, desc, &source, spec)?;
+    if model.prepare_dataset(desc, data, workers.len())? {
+        source.refer_only();
+    }
+    let report = run::run(model, workers, desc, &source, spec);
+    model.release_dataset();
+    let mut report = report?;
     let load = data.load_stats();
     report.feed = FeedStats {
         lines: load.lines,

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use crate::checkpoint::Section;
-use crate::feed::{Batch, DataFeedDesc};
+use crate::feed::{Batch, DataFeedDesc, InMemoryDataset};
 use crate::metrics::Auc;
 use crate::store::Table;
 use crate::Result;
@@ -117,6 +117,27 @@ pub trait Model: Send + Sync {
     fn plan(&self, _plan: &RunPlan<'_>) -> Result<()> {
         Ok(())
     }
+
+    /// Called by the executor before a training run over an in-memory dataset (after
+    /// [`Model::plan`]), with the run's thread count: a model that trains from what it derives
+    /// of each record (a CTR model's hashed rows, values and labels) may derive it here, once
+    /// for the run instead of once per epoch, and return true. The run's batches then hold
+    /// their instances by record number alone, without values (the executor's batches only:
+    /// [`Model::train_batch`] called directly gets whole batches), until
+    /// [`Model::release_dataset`]. A record the model refuses fails the run here, before
+    /// anything trains. The default keeps nothing: batches hold the values.
+    fn prepare_dataset(
+        &self,
+        _desc: &DataFeedDesc,
+        _data: &InMemoryDataset,
+        _threads: usize,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Called by the executor after every run that [`Model::prepare_dataset`] prepared for,
+    /// however it ended: drops what it kept.
+    fn release_dataset(&self) {}
 
     /// Trains on one batch and writes the batch's metrics (in `metrics()` order) into `out`.
     /// `stages`, when given, receives the forward, backward and update times.

@@ -662,6 +662,15 @@ fn in_ranges<T: Send>(
         .collect()
 }
 
+/// The memory the kernel says is available for new allocations (`MemAvailable` in
+/// `/proc/meminfo`), if it says.
+pub fn available_memory() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// Prefetches the cache line holding `value` into every cache level (a no-op off x86-64 and
 /// under Miri, which does not model caches).
 #[inline(always)]

@@ -123,6 +123,8 @@ pub(crate) struct Memory<'a> {
     batch_size: usize,
     seed: Option<u64>,
     batches_per_epoch: u64,
+    /// Batches hold their instances by record number alone ([`Memory::refer_only`]).
+    refer: bool,
     stopped: AtomicBool,
     started: Instant,
 }
@@ -211,9 +213,17 @@ impl<'a> Memory<'a> {
             batch_size,
             seed,
             batches_per_epoch,
+            refer: false,
             stopped: AtomicBool::new(false),
             started: Instant::now(),
         })
+    }
+
+    /// Serves batches that hold their instances by record number alone, for a model that
+    /// prepared the dataset ([`crate::Model::prepare_dataset`]): the same instances in the same
+    /// batches, without copying their values.
+    pub(crate) fn refer_only(&mut self) {
+        self.refer = true;
     }
 
     /// Bytes held besides the dataset: the shared shuffle and the threads' pass layouts.
@@ -286,7 +296,11 @@ impl BatchSource for Memory<'_> {
         self.prepare(c, c.from, epoch);
         let end = ((b + 1) * self.batch_size).min(c.order.len());
         batch.clear();
-        self.data.gather(batch, &c.order[b * self.batch_size..end]);
+        let order = &c.order[b * self.batch_size..end];
+        match self.refer {
+            true => self.data.refer(batch, order),
+            false => self.data.gather(batch, order),
+        }
         c.batches += 1;
         Ok(Some(Ticket { epoch, seq: 0 }))
     }

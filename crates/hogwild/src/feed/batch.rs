@@ -1,7 +1,9 @@
 //! Batches: per used slot, all instances' values concatenated plus offsets (Paddle's LoD).
 
+use std::sync::Arc;
+
 use super::desc::{DataFeedDesc, SlotType};
-use super::origin::Origin;
+use super::origin::{DatasetOrigins, Origin};
 use crate::channel::ByteSize;
 use crate::Error;
 
@@ -156,6 +158,18 @@ impl Batch {
     /// it is.
     pub fn locate_error(&self, error: Error) -> Error {
         self.origin.locate_error(error)
+    }
+
+    /// The record numbers of this batch's instances when it came from the in-memory dataset
+    /// `origins` names ([`super::InMemoryDataset::origins`]).
+    pub(crate) fn records_of(&self, origins: &Arc<DatasetOrigins>) -> Option<&[u32]> {
+        self.origin.records_of(origins)
+    }
+
+    /// Whether the batch holds its instances by record number alone, without their values
+    /// ([`super::InMemoryDataset::refer`]).
+    pub(crate) fn is_referred(&self) -> bool {
+        self.len > 0 && self.slots.iter().all(|s| s.instances() == 0)
     }
 
     /// Ends the current instance in every slot.

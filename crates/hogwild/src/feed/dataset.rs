@@ -436,6 +436,20 @@ impl InMemoryDataset {
         self.data.gather(batch, order);
         batch.origin.push_records(&self.origins, order);
     }
+
+    /// Appends the instances `order` to `batch` by their record numbers alone, without their
+    /// values: for a model that keeps what it needs of every record
+    /// ([`crate::Model::prepare_dataset`]), which finds them with [`Batch::records_of`].
+    pub(crate) fn refer(&self, batch: &mut Batch, order: &[u32]) {
+        batch.origin.push_records(&self.origins, order);
+        batch.len += order.len();
+    }
+
+    /// Who this dataset is: the same for every batch gathered from it, and for no other
+    /// dataset's while it lives.
+    pub(crate) fn origins(&self) -> &Arc<DatasetOrigins> {
+        &self.origins
+    }
 }
 
 /// The origins of the records of `parts` (one per piece, in order): each run's line counted from

@@ -55,5 +55,6 @@ pub use reader::{
     WorkerQueue,
 };
 // For `tools::check`, which reads a file line by line as the feed's readers do.
+pub(crate) use origin::DatasetOrigins;
 pub(crate) use reader::{ReadContext, BAD_EXAMPLES};
 pub(crate) use source::Source;

@@ -166,6 +166,15 @@ impl Origin {
         }
     }
 
+    /// The record numbers of a batch gathered from the in-memory dataset with `origins`, in
+    /// instance order; `None` for a batch read from files or from another dataset.
+    pub(crate) fn records_of(&self, origins: &Arc<DatasetOrigins>) -> Option<&[u32]> {
+        match self {
+            Origin::Records(held, records) if Arc::ptr_eq(held, origins) => Some(records),
+            _ => None,
+        }
+    }
+
     /// The runs of a batch parsed from one piece of a file: (first instance, line in the piece).
     pub(crate) fn piece_runs(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
         let runs = match self {

@@ -67,18 +67,20 @@
 //! [`metrics::Auc`](crate::metrics::Auc), which the executor merges over threads.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use super::{padded, ModelConfig, ModelKind, OptimizerDesc};
-use crate::feed::{Batch, DataFeedDesc, SlotType};
+use crate::feed::{Batch, DataFeedDesc, InMemoryDataset, SlotType};
 use crate::metrics::Auc;
 use crate::model::{Model, StageTimes};
 use crate::optim::Optimizer;
 use crate::rng::{fnv1a64, mix64};
 use crate::store::{element_value, Drawn, LocalRows, Table, MAX_SLOTS, SHARED};
 use crate::{Error, Result};
+use prepared::Prepared;
 
 /// Which CTR model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -554,6 +556,9 @@ pub struct Ctr<O> {
     /// One table per factor size: rows of `[w, v_1 .. v_dim]`.
     tables: Vec<Table>,
     bias: Table,
+    /// The in-memory dataset of the training run under way, as the model trains it
+    /// ([`Model::prepare_dataset`]).
+    prepared: Mutex<Option<Arc<Prepared>>>,
 }
 
 /// Where a worker finds one field: its batch slot, table and hash salt, and the batch slots of
@@ -722,6 +727,11 @@ pub struct CtrWorker {
     batch_xs: Vec<f32>,
     batch_fields: Vec<u32>,
     batch_starts: Vec<usize>,
+    /// Whether the batch's features, labels and weights come from the prepared dataset
+    /// ([`Ctr::gather_prepared`]): then each instance's label and weight are in
+    /// `batch_labels`, checked already.
+    from_prepared: bool,
+    batch_labels: Vec<(f32, f32)>,
     /// In training, per entry of `batch_feats`: its row's private copy in `rows`, or [`SHARED`];
     /// `local` holds the current instance's part.
     batch_local: Vec<u32>,
@@ -745,6 +755,22 @@ pub struct CtrWorker {
     scratch: Vec<f32>,
     /// The evaluated instances' (logit, label) pairs, drained by the executor.
     auc: Auc,
+}
+
+impl CtrWorker {
+    /// Empties the batch's features (and labels) before gathering the next batch's, for
+    /// training or not, from the batch's values or from the prepared dataset.
+    fn start_batch(&mut self, training: bool, from_prepared: bool) {
+        self.training = training;
+        self.from_prepared = from_prepared;
+        self.batch_feats.clear();
+        self.batch_xs.clear();
+        self.batch_fields.clear();
+        self.batch_starts.clear();
+        self.batch_starts.push(0);
+        self.batch_labels.clear();
+        self.batch_local.clear();
+    }
 }
 
 /// The per-batch optimizer steps of the tables and the bias.
@@ -856,6 +882,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
             dims,
             tables,
             bias,
+            prepared: Mutex::new(None),
         }
     }
 
@@ -904,6 +931,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
             batch_xs: Vec::new(),
             batch_fields: Vec::new(),
             batch_starts: Vec::with_capacity(257),
+            from_prepared: false,
+            batch_labels: Vec::with_capacity(256),
             batch_local: Vec::with_capacity(64 * 256),
             local: Vec::with_capacity(64),
             rows: LocalRows::new(LOCAL_MIN_USES, LOCAL_RECOUNT_EVERY, LOCAL_MERGE_EVERY),
@@ -1023,13 +1052,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// copies the hot rows into `w.rows` (when `w.copy_rows`), and prefetches the rows of the
     /// first [`PREFETCH_INSTANCES`]. A bad instance fails the batch before anything is trained.
     fn gather_batch(&self, w: &mut CtrWorker, batch: &Batch, training: bool) -> Result<()> {
-        w.training = training;
-        w.batch_feats.clear();
-        w.batch_xs.clear();
-        w.batch_fields.clear();
-        w.batch_starts.clear();
-        w.batch_starts.push(0);
-        w.batch_local.clear();
+        w.start_batch(training, false);
         if w.layout.plain {
             for i in 0..batch.len {
                 self.push_plain(&w.layout.fields, &mut w.batch_feats, batch, i);
@@ -1042,6 +1065,14 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 w.batch_starts.push(w.batch_feats.len());
             }
         }
+        self.plan_batch(w);
+        Ok(())
+    }
+
+    /// Ends gathering a batch's features: in training, copies the hot rows into `w.rows` (when
+    /// `w.copy_rows`); prefetches the rows of the first [`PREFETCH_INSTANCES`].
+    fn plan_batch(&self, w: &mut CtrWorker) {
+        let training = w.training;
         if training && w.copy_rows {
             w.rows.plan(
                 &self.opt,
@@ -1050,10 +1081,9 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 &mut w.batch_local,
             );
         }
-        for i in 0..PREFETCH_INSTANCES.min(batch.len) {
+        for i in 0..PREFETCH_INSTANCES.min(w.batch_starts.len() - 1) {
             self.prefetch_instance(w, i);
         }
-        Ok(())
     }
 
     /// Makes instance `i`'s features (from [`Ctr::gather_batch`]) current in `w.feats` (with
@@ -1325,8 +1355,10 @@ impl<O: Optimizer<f32>> Ctr<O> {
     ) -> Result<Sums> {
         let mut sums = Sums::default();
         for i in 0..batch.len {
-            let y = self.label(batch, label_at, i)?;
-            let weight = self.weight(w, batch, i)?;
+            let (y, weight) = match w.from_prepared {
+                true => w.batch_labels[i],
+                false => (self.label(batch, label_at, i)?, self.weight(w, batch, i)?),
+            };
             if weight == 0.0 {
                 continue;
             }
@@ -1484,7 +1516,10 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         let t0 = stages.as_ref().map(|_| Instant::now());
         let steps = self.begin()?;
         let mut rows = vec![0usize; self.tables.len()];
-        self.gather_batch(w, batch, true)?;
+        match batch.is_referred() {
+            true => self.gather_prepared(w, &*self.prepared_for(batch)?, batch),
+            false => self.gather_batch(w, batch, true)?,
+        }
         let mut bias = self.local_bias();
         // One loop per model and factor size (`Ctr::loop_kind`), and without values the
         // per-feature loops are the plain ones: the branches are taken once per batch.
@@ -1577,6 +1612,24 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         w.rows.merge(&self.opt, &self.tables);
     }
 
+    /// Hashes and checks every record once for the run (`ctr/prepared.rs`), unless the copy
+    /// would crowd the machine's memory.
+    fn prepare_dataset(
+        &self,
+        desc: &DataFeedDesc,
+        data: &InMemoryDataset,
+        threads: usize,
+    ) -> Result<bool> {
+        let prepared = self.prepare(desc, data, threads)?;
+        let kept = prepared.is_some();
+        self.keep_prepared(prepared);
+        Ok(kept)
+    }
+
+    fn release_dataset(&self) {
+        self.keep_prepared(None);
+    }
+
     fn tables(&self) -> Vec<&Table> {
         self.tables
             .iter()
@@ -1607,5 +1660,6 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
 }
 
 mod ffm;
+mod prepared;
 #[cfg(test)]
 mod tests;

@@ -1718,3 +1718,231 @@ fn ffm_distinct_fields_take_a_short_way_to_the_general_loops_bits() {
         check(AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8), k, &batch);
     }
 }
+
+/// The model with the executor's default [`Model::prepare_dataset`] (nothing kept): its
+/// in-memory runs gather, check and hash every batch's records every epoch.
+struct Unprepared<'a, O>(&'a Ctr<O>);
+
+impl<O: Optimizer<f32> + OptimizerDesc> Model for Unprepared<'_, O> {
+    type Worker = CtrWorker;
+    fn metrics(&self) -> Vec<String> {
+        self.0.metrics()
+    }
+    fn startup(&self) {
+        self.0.startup()
+    }
+    fn worker(&self, desc: &DataFeedDesc) -> Result<CtrWorker> {
+        self.0.worker(desc)
+    }
+    fn workers(&self, desc: &DataFeedDesc, threads: usize) -> Result<Vec<CtrWorker>> {
+        self.0.workers(desc, threads)
+    }
+    fn plan(&self, plan: &crate::model::RunPlan<'_>) -> Result<()> {
+        self.0.plan(plan)
+    }
+    fn train_batch(
+        &self,
+        w: &mut CtrWorker,
+        batch: &Batch,
+        out: &mut [f64],
+        stages: Option<&mut StageTimes>,
+    ) -> Result<()> {
+        assert!(
+            !batch.is_referred(),
+            "an unprepared model gets whole batches"
+        );
+        self.0.train_batch(w, batch, out, stages)
+    }
+    fn eval_batch(
+        &self,
+        w: &mut CtrWorker,
+        batch: &Batch,
+        out: &mut [f64],
+        predictions: Option<&mut String>,
+    ) -> Result<()> {
+        self.0.eval_batch(w, batch, out, predictions)
+    }
+    fn flush(&self, w: &mut CtrWorker) {
+        self.0.flush(w)
+    }
+    fn tables(&self) -> Vec<&Table> {
+        self.0.tables()
+    }
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+    fn auc<'w>(&self, w: &'w mut CtrWorker) -> Option<&'w mut Auc> {
+        self.0.auc(w)
+    }
+}
+
+/// libffm's slots (label, field numbers, ids, values) and VW's importance weights.
+fn prepared_desc() -> DataFeedDesc {
+    use crate::feed::{Slot, SlotType};
+    DataFeedDesc::multi_slot(
+        8,
+        vec![
+            Slot::sparse("label", SlotType::F32),
+            Slot::sparse("fields", SlotType::U64),
+            Slot::sparse("ids", SlotType::U64),
+            Slot::sparse("values", SlotType::F32),
+            Slot::sparse("weight", SlotType::F32),
+        ],
+    )
+}
+
+/// `lines` MultiSlot lines of `prepared_desc`: 1 to 4 features of fields 0-2, values in
+/// (0, 2), weights 0, 0.5 or 1.5; `bad_at` (a line number from 1) gets field number 7.
+fn write_prepared_data(path: &Path, lines: usize, bad_at: Option<usize>) {
+    let mut s = 7u64;
+    let mut next = move || {
+        s = mix64(s);
+        s
+    };
+    let mut text = String::new();
+    for line in 1..=lines {
+        let n = 1 + (next() % 4) as usize;
+        let fields: Vec<u64> = (0..n)
+            .map(|k| {
+                if Some(line) == bad_at && k == 0 {
+                    7
+                } else {
+                    next() % 3
+                }
+            })
+            .collect();
+        let ids: Vec<u64> = (0..n).map(|_| next() % 40).collect();
+        let values: Vec<f32> = (0..n).map(|_| (next() % 200) as f32 / 100.0).collect();
+        let y = u64::from(ids.iter().sum::<u64>() % 3 == 0);
+        let weight = [0.0, 0.5, 1.5][(next() % 3) as usize];
+        let join = |v: Vec<String>| format!("{} {}", v.len(), v.join(" "));
+        text.push_str(&format!(
+            "1 {y} {} {} {} 1 {weight}\n",
+            join(fields.iter().map(u64::to_string).collect()),
+            join(ids.iter().map(u64::to_string).collect()),
+            join(values.iter().map(f32::to_string).collect()),
+        ));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+fn prepared_config(kind: CtrKind) -> CtrConfig {
+    let mut cfg = CtrConfig::new(512);
+    cfg.fields = vec!["ids".into()];
+    cfg.values.insert("ids".into(), "values".into());
+    cfg.weight_slot = Some("weight".into());
+    match kind {
+        CtrKind::Lr => {}
+        CtrKind::Fm => cfg.dim = Some(3),
+        CtrKind::Ffm => {
+            cfg.dim = Some(4);
+            cfg.num_fields = Some(3);
+            cfg.field_numbers.insert("ids".into(), "fields".into());
+        }
+    }
+    cfg
+}
+
+fn in_memory(epochs: usize) -> RunOptions {
+    let mut options = quiet();
+    options.feed.mode = crate::feed::FeedMode::InMemory { shuffle: Some(3) };
+    options.feed.epochs = epochs;
+    options
+}
+
+// A training run over an in-memory dataset hashes and checks every record once (the model keeps
+// them, `ctr/prepared.rs`) and its batches then hold record numbers only: it trains the bits of
+// the run that gathers and hashes every batch, for every model, with values, field numbers and
+// importance weights, and with plain fields; with two threads it trains every instance of every
+// epoch as well. The model keeps nothing once the run ends.
+#[test]
+fn prepared_datasets_train_the_bits_of_gathered_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("train.ms");
+    write_prepared_data(&file, 300, None);
+    let desc = prepared_desc();
+    let data =
+        InMemoryDataset::load(&desc, std::slice::from_ref(&file), &in_memory(3).feed).unwrap();
+    let ada = Adagrad {
+        lr: 0.1f32,
+        initial_accumulator: 0.1,
+    };
+    let plain = |kind| {
+        let mut cfg = prepared_config(kind);
+        cfg.values.clear();
+        cfg.weight_slot = None;
+        cfg
+    };
+    for (kind, cfg) in [
+        (CtrKind::Lr, prepared_config(CtrKind::Lr)),
+        (CtrKind::Fm, prepared_config(CtrKind::Fm)),
+        (CtrKind::Ffm, prepared_config(CtrKind::Ffm)),
+        (CtrKind::Fm, plain(CtrKind::Fm)),
+    ] {
+        let (a, b) = (
+            Ctr::new(kind, cfg.clone(), ada).unwrap(),
+            Ctr::new(kind, cfg.clone(), ada).unwrap(),
+        );
+        executor::startup(&a);
+        executor::startup(&b);
+        let ra = executor::train_dataset(&a, &desc, &data, 1, &[], &in_memory(3), None).unwrap();
+        let rb =
+            executor::train_dataset(&Unprepared(&b), &desc, &data, 1, &[], &in_memory(3), None)
+                .unwrap();
+        assert_same_bits(&a, &b);
+        let bias = |m: &Ctr<Adagrad<f32>>| m.bias.weights(0)[0].load().to_bits();
+        assert_eq!(bias(&a), bias(&b), "{kind:?}");
+        assert_eq!(ra.get("loss"), rb.get("loss"), "{kind:?}");
+        assert!(
+            a.prepared.lock().unwrap().is_none(),
+            "released after the run"
+        );
+
+        let two = Ctr::new(kind, cfg, ada).unwrap();
+        executor::startup(&two);
+        let r = executor::train_dataset(&two, &desc, &data, 2, &[], &in_memory(3), None).unwrap();
+        assert_eq!(r.instances, 3 * 300, "{kind:?}");
+        assert!(r.get("loss").unwrap().is_finite());
+    }
+}
+
+// A record training would refuse fails an in-memory run before anything trains, named by its
+// file and line, as it fails a run that meets it in a batch.
+#[test]
+fn a_bad_record_fails_a_prepared_run_before_it_trains() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.ms");
+    write_prepared_data(&file, 50, Some(37));
+    let desc = prepared_desc();
+    let data =
+        InMemoryDataset::load(&desc, std::slice::from_ref(&file), &in_memory(2).feed).unwrap();
+    let sgd = Sgd { lr: 0.1f32 };
+    let m = Ctr::new(CtrKind::Ffm, prepared_config(CtrKind::Ffm), sgd).unwrap();
+    executor::startup(&m);
+    let before: Vec<u32> = m.tables()[0]
+        .elements()
+        .iter()
+        .map(|c| c.load().to_bits())
+        .collect();
+    let e = executor::train_dataset(&m, &desc, &data, 2, &[], &in_memory(2), None).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("{}:37", file.display())) && text.contains("field number 7"),
+        "{text}"
+    );
+    let after: Vec<u32> = m.tables()[0]
+        .elements()
+        .iter()
+        .map(|c| c.load().to_bits())
+        .collect();
+    assert_eq!(before, after, "nothing trained");
+    assert!(m.prepared.lock().unwrap().is_none());
+    let unprepared =
+        executor::train_dataset(&Unprepared(&m), &desc, &data, 1, &[], &in_memory(2), None)
+            .unwrap_err()
+            .to_string();
+    assert_eq!(
+        unprepared, text,
+        "the same error as a run that gathers every batch"
+    );
+}
