@@ -727,11 +727,9 @@ pub struct CtrWorker {
     batch_xs: Vec<f32>,
     batch_fields: Vec<u32>,
     batch_starts: Vec<usize>,
-    /// Whether the batch's features, labels and weights come from the prepared dataset
-    /// ([`Ctr::gather_prepared`]): then each instance's label and weight are in
-    /// `batch_labels`, checked already.
-    from_prepared: bool,
-    batch_labels: Vec<(f32, f32)>,
+    /// The labels and importance weights of a referred batch (at `label_at` and `weight_at`,
+    /// the other slots empty), from the prepared dataset ([`Ctr::gather_prepared`]).
+    labels: Batch,
     /// In training, per entry of `batch_feats`: its row's private copy in `rows`, or [`SHARED`];
     /// `local` holds the current instance's part.
     batch_local: Vec<u32>,
@@ -758,17 +756,14 @@ pub struct CtrWorker {
 }
 
 impl CtrWorker {
-    /// Empties the batch's features (and labels) before gathering the next batch's, for
-    /// training or not, from the batch's values or from the prepared dataset.
-    fn start_batch(&mut self, training: bool, from_prepared: bool) {
+    /// Empties the batch's features before gathering the next batch's, for training or not.
+    fn start_batch(&mut self, training: bool) {
         self.training = training;
-        self.from_prepared = from_prepared;
         self.batch_feats.clear();
         self.batch_xs.clear();
         self.batch_fields.clear();
         self.batch_starts.clear();
         self.batch_starts.push(0);
-        self.batch_labels.clear();
         self.batch_local.clear();
     }
 }
@@ -931,8 +926,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
             batch_xs: Vec::new(),
             batch_fields: Vec::new(),
             batch_starts: Vec::with_capacity(257),
-            from_prepared: false,
-            batch_labels: Vec::with_capacity(256),
+            labels: Batch::from_slots(Vec::new()),
             batch_local: Vec::with_capacity(64 * 256),
             local: Vec::with_capacity(64),
             rows: LocalRows::new(LOCAL_MIN_USES, LOCAL_RECOUNT_EVERY, LOCAL_MERGE_EVERY),
@@ -1052,7 +1046,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// copies the hot rows into `w.rows` (when `w.copy_rows`), and prefetches the rows of the
     /// first [`PREFETCH_INSTANCES`]. A bad instance fails the batch before anything is trained.
     fn gather_batch(&self, w: &mut CtrWorker, batch: &Batch, training: bool) -> Result<()> {
-        w.start_batch(training, false);
+        w.start_batch(training);
         if w.layout.plain {
             for i in 0..batch.len {
                 self.push_plain(&w.layout.fields, &mut w.batch_feats, batch, i);
@@ -1344,6 +1338,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
     /// each applied instance's use of a table to `rows`. Returns the sum of the instances'
     /// weighted losses, the sum of their weights and how many were applied (an instance of
     /// weight 0 is not), or the first bad label or weight, after applying the instances before.
+    /// `batch` holds the labels and weights (a referred batch's are in `w.labels` instead,
+    /// checked: [`Ctr::gather_prepared`]).
     fn train_instances<const V: bool, const F: usize>(
         &self,
         w: &mut CtrWorker,
@@ -1355,10 +1351,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
     ) -> Result<Sums> {
         let mut sums = Sums::default();
         for i in 0..batch.len {
-            let (y, weight) = match w.from_prepared {
-                true => w.batch_labels[i],
-                false => (self.label(batch, label_at, i)?, self.weight(w, batch, i)?),
-            };
+            let y = self.label(batch, label_at, i)?;
+            let weight = self.weight(w, batch, i)?;
             if weight == 0.0 {
                 continue;
             }
@@ -1516,28 +1510,41 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         let t0 = stages.as_ref().map(|_| Instant::now());
         let steps = self.begin()?;
         let mut rows = vec![0usize; self.tables.len()];
-        match batch.is_referred() {
-            true => self.gather_prepared(w, &*self.prepared_for(batch)?, batch),
-            false => self.gather_batch(w, batch, true)?,
-        }
+        // A referred batch holds no values: its features come from the prepared dataset, and
+        // its labels and weights in a batch of the worker's own.
+        let referred = batch.is_referred();
+        let labels = match referred {
+            true => {
+                self.gather_prepared(w, &*self.prepared_for(batch)?, batch, label_at);
+                std::mem::replace(&mut w.labels, Batch::from_slots(Vec::new()))
+            }
+            false => {
+                self.gather_batch(w, batch, true)?;
+                Batch::from_slots(Vec::new())
+            }
+        };
+        let from = if referred { &labels } else { batch };
         let mut bias = self.local_bias();
         // One loop per model and factor size (`Ctr::loop_kind`), and without values the
         // per-feature loops are the plain ones: the branches are taken once per batch.
         let (st, lb, used) = (&steps, &mut bias, &mut rows[..]);
         let result = match (w.layout.valued, self.loop_kind()) {
             (true, NOT_FFM) => {
-                self.train_instances::<true, NOT_FFM>(w, batch, label_at, st, lb, used)
+                self.train_instances::<true, NOT_FFM>(w, from, label_at, st, lb, used)
             }
-            (true, 4) => self.train_instances::<true, 4>(w, batch, label_at, st, lb, used),
-            (true, 8) => self.train_instances::<true, 8>(w, batch, label_at, st, lb, used),
-            (true, _) => self.train_instances::<true, 0>(w, batch, label_at, st, lb, used),
+            (true, 4) => self.train_instances::<true, 4>(w, from, label_at, st, lb, used),
+            (true, 8) => self.train_instances::<true, 8>(w, from, label_at, st, lb, used),
+            (true, _) => self.train_instances::<true, 0>(w, from, label_at, st, lb, used),
             (false, NOT_FFM) => {
-                self.train_instances::<false, NOT_FFM>(w, batch, label_at, st, lb, used)
+                self.train_instances::<false, NOT_FFM>(w, from, label_at, st, lb, used)
             }
-            (false, 4) => self.train_instances::<false, 4>(w, batch, label_at, st, lb, used),
-            (false, 8) => self.train_instances::<false, 8>(w, batch, label_at, st, lb, used),
-            (false, _) => self.train_instances::<false, 0>(w, batch, label_at, st, lb, used),
+            (false, 4) => self.train_instances::<false, 4>(w, from, label_at, st, lb, used),
+            (false, 8) => self.train_instances::<false, 8>(w, from, label_at, st, lb, used),
+            (false, _) => self.train_instances::<false, 0>(w, from, label_at, st, lb, used),
         };
+        if referred {
+            w.labels = labels;
+        }
         // The instances before a bad one were applied to their rows: their bias steps too (the
         // executor flushes the copies when the failing thread stops).
         w.rows.end_batch(&self.opt, &self.tables);

@@ -274,17 +274,12 @@ impl<T: Real> Optimizer<T> for Adagrad<T> {
         slots[0] = acc;
         *w = *w - *lr * g / acc.sqrt();
     }
-    /// The element rule as one loop over the three slices: square roots and divisions several
-    /// at a time (`sqrtps`, `divps`: correctly rounded, so the bits of the scalar rule).
+    /// The element rule over the three slices, several elements at a time where the float
+    /// type can ([`Real::adagrad_run`]: the same arithmetic, so the same bits).
     #[inline(always)]
     fn elements(&self, lr: &T, w: &mut [T], slots: &mut [T], _stride: usize, g: &[T]) {
         let n = w.len();
-        let (acc, g) = (&mut slots[..n], &g[..n]);
-        for ((w, a), &g) in w.iter_mut().zip(acc).zip(g) {
-            let x = self.slot_value(0, *a) + g * g;
-            *a = x;
-            *w = *w - *lr * g / x.sqrt();
-        }
+        T::adagrad_run(w, &mut slots[..n], &g[..n], *lr, self.initial_accumulator);
     }
     fn lr(&self) -> T {
         self.lr

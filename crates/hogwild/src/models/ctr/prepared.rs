@@ -14,7 +14,7 @@ use std::ops::Range;
 use std::sync::{Arc, PoisonError};
 
 use super::{Ctr, CtrWorker};
-use crate::feed::{Batch, DatasetOrigins};
+use crate::feed::{Batch, DatasetOrigins, SlotBatch, SlotType, SlotValues};
 use crate::feed::{DataFeedDesc, InMemoryDataset};
 use crate::optim::Optimizer;
 use crate::store::{available_memory, prefetch};
@@ -208,10 +208,27 @@ impl<O: Optimizer<f32>> Ctr<O> {
     }
 
     /// [`Ctr::gather_batch`] for training on a referred `batch` of the dataset `p` holds: its
-    /// records' features copied from `p`, their labels and weights into `w.batch_labels`.
-    pub(super) fn gather_prepared(&self, w: &mut CtrWorker, p: &Prepared, batch: &Batch) {
+    /// records' features copied from `p`, their labels and weights into `w.labels` (the label
+    /// at `label_at`, as a training batch holds it), where training reads them.
+    pub(super) fn gather_prepared(
+        &self,
+        w: &mut CtrWorker,
+        p: &Prepared,
+        batch: &Batch,
+        (label_at, label_type): (usize, SlotType),
+    ) {
         let records = batch.records_of(&p.origins).unwrap_or_default();
-        w.start_batch(true, true);
+        let slots = 1 + label_at.max(w.weight_at.unwrap_or(0));
+        if w.labels.slots.len() != slots {
+            let layout = (0..slots).map(|s| match s {
+                _ if s == label_at => SlotBatch::new(label_type),
+                _ if Some(s) == w.weight_at => SlotBatch::new(SlotType::F32),
+                _ => SlotBatch::new(SlotType::U64),
+            });
+            w.labels = Batch::from_slots(layout.collect());
+        }
+        w.labels.clear();
+        w.start_batch(true);
         for (k, &r) in records.iter().enumerate() {
             if let Some(&ahead) = records.get(k + 2 * PREFETCH_RECORDS) {
                 prefetch(&p.heads[ahead as usize]);
@@ -232,7 +249,17 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 w.batch_fields.extend_from_slice(&p.fields[range]);
             }
             w.batch_starts.push(w.batch_feats.len());
-            w.batch_labels.push((p.heads[r].label, p.heads[r].weight));
+            let Head { label, weight, .. } = p.heads[r];
+            match &mut w.labels.slots[label_at].values {
+                SlotValues::U64(v) => v.push(u64::from(label > 0.0)),
+                SlotValues::F32(v) => v.push(label),
+            }
+            if let Some(at) = w.weight_at {
+                if let SlotValues::F32(v) = &mut w.labels.slots[at].values {
+                    v.push(weight);
+                }
+            }
+            w.labels.end_instance();
         }
         self.plan_batch(w);
     }
