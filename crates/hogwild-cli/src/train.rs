@@ -432,7 +432,7 @@ pub fn run(args: Args) -> Result<()> {
             if args.stream {
                 "feed queues, peak of one queue x threads"
             } else {
-                "in-memory dataset and instance orders"
+                "in-memory dataset, instance orders and what the model keeps of the records"
             }
         );
     }

@@ -213,8 +213,8 @@ pub struct RunReport {
     pub feed: FeedStats,
     /// One report per epoch, in order.
     pub epochs: Vec<EpochReport>,
-    /// Bytes of data held besides the model: the in-memory dataset and the workers' instance
-    /// orders, or the most the feed's queues held (streaming; the peak of one queue times the
+    /// Bytes of data held besides the model: the in-memory dataset, the workers' instance
+    /// orders and what the model kept of the records ([`Model::prepare_dataset`]), or the most the feed's queues held (streaming; the peak of one queue times the
     /// number of workers).
     pub data_bytes: usize,
     /// The run was stopped on request ([`RunOptions::stop`]) before the end of its epochs: the
@@ -419,7 +419,8 @@ fn in_memory<M: Model>(
         feed.batch_size(desc),
         seed,
     )?;
-    if model.prepare_dataset(desc, data, workers.len())? {
+    let prepared = model.prepare_dataset(desc, data, workers.len())?;
+    if prepared.is_some() {
         source.refer_only();
     }
     let report = run::run(model, workers, desc, &source, spec);
@@ -434,7 +435,7 @@ fn in_memory<M: Model>(
         read_time: load.read_time,
         ..report.feed
     };
-    report.data_bytes = data.byte_size() + source.order_bytes();
+    report.data_bytes = data.byte_size() + source.order_bytes() + prepared.unwrap_or(0);
     Ok(report)
 }
 

@@ -121,18 +121,18 @@ pub trait Model: Send + Sync {
     /// Called by the executor before a training run over an in-memory dataset (after
     /// [`Model::plan`]), with the run's thread count: a model that trains from what it derives
     /// of each record (a CTR model's hashed rows, values and labels) may derive it here, once
-    /// for the run instead of once per epoch, and return true. The run's batches then hold
-    /// their instances by record number alone, without values (the executor's batches only:
-    /// [`Model::train_batch`] called directly gets whole batches), until
+    /// for the run instead of once per epoch, and return the bytes it keeps. The run's batches
+    /// then hold their instances by record number alone, without values (the executor's
+    /// batches only: [`Model::train_batch`] called directly gets whole batches), until
     /// [`Model::release_dataset`]. A record the model refuses fails the run here, before
-    /// anything trains. The default keeps nothing: batches hold the values.
+    /// anything trains. The default keeps nothing (`None`): batches hold the values.
     fn prepare_dataset(
         &self,
         _desc: &DataFeedDesc,
         _data: &InMemoryDataset,
         _threads: usize,
-    ) -> Result<bool> {
-        Ok(false)
+    ) -> Result<Option<usize>> {
+        Ok(None)
     }
 
     /// Called by the executor after every run that [`Model::prepare_dataset`] prepared for,

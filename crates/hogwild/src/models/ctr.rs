@@ -1626,9 +1626,9 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         desc: &DataFeedDesc,
         data: &InMemoryDataset,
         threads: usize,
-    ) -> Result<bool> {
+    ) -> Result<Option<usize>> {
         let prepared = self.prepare(desc, data, threads)?;
-        let kept = prepared.is_some();
+        let kept = prepared.as_ref().map(|p| p.byte_size());
         self.keep_prepared(prepared);
         Ok(kept)
     }

@@ -79,6 +79,14 @@ impl Prepared {
         self.fields.extend_from_slice(&part.fields);
     }
 
+    /// Bytes held.
+    pub(super) fn byte_size(&self) -> usize {
+        std::mem::size_of_val(self.heads.as_slice())
+            + std::mem::size_of_val(self.feats.as_slice())
+            + std::mem::size_of_val(self.xs.as_slice())
+            + std::mem::size_of_val(self.fields.as_slice())
+    }
+
     /// Record `r`'s features: its entries of `feats` (and of `xs` and `fields` when the model
     /// uses them).
     fn features(&self, r: usize) -> Range<usize> {

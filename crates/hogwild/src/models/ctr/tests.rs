@@ -1893,6 +1893,8 @@ fn prepared_datasets_train_the_bits_of_gathered_batches() {
         let bias = |m: &Ctr<Adagrad<f32>>| m.bias.weights(0)[0].load().to_bits();
         assert_eq!(bias(&a), bias(&b), "{kind:?}");
         assert_eq!(ra.get("loss"), rb.get("loss"), "{kind:?}");
+        // What the model kept counts as data: 8 bytes a feature, 16 a record at least.
+        assert!(ra.data_bytes >= rb.data_bytes + 300 * 16, "{kind:?}");
         assert!(
             a.prepared.lock().unwrap().is_none(),
             "released after the run"
