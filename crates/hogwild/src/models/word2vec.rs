@@ -955,8 +955,10 @@ impl Word2Vec {
     }
 
     /// The startup step: input rows (words' and n-grams', as fastText fills both) uniform in
-    /// `[-0.5/dim, 0.5/dim]` (word2vec.c's),
-    /// deterministic in the seed and the row; output vectors zero; progress zero.
+    /// `[-1/dim, 1/dim]` (fastText's and gensim's; word2vec.c's start is half as wide, which
+    /// leaves CBOW's mean of context rows smaller and slower to train: a point of analogy
+    /// accuracy lower after 10 epochs on GCIDE, docs/benchmarks.md), deterministic in the seed
+    /// and the row; output vectors zero; progress zero.
     pub fn init(&self) {
         let dim = self.cfg.dim;
         in_row_ranges(self.input.rows(), |range| {
@@ -965,7 +967,7 @@ impl Word2Vec {
                 let mut rng =
                     XorShift64Star::from_seed(self.cfg.seed ^ (r as u64).wrapping_mul(0x9E37_79B9));
                 for x in row.iter_mut() {
-                    *x = (unit_f32(rng.next()) - 0.5) / dim as f32;
+                    *x = (2.0 * unit_f32(rng.next()) - 1.0) / dim as f32;
                 }
                 self.input.write_weights(r, &row);
             }

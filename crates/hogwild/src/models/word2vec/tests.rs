@@ -944,3 +944,39 @@ fn bad_subword_settings_are_named() {
         );
     }
 }
+
+// The input rows start uniform in [-1/dim, 1/dim] (fastText's and gensim's start, twice
+// word2vec.c's width), the same for the same seed and different for another; the output rows
+// start at zero.
+#[test]
+fn input_rows_start_uniform_within_one_over_dim() {
+    let dim = 50;
+    let start = |seed: u64| {
+        let mut cfg = small_cfg(dim);
+        cfg.seed = seed;
+        let m = Word2Vec::new(cfg, Sgd { lr: 0.1 }, vocab(&[5; 200])).unwrap();
+        m.init();
+        let mut rows = vec![0.0f32; 200 * dim];
+        for (r, row) in rows.chunks_mut(dim).enumerate() {
+            m.input().read_weights(r, row);
+        }
+        let mut out = vec![0.0f32; dim];
+        m.output().read_weights(7, &mut out);
+        assert!(out.iter().all(|&x| x == 0.0));
+        rows
+    };
+    let rows = start(1);
+    let bound = 1.0 / dim as f32;
+    assert!(rows.iter().all(|x| x.abs() <= bound), "within 1/dim");
+    let wide = rows.iter().filter(|x| x.abs() > 0.5 * bound).count() as f64;
+    // Uniform over the whole width: half beyond 0.5/dim (none with word2vec.c's start).
+    assert!(
+        (wide / rows.len() as f64 - 0.5).abs() < 0.03,
+        "{wide} of {}",
+        rows.len()
+    );
+    let mean = rows.iter().map(|&x| f64::from(x)).sum::<f64>() / rows.len() as f64;
+    assert!(mean.abs() < 0.02 * f64::from(bound), "centred: {mean}");
+    assert_eq!(rows, start(1));
+    assert_ne!(rows, start(2));
+}
