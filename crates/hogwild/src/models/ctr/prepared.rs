@@ -150,9 +150,16 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 })
                 .collect()
         });
+        let parts = done.into_iter().collect::<Result<Vec<_>>>()?;
+        // Reserved whole, so that appending never holds a part and a reallocated copy at once.
+        let total = |f: fn(&Prepared) -> usize| parts.iter().map(f).sum::<usize>();
         let mut all = Prepared::empty(Arc::clone(data.origins()));
-        for part in done {
-            all.append(part?);
+        all.heads.reserve_exact(total(|p| p.heads.len()));
+        all.feats.reserve_exact(total(|p| p.feats.len()));
+        all.xs.reserve_exact(total(|p| p.xs.len()));
+        all.fields.reserve_exact(total(|p| p.fields.len()));
+        for part in parts {
+            all.append(part);
         }
         Ok(Some(all).filter(|all| all.heads.len() == n + 1))
     }
