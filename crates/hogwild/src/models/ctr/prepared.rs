@@ -26,9 +26,10 @@ const CHUNK: usize = 4096;
 /// Bits of a packed feature that hold its row; the table is in the bits above.
 const ROW_BITS: u32 = 56;
 
-/// Records ahead of the one being copied whose features are prefetched, and twice as far
-/// ahead, whose [`Head`] is: records are visited in shuffled order, so each one's head and
-/// features are cache misses (the head's load was most of the copy's time on gss before).
+/// Records ahead of the one being copied whose features (and their values and fields) are
+/// prefetched, and twice as far ahead, whose [`Head`] is: records are visited in shuffled
+/// order, so each one's head and features are cache misses, which were most of the copy's time
+/// without the prefetches (gss; flights' field numbers for FFM).
 const PREFETCH_RECORDS: usize = 8;
 
 /// Every record of one in-memory dataset as a CTR model trains it.
@@ -249,7 +250,14 @@ impl<O: Optimizer<f32>> Ctr<O> {
                 prefetch(&p.heads[ahead as usize]);
             }
             if let Some(&ahead) = records.get(k + PREFETCH_RECORDS) {
-                if let Some(f) = p.feats.get(p.heads[ahead as usize].start) {
+                let at = p.heads[ahead as usize].start;
+                if let Some(f) = p.feats.get(at) {
+                    prefetch(f);
+                }
+                if let Some(x) = p.xs.get(at) {
+                    prefetch(x);
+                }
+                if let Some(f) = p.fields.get(at) {
                     prefetch(f);
                 }
             }
