@@ -419,7 +419,11 @@ fn in_memory<M: Model>(
         feed.batch_size(desc),
         seed,
     )?;
-    let prepared = model.prepare_dataset(desc, data, workers.len())?;
+    // A single pass reads each record once anyway: preparing it would only add a copy.
+    let prepared = match spec.epochs() > 1 {
+        true => model.prepare_dataset(desc, data, workers.len())?,
+        false => None,
+    };
     if prepared.is_some() {
         source.refer_only();
     }

@@ -118,8 +118,8 @@ pub trait Model: Send + Sync {
         Ok(())
     }
 
-    /// Called by the executor before a training run over an in-memory dataset (after
-    /// [`Model::plan`]), with the run's thread count: a model that trains from what it derives
+    /// Called by the executor before a training run of more than one epoch over an in-memory
+    /// dataset (after [`Model::plan`]), with the run's thread count: a model that trains from what it derives
     /// of each record (a CTR model's hashed rows, values and labels) may derive it here, once
     /// for the run instead of once per epoch, and return the bytes it keeps. The run's batches
     /// then hold their instances by record number alone, without values (the executor's

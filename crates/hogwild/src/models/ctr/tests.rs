@@ -1854,7 +1854,7 @@ fn in_memory(epochs: usize) -> RunOptions {
 // them, `ctr/prepared.rs`) and its batches then hold record numbers only: it trains the bits of
 // the run that gathers and hashes every batch, for every model, with values, field numbers and
 // importance weights, and with plain fields; with two threads it trains every instance of every
-// epoch as well. The model keeps nothing once the run ends.
+// epoch as well. The model keeps nothing once the run ends, nor for a run of one epoch.
 #[test]
 fn prepared_datasets_train_the_bits_of_gathered_batches() {
     let dir = tempfile::tempdir().unwrap();
@@ -1906,6 +1906,19 @@ fn prepared_datasets_train_the_bits_of_gathered_batches() {
         assert_eq!(r.instances, 3 * 300, "{kind:?}");
         assert!(r.get("loss").unwrap().is_finite());
     }
+    // A single epoch reads each record once anyway: nothing is kept for it.
+    let (one, other) = (
+        Ctr::new(CtrKind::Fm, prepared_config(CtrKind::Fm), ada).unwrap(),
+        Ctr::new(CtrKind::Fm, prepared_config(CtrKind::Fm), ada).unwrap(),
+    );
+    executor::startup(&one);
+    executor::startup(&other);
+    let r1 = executor::train_dataset(&one, &desc, &data, 1, &[], &in_memory(1), None).unwrap();
+    let unprepared = Unprepared(&other);
+    let r2 =
+        executor::train_dataset(&unprepared, &desc, &data, 1, &[], &in_memory(1), None).unwrap();
+    assert_eq!(r1.data_bytes, r2.data_bytes);
+    assert_same_bits(&one, &other);
 }
 
 // A record training would refuse fails an in-memory run before anything trains, named by its
