@@ -1511,7 +1511,9 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         let steps = self.begin()?;
         let mut rows = vec![0usize; self.tables.len()];
         // A referred batch holds no values: its features come from the prepared dataset, and
-        // its labels and weights in a batch of the worker's own.
+        // its labels and weights in a batch of the worker's own, so that every batch trains
+        // through the same instance loop (a second way of reading labels in that loop, or
+        // instantiating it twice, changed how the compiler vectorized FFM's pair step).
         let referred = batch.is_referred();
         let labels = match referred {
             true => {

@@ -13,12 +13,18 @@ pub trait Real: Float + Send + Sync + std::fmt::Debug + 'static {
     /// `acc += g * g; w -= lr * g / sqrt(acc)` ([`super::Adagrad`]).
     #[inline(always)]
     fn adagrad_run(w: &mut [Self], acc: &mut [Self], g: &[Self], lr: Self, initial: Self) {
-        for ((w, a), &g) in w.iter_mut().zip(acc).zip(g) {
-            let start = if *a == Self::zero() { initial } else { *a };
-            let x = start + g * g;
-            *a = x;
-            *w = *w - lr * g / x.sqrt();
-        }
+        adagrad_elements(w, acc, g, lr, initial);
+    }
+}
+
+/// [`Real::adagrad_run`] one element at a time.
+#[inline(always)]
+fn adagrad_elements<T: Float>(w: &mut [T], acc: &mut [T], g: &[T], lr: T, initial: T) {
+    for ((w, a), &g) in w.iter_mut().zip(acc).zip(g) {
+        let start = if *a == T::zero() { initial } else { *a };
+        let x = start + g * g;
+        *a = x;
+        *w = *w - lr * g / x.sqrt();
     }
 }
 
@@ -62,12 +68,7 @@ impl Real for f32 {
                 }
             }
         }
-        for ((w, a), &g) in w[done..].iter_mut().zip(&mut acc[done..]).zip(&g[done..]) {
-            let start = if *a == 0.0 { initial } else { *a };
-            let x = start + g * g;
-            *a = x;
-            *w -= lr * g / x.sqrt();
-        }
+        adagrad_elements(&mut w[done..], &mut acc[done..], &g[done..], lr, initial);
     }
 }
 impl Real for f64 {
