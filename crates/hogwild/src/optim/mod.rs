@@ -67,7 +67,7 @@ pub use adam_async::{
     AdamRule,
 };
 pub use mixed::Widen;
-pub use real::{Real, SparseIndex};
+pub use real::{AdagradRun, Real, SparseIndex};
 pub use rule::{apply_dense, apply_sparse, Adagrad, Optimizer, Sgd, SlotState};
 pub use schedule::LinearDecay;
 pub use shared::advance_powers_shared;

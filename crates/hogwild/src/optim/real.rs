@@ -15,7 +15,18 @@ pub trait Real: Float + Send + Sync + std::fmt::Debug + 'static {
     fn adagrad_run(w: &mut [Self], acc: &mut [Self], g: &[Self], lr: Self, initial: Self) {
         adagrad_elements(w, acc, g, lr, initial);
     }
+
+    /// [`Real::adagrad_run`] on two runs, `a` and `b` (each weights, accumulators,
+    /// gradients): the same bits as one run after the other.
+    #[inline(always)]
+    fn adagrad_pair(a: AdagradRun<'_, Self>, b: AdagradRun<'_, Self>, lr: Self, initial: Self) {
+        Self::adagrad_run(a.0, a.1, a.2, lr, initial);
+        Self::adagrad_run(b.0, b.1, b.2, lr, initial);
+    }
 }
+
+/// One run of Adagrad's elements: weights, their accumulators and their gradients.
+pub type AdagradRun<'a, T> = (&'a mut [T], &'a mut [T], &'a [T]);
 
 /// [`Real::adagrad_run`] one element at a time.
 #[inline(always)]
@@ -70,7 +81,60 @@ impl Real for f32 {
         }
         adagrad_elements(&mut w[done..], &mut acc[done..], &g[done..], lr, initial);
     }
+
+    /// Two runs of four (a field-aware machine's pair of blocks at factor size 4) in one
+    /// 8-lane instruction where the build targets AVX ([`adagrad_pair_avx`]). Other runs, and
+    /// other builds, one after the other.
+    #[inline(always)]
+    fn adagrad_pair(a: AdagradRun<'_, f32>, b: AdagradRun<'_, f32>, lr: f32, initial: f32) {
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx", not(miri)))]
+        if a.0.len() == 4 && b.0.len() == 4 {
+            // SAFETY: the build targets AVX, and both runs are 4 long.
+            return unsafe { adagrad_pair_avx(a, b, lr, initial) };
+        }
+        Self::adagrad_run(a.0, a.1, a.2, lr, initial);
+        Self::adagrad_run(b.0, b.1, b.2, lr, initial);
+    }
 }
+
+/// [`Real::adagrad_pair`] on two runs of four f32 by AVX: the square roots and divisions,
+/// which bound the field-aware machine's training (two per pair of features), then take half
+/// as many instructions as with four lanes, and `vsqrtps` and `vdivps` round each lane as the
+/// scalar instructions do, so the bits are the element rule's.
+///
+/// # Safety
+/// The processor supports AVX, and the weights of both runs are 4 long (the accumulators and
+/// gradients are checked).
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[target_feature(enable = "avx")]
+#[inline]
+unsafe fn adagrad_pair_avx(a: AdagradRun<'_, f32>, b: AdagradRun<'_, f32>, lr: f32, initial: f32) {
+    use std::arch::x86_64::*;
+    // Plain slicing: comparing the six lengths as arrays went through the stack.
+    let (a, b) = (
+        (a.0, &mut a.1[..4], &a.2[..4]),
+        (b.0, &mut b.1[..4], &b.2[..4]),
+    );
+    debug_assert!(a.0.len() == 4 && b.0.len() == 4);
+    // SAFETY: AVX by the contract; every load and store reads or writes the four elements of
+    // one of the six slices, each 4 long (the contract and the slicing above), by the
+    // unaligned forms; the weights and accumulators are distinct `&mut` slices.
+    unsafe {
+        let (lr8, initial8) = (_mm256_set1_ps(lr), _mm256_set1_ps(initial));
+        let acc = _mm256_loadu2_m128(b.1.as_ptr(), a.1.as_ptr());
+        let g8 = _mm256_loadu2_m128(b.2.as_ptr(), a.2.as_ptr());
+        let fresh = _mm256_cmp_ps::<_CMP_EQ_OQ>(acc, _mm256_setzero_ps());
+        let x = _mm256_add_ps(
+            _mm256_blendv_ps(acc, initial8, fresh),
+            _mm256_mul_ps(g8, g8),
+        );
+        _mm256_storeu2_m128(b.1.as_mut_ptr(), a.1.as_mut_ptr(), x);
+        let step = _mm256_div_ps(_mm256_mul_ps(lr8, g8), _mm256_sqrt_ps(x));
+        let w8 = _mm256_loadu2_m128(b.0.as_ptr(), a.0.as_ptr());
+        _mm256_storeu2_m128(b.0.as_mut_ptr(), a.0.as_mut_ptr(), _mm256_sub_ps(w8, step));
+    }
+}
+
 impl Real for f64 {
     fn to_f64_lossy(self) -> f64 {
         self
@@ -117,9 +181,49 @@ mod tests {
     use crate::optim::{Adagrad, Optimizer};
     use crate::rng::{unit_f32, SplitMix64};
 
+    /// Weights, accumulators and gradients for `n` elements: fresh (zero) accumulators among
+    /// used ones, and gradients of zero, tiny and large magnitude.
+    fn adagrad_case(rng: &mut SplitMix64, n: usize) -> [Vec<f32>; 3] {
+        let mut draw = |scale: f32| (unit_f32(rng.next()) - 0.5) * scale;
+        let w = (0..n).map(|_| draw(2.0)).collect();
+        let acc = (0..n)
+            .map(|i| if i % 3 == 0 { 0.0 } else { draw(4.0).abs() })
+            .collect();
+        let g = (0..n)
+            .map(|i| match i % 4 {
+                0 => 0.0,
+                1 => draw(1e-20),
+                2 => draw(1e6),
+                _ => draw(1.0),
+            })
+            .collect();
+        [w, acc, g]
+    }
+
+    /// Asserts that `stepped` (weights and accumulators after a packed step of `case`) holds
+    /// the element rule's bits.
+    fn assert_element_bits(
+        opt: &Adagrad<f32>,
+        case: &[Vec<f32>; 3],
+        stepped: [&[f32]; 2],
+        what: &str,
+    ) {
+        let [w, acc, g] = case;
+        for i in 0..w.len() {
+            let (mut wi, mut slot) = (w[i], [acc[i]]);
+            opt.element(&opt.lr, &mut wi, &mut slot, g[i]);
+            assert_eq!(stepped[0][i].to_bits(), wi.to_bits(), "{what}: weight {i}");
+            assert_eq!(
+                stepped[1][i].to_bits(),
+                slot[0].to_bits(),
+                "{what}: accumulator {i}"
+            );
+        }
+    }
+
     // f32's packed Adagrad run gives the element rule's bits for every length (the packed
-    // part and the tail), fresh (zero) accumulators among used ones, and gradients of zero,
-    // tiny and large magnitude.
+    // part and the tail); so do its pairs of runs, those of four in one 8-lane step (AVX,
+    // whether or not the build targets it) and the others.
     #[test]
     fn packed_adagrad_runs_give_the_element_rules_bits() {
         let opt = Adagrad {
@@ -127,37 +231,37 @@ mod tests {
             initial_accumulator: 0.1,
         };
         let mut rng = SplitMix64(5);
-        let mut draw = |scale: f32| (unit_f32(rng.next()) - 0.5) * scale;
         for n in 0..=19 {
-            let w: Vec<f32> = (0..n).map(|_| draw(2.0)).collect();
-            let acc: Vec<f32> = (0..n)
-                .map(|i| if i % 3 == 0 { 0.0 } else { draw(4.0).abs() })
-                .collect();
-            let g: Vec<f32> = (0..n)
-                .map(|i| match i % 4 {
-                    0 => 0.0,
-                    1 => draw(1e-20),
-                    2 => draw(1e6),
-                    _ => draw(1.0),
-                })
-                .collect();
-            let (mut w_run, mut acc_run) = (w.clone(), acc.clone());
-            f32::adagrad_run(
-                &mut w_run,
-                &mut acc_run,
-                &g,
-                opt.lr,
-                opt.initial_accumulator,
-            );
-            for i in 0..n {
-                let (mut wi, mut slot) = (w[i], [acc[i]]);
-                opt.element(&opt.lr, &mut wi, &mut slot, g[i]);
-                assert_eq!(w_run[i].to_bits(), wi.to_bits(), "weight {i} of {n}");
-                assert_eq!(
-                    acc_run[i].to_bits(),
-                    slot[0].to_bits(),
-                    "accumulator {i} of {n}"
+            let case = adagrad_case(&mut rng, n);
+            let (mut w, mut acc) = (case[0].clone(), case[1].clone());
+            f32::adagrad_run(&mut w, &mut acc, &case[2], opt.lr, opt.initial_accumulator);
+            assert_element_bits(&opt, &case, [&w, &acc], &format!("run of {n}"));
+        }
+        type Pair = fn(AdagradRun<'_, f32>, AdagradRun<'_, f32>, f32, f32);
+        let mut pairs: Vec<(&str, Pair)> = vec![("pair", f32::adagrad_pair)];
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        if std::arch::is_x86_feature_detected!("avx") {
+            // SAFETY: the processor has AVX, and the runs given it below are 4 long.
+            pairs.push(("avx pair", |a, b, lr, initial| unsafe {
+                adagrad_pair_avx(a, b, lr, initial)
+            }));
+        }
+        for (name, pair) in pairs {
+            let lengths = match name {
+                "avx pair" => vec![(4, 4); 8],
+                _ => vec![(4, 4), (4, 4), (0, 4), (3, 5), (8, 8), (4, 0), (1, 1)],
+            };
+            for (n, m) in lengths {
+                let (ca, cb) = (adagrad_case(&mut rng, n), adagrad_case(&mut rng, m));
+                let (mut wa, mut aa, mut wb, mut ab) =
+                    (ca[0].clone(), ca[1].clone(), cb[0].clone(), cb[1].clone());
+                let (a, b) = (
+                    (&mut wa[..], &mut aa[..], &ca[2][..]),
+                    (&mut wb[..], &mut ab[..], &cb[2][..]),
                 );
+                pair(a, b, opt.lr, opt.initial_accumulator);
+                assert_element_bits(&opt, &ca, [&wa, &aa], &format!("{name} ({n}, {m}), first"));
+                assert_element_bits(&opt, &cb, [&wb, &ab], &format!("{name} ({n}, {m}), second"));
             }
         }
     }

@@ -61,6 +61,21 @@ pub trait Optimizer<T: Real>: Send + Sync {
             }
         }
     }
+    /// [`Optimizer::elements`] on two runs, `a` and `b` (each weights, their slots from the
+    /// run's start with slot `s` a `stride` further on, gradients): the same bits as one run
+    /// after the other, which is what it does unless the rule packs two short runs together
+    /// (Adagrad, [`Real::adagrad_pair`]).
+    #[inline(always)]
+    fn elements_pair(
+        &self,
+        step: &Self::Step,
+        a: (&mut [T], &mut [T], &[T]),
+        b: (&mut [T], &mut [T], &[T]),
+        stride: usize,
+    ) {
+        self.elements(step, a.0, a.1, stride, a.2);
+        self.elements(step, b.0, b.1, stride, b.2);
+    }
     /// `Some(lr)` when [`Optimizer::element`] is exactly `w - lr * g` with no slots (plain
     /// SGD), so that a shared row can be stepped several elements per instruction; `None`
     /// for any other rule.
@@ -280,6 +295,19 @@ impl<T: Real> Optimizer<T> for Adagrad<T> {
     fn elements(&self, lr: &T, w: &mut [T], slots: &mut [T], _stride: usize, g: &[T]) {
         let n = w.len();
         T::adagrad_run(w, &mut slots[..n], &g[..n], *lr, self.initial_accumulator);
+    }
+    #[inline(always)]
+    fn elements_pair(
+        &self,
+        lr: &T,
+        a: (&mut [T], &mut [T], &[T]),
+        b: (&mut [T], &mut [T], &[T]),
+        _stride: usize,
+    ) {
+        let (n, m) = (a.0.len(), b.0.len());
+        let a = (a.0, &mut a.1[..n], &a.2[..n]);
+        let b = (b.0, &mut b.1[..m], &b.2[..m]);
+        T::adagrad_pair(a, b, *lr, self.initial_accumulator);
     }
     fn lr(&self) -> T {
         self.lr
