@@ -734,8 +734,8 @@ pub struct CtrWorker {
     /// `local` holds the current instance's part.
     batch_local: Vec<u32>,
     local: Vec<u32>,
-    /// The private copies of the rows the batch uses often, when other workers train at the
-    /// same time (`copy_rows`).
+    /// The private copies of the rows the batch uses often (`copy_rows`: when other workers
+    /// train at the same time, and for a lone field-aware machine, see [`Ctr::workers`]).
     rows: LocalRows,
     copy_rows: bool,
     /// Whether the batch gathered last trains (its rows are prefetched with their slots).
@@ -1439,6 +1439,14 @@ struct LocalBias {
 /// private copy and written back every [`LOCAL_MERGE_EVERY`] batches (see [`LocalRows`]).
 const LOCAL_MIN_USES: u32 = 4;
 
+/// The least share of a batch's uses on hot rows for a field-aware machine's lone worker to
+/// copy them ([`LocalRows::set_min_share`]). Its rows are wide (a block per field), and each
+/// shared one is copied in and out by atomic 16-byte moves and prefetched line by line, which
+/// a copy spares; but each feature then costs a lookup. Copying trained flights and gss,
+/// where nearly every field is of low cardinality, faster at 1 thread, and MovieLens, whose
+/// users and movies are rarely hot in a batch, slower.
+const LOCAL_ALONE_MIN_SHARE: f32 = 0.5;
+
 /// A worker writes its copies of the hot rows back once every this many batches (and when
 /// flushed): each load and merge moves their cache lines between the cores.
 const LOCAL_MERGE_EVERY: u32 = 4;
@@ -1486,14 +1494,23 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         self.new_worker(desc)
     }
 
-    /// The factorization machine's workers of several threads step private copies of the rows
-    /// a batch uses often (see the module documentation); a lone worker has no one to share the
-    /// rows with and updates them in place.
+    /// The factorization machines' workers of several threads step private copies of the rows
+    /// a batch uses often (see the module documentation). A lone worker has no one to share
+    /// the rows with: a factorization machine's updates them in place, and a field-aware
+    /// one's copies its hot rows only where they take most of a batch's uses
+    /// ([`LOCAL_ALONE_MIN_SHARE`]).
     fn workers(&self, desc: &DataFeedDesc, threads: usize) -> Result<Vec<CtrWorker>> {
         (0..threads)
             .map(|_| {
                 let mut w = self.new_worker(desc)?;
-                w.copy_rows = threads > 1 && self.kind != CtrKind::Lr;
+                w.copy_rows = match self.kind {
+                    CtrKind::Lr => false,
+                    CtrKind::Fm => threads > 1,
+                    CtrKind::Ffm => true,
+                };
+                if threads == 1 {
+                    w.rows.set_min_share(LOCAL_ALONE_MIN_SHARE);
+                }
                 Ok(w)
             })
             .collect()

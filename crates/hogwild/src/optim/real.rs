@@ -105,7 +105,7 @@ impl Real for f32 {
 /// # Safety
 /// The processor supports AVX, and the weights of both runs are 4 long (the accumulators and
 /// gradients are checked).
-#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[cfg(all(target_arch = "x86_64", not(miri), any(test, target_feature = "avx")))]
 #[target_feature(enable = "avx")]
 #[inline]
 unsafe fn adagrad_pair_avx(a: AdagradRun<'_, f32>, b: AdagradRun<'_, f32>, lr: f32, initial: f32) {

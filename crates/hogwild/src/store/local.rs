@@ -9,6 +9,12 @@
 //! worker is asked to ([`LocalRows::merge`]: at the end of its part of an epoch, before the
 //! tables are read or saved).
 //!
+//! A worker training alone gains by copies too where its rows are wide (the field-aware
+//! machine's block per field): a copy is stepped in plain memory, where a shared row is
+//! copied in and out by atomic 16-byte moves and prefetched line by line. It then copies only
+//! when the hot rows take most of a batch's uses ([`LocalRows::set_min_share`]), since every
+//! feature costs a lookup.
+//!
 //! Each load and merge moves the copied rows' cache lines between the cores, which costs more
 //! the farther apart the cores are (between the sockets of a large server), so the copies are
 //! kept over a few batches rather than merged after each; the other workers' changes to a hot
@@ -70,6 +76,8 @@ struct Copy {
 #[derive(Debug)]
 pub struct LocalRows {
     min_uses: u32,
+    /// The least share of a counted batch's uses that fall on hot rows for any to be copied.
+    min_share: f32,
     recount_every: u32,
     merge_every: u32,
     /// The counting map.
@@ -111,6 +119,7 @@ impl LocalRows {
     pub fn new(min_uses: u32, recount_every: u32, merge_every: u32) -> Self {
         LocalRows {
             min_uses: min_uses.max(1),
+            min_share: 0.0,
             recount_every: recount_every.max(1),
             merge_every: merge_every.max(1),
             counts: Vec::new(),
@@ -124,6 +133,14 @@ impl LocalRows {
             start: Vec::new(),
             now: Vec::new(),
         }
+    }
+
+    /// Copies no row unless the hot rows take at least `share` of a counted batch's uses (0,
+    /// the default: whatever they take). For a worker that trains alone, whose copies spare it
+    /// the shared rows' atomic copies and prefetches but cost a lookup of every feature, which
+    /// pays only where most features' rows are hot.
+    pub fn set_min_share(&mut self, share: f32) {
+        self.min_share = share;
     }
 
     /// Plans a batch whose features are `rows` (table index into `tables`, row): in a batch that
@@ -196,6 +213,7 @@ impl LocalRows {
         self.generation += 1;
         let mask = self.counts.len() - 1;
         self.hot_rows.clear();
+        let mut hot_uses = 0usize;
         for (table, row) in rows {
             let key = key(table, row);
             let mut at = home(key, mask);
@@ -212,11 +230,17 @@ impl LocalRows {
                     entry.uses += 1;
                     if entry.uses == self.min_uses {
                         self.hot_rows.push((table, row));
+                        hot_uses += self.min_uses as usize;
+                    } else if entry.uses > self.min_uses {
+                        hot_uses += 1;
                     }
                     break;
                 }
                 at = (at + 1) & mask;
             }
+        }
+        if (hot_uses as f64) < f64::from(self.min_share) * features as f64 {
+            self.hot_rows.clear();
         }
         self.hot_rows.truncate(SHARED as usize);
         self.copies.clear();
@@ -420,6 +444,43 @@ mod tests {
         copies.plan(&opt, &big, many.iter().copied(), &mut local);
         assert!(copies.is_empty() && local.is_empty());
         copies.merge(&opt, &big);
+    }
+
+    /// With a least share, a counted batch copies its hot rows only when their uses reach
+    /// that share of the batch's: here 5 of 8 uses (row 3 five times, then three rows once).
+    #[test]
+    fn hot_rows_below_the_least_share_of_uses_stay_shared() {
+        let opt = adagrad();
+        let tables = [table(8, 2)];
+        let rows = [
+            (0, 3),
+            (0, 3),
+            (0, 1),
+            (0, 3),
+            (0, 2),
+            (0, 3),
+            (0, 4),
+            (0, 3),
+        ];
+        for (share, copied) in [
+            (0.0, true),
+            (0.5, true),
+            (0.625, true),
+            (0.63, false),
+            (1.0, false),
+        ] {
+            let mut copies = LocalRows::new(2, 1, 1);
+            copies.set_min_share(share);
+            let mut local = Vec::new();
+            copies.plan(&opt, &tables, rows.iter().copied(), &mut local);
+            assert_eq!(copies.len(), usize::from(copied), "share {share}");
+            let expect = match copied {
+                true => vec![0, 0, SHARED, 0, SHARED, 0, SHARED, 0],
+                false => vec![],
+            };
+            assert_eq!(local, expect, "share {share}");
+            copies.merge(&opt, &tables);
+        }
     }
 
     /// A key's copy sits in one of the two entries of its pair: a third hot row whose key falls

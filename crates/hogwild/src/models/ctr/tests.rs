@@ -20,6 +20,13 @@ fn desc() -> DataFeedDesc {
     DataFeedDesc::from_text(DESC).unwrap()
 }
 
+/// [`DESC`] with a third field, `c`, before the label.
+fn desc3() -> DataFeedDesc {
+    let c = r#"slots { name: "c" type: "uint64" is_dense: false is_used: true }
+  slots { name: "label""#;
+    DataFeedDesc::from_text(&DESC.replace(r#"slots { name: "label""#, c)).unwrap()
+}
+
 fn one(a: u64, b: u64, y: u64) -> Batch {
     let slot = |v: u64| SlotBatch {
         values: SlotValues::U64(vec![v]),
@@ -503,7 +510,8 @@ fn private_copies_of_hot_rows_give_the_in_place_bits() {
             m
         };
         let (plain, copied) = (make(), make());
-        let mut w_plain = plain.workers(&desc(), 1).unwrap().remove(0);
+        // A worker as `workers` makes it, but never copying (a lone field-aware worker may).
+        let mut w_plain = plain.new_worker(&desc()).unwrap();
         let mut w_copied = copied.workers(&desc(), 2).unwrap().remove(0);
         let mut out = [0.0f64];
         // A merge after the first LOCAL_MERGE_EVERY batches, then two batches held until the flush.
@@ -538,6 +546,68 @@ fn private_copies_of_hot_rows_give_the_in_place_bits() {
         let mut rms = AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8);
         rms.apply_sparse_rmsprop = true;
         check(kind, rms, &batch);
+    }
+}
+
+/// A lone worker (1 thread) copies hot rows only for the field-aware machine, and only in
+/// batches whose hot rows take at least [`LOCAL_ALONE_MIN_SHARE`] of the uses; what it trains
+/// is what a worker updating every row in place trains, bit for bit.
+#[test]
+fn a_lone_ffm_worker_copies_hot_rows_where_they_take_most_uses() {
+    let n = 40;
+    // Field `a` takes 3 values; fields `b` and `c` too in the first batch (every use hot),
+    // distinct values in the second (a third of the uses hot).
+    let a: Vec<Vec<u64>> = (0..n).map(|i| vec![i % 3]).collect();
+    let few: Vec<Vec<u64>> = (0..n).map(|i| vec![100 + i % 3]).collect();
+    let many: Vec<Vec<u64>> = (0..n).map(|i| vec![200 + i]).collect();
+    let y: Vec<Vec<u64>> = (0..n).map(|i| vec![(i * 5 % 7 > 2) as u64]).collect();
+    let refs =
+        |v: &[Vec<u64>]| -> SlotBatch { slot(&v.iter().map(Vec::as_slice).collect::<Vec<_>>()) };
+    let hot = Batch::from_slots(vec![refs(&a), refs(&few), refs(&few), refs(&y)]);
+    let cold = Batch::from_slots(vec![refs(&a), refs(&many), refs(&many), refs(&y)]);
+    let opt = Adagrad {
+        lr: 0.3f32,
+        initial_accumulator: 0.1,
+    };
+    for kind in [CtrKind::Fm, CtrKind::Ffm] {
+        let mut cfg = CtrConfig::new(512);
+        cfg.dim = Some(4);
+        cfg.init_scale = 0.1;
+        if kind == CtrKind::Ffm {
+            cfg.fields = vec!["a".into(), "b".into(), "c".into()];
+            cfg.l2 = 0.01;
+        }
+        let make = || {
+            let m = Ctr::new(kind, cfg.clone(), opt).unwrap();
+            m.init();
+            m
+        };
+        let (plain, alone) = (make(), make());
+        let mut w_plain = plain.new_worker(&desc3()).unwrap();
+        let mut w_alone = alone.workers(&desc3(), 1).unwrap().remove(0);
+        let mut out = [0.0f64];
+        // Each batch counts (LOCAL_RECOUNT_EVERY batches apart) and is merged before the next.
+        for (b, batch) in [&hot, &cold, &hot].into_iter().enumerate() {
+            for _ in 0..LOCAL_RECOUNT_EVERY {
+                plain
+                    .train_batch(&mut w_plain, batch, &mut out, None)
+                    .unwrap();
+                alone
+                    .train_batch(&mut w_alone, batch, &mut out, None)
+                    .unwrap();
+                alone.flush(&mut w_alone);
+            }
+            let copies = w_alone.batch_local.iter().filter(|&&l| l != SHARED).count();
+            let expected = match (kind, b) {
+                (CtrKind::Ffm, 0 | 2) => 3 * n as usize,
+                _ => 0,
+            };
+            assert_eq!(
+                copies, expected,
+                "{kind:?}, batch {b}: features on private copies"
+            );
+        }
+        assert_same_bits(&plain, &alone);
     }
 }
 
