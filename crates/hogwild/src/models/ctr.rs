@@ -742,6 +742,12 @@ pub struct CtrWorker {
     training: bool,
     /// The features' rows, concatenated (`1 + dim` values each).
     vals: Vec<f32>,
+    /// Whether the field-aware machine's instance in training steps its rows where they lie
+    /// (each feature in a field and a row of its own, the factor size compiled in): its private
+    /// copies in `rows`, the shared rows read into the scratch part of `rows`' buffer
+    /// ([`LocalRows::with_scratch`]), each feature's row from `offs` there.
+    in_place: bool,
+    offs: Vec<usize>,
     sum: Vec<f32>,
     sumsq: Vec<f32>,
     grad: Vec<f32>,
@@ -933,6 +939,8 @@ impl<O: Optimizer<f32>> Ctr<O> {
             copy_rows: false,
             training: false,
             vals: Vec::with_capacity(64 * (1 + max_dim)),
+            in_place: false,
+            offs: Vec::with_capacity(64),
             sum: padded(max_dim),
             sumsq: padded(max_dim),
             grad: padded(1 + max_dim),

@@ -196,7 +196,8 @@ impl LocalRows {
                 *x = element_value(opt, t.dim(), i, cell.load());
             }
         }
-        self.now.copy_from_slice(&self.start);
+        // `now` may hold a worker's scratch rows after the copies (`with_scratch`).
+        self.now[..self.start.len()].copy_from_slice(&self.start);
     }
 
     /// Counts the uses of each row in `rows` and makes those used at least `min_uses` times
@@ -293,6 +294,24 @@ impl LocalRows {
     /// Whether no row is hot.
     pub fn is_empty(&self) -> bool {
         self.copies.is_empty()
+    }
+
+    /// Where copy `local`'s elements start in [`LocalRows::with_scratch`]'s buffer.
+    #[inline]
+    pub fn offset(&self, local: u32) -> usize {
+        self.copies[local as usize].at
+    }
+
+    /// The copies' elements (as [`LocalRows::row_mut`] holds them; copy `local` from
+    /// [`LocalRows::offset`]) followed by `scratch` more of the worker's own, and where those
+    /// start: one buffer in which the worker steps the rows of an instance, its copies and the
+    /// shared rows it read, wherever each lies. The scratch part holds what the last call left
+    /// there, when it was as long.
+    #[inline]
+    pub fn with_scratch(&mut self, scratch: usize) -> (&mut [f32], usize) {
+        let at = self.start.len();
+        self.now.resize(at + scratch, 0.0);
+        (&mut self.now, at)
     }
 
     /// Copy `local`'s weights (the first `dim` elements).

@@ -38,10 +38,16 @@ impl<O: Optimizer<f32>> Ctr<O> {
     }
 
     /// The logit of `w.feats` (with `V`, of values `w.xs`; fields `w.fields`), reading their
-    /// rows (or the worker's copies of them, `w.local`) into `w.vals`: in training whole rows,
-    /// weights and slots, which [`Ctr::ffm_update`] steps; otherwise the weights alone. `K`:
-    /// the factor size when the caller knows it at compile time (0 otherwise), so that the
-    /// pair loops are unrolled into a few vector instructions.
+    /// rows (or the worker's copies of them, `w.local`): in training whole rows, weights and
+    /// slots, which [`Ctr::ffm_update`] steps; otherwise the weights alone. `K`: the factor
+    /// size when the caller knows it at compile time (0 otherwise), so that the pair loops are
+    /// unrolled into a few vector instructions.
+    ///
+    /// The rows are read into `w.vals`, one after the other; but an instance in training with
+    /// `K` known whose features are each in a field and a row of their own (`w.in_place`, for
+    /// [`Ctr::ffm_update_distinct`]) leaves the worker's copies where they are and reads the
+    /// shared rows into the scratch part of the copies' buffer: the copies are then stepped in
+    /// place, not copied out and back for every instance (a tenth of a 2-thread flights epoch).
     #[inline(always)]
     pub(super) fn ffm_forward<const V: bool, const K: usize>(
         &self,
@@ -52,26 +58,44 @@ impl<O: Optimizer<f32>> Ctr<O> {
         let k = ffm_dim::<K>(self.dims[0]);
         let span = ffm_span(table, w.training);
         let n = w.feats.len();
-        w.vals.resize(n * span, 0.0);
-        let rows = w.vals.chunks_exact_mut(span).zip(&w.feats).enumerate();
-        for (f, (vals, &(_, row))) in rows {
-            match w.local.get(f) {
-                Some(&l) if l != SHARED => vals.copy_from_slice(w.rows.weights(l, span)),
-                _ if w.training => table.read_row(row, vals),
-                _ => table.read_weights(row, vals),
-            }
-        }
         let norm = self.ffm_norm::<V>(w);
-        let (vals, fields, xs) = (&w.vals[..], &w.fields[..], &w.xs[..]);
+        w.in_place = K > 0 && w.training && distinct(&w.fields, &w.feats);
+        w.offs.clear();
+        let vals: &[f32] = if w.in_place {
+            let copy = |f: usize| w.local.get(f).filter(|&&l| l != SHARED);
+            w.offs
+                .extend((0..n).map(|f| copy(f).map_or(usize::MAX, |&l| w.rows.offset(l))));
+            let (buf, scratch) = w.rows.with_scratch(n * span);
+            for (f, (at, &(_, row))) in w.offs.iter_mut().zip(&w.feats).enumerate() {
+                if *at == usize::MAX {
+                    *at = scratch + f * span;
+                    table.read_row(row, &mut buf[*at..*at + span]);
+                }
+            }
+            buf
+        } else {
+            w.vals.resize(n * span, 0.0);
+            let rows = w.vals.chunks_exact_mut(span).zip(&w.feats).enumerate();
+            for (f, (vals, &(_, row))) in rows {
+                match w.local.get(f) {
+                    Some(&l) if l != SHARED => vals.copy_from_slice(w.rows.weights(l, span)),
+                    _ if w.training => table.read_row(row, vals),
+                    _ => table.read_weights(row, vals),
+                }
+            }
+            w.offs.extend((0..n).map(|f| f * span));
+            &w.vals
+        };
+        let (offs, fields, xs) = (&w.offs[..], &w.fields[..], &w.xs[..]);
         let x = |i: usize| if V { xs[i] } else { 1.0 };
         let (mut linear, mut pairs) = (0.0f32, 0.0f32);
         for i in 0..n {
-            let vi = &vals[i * span..(i + 1) * span];
+            let vi = &vals[offs[i]..offs[i] + span];
             linear += x(i) * vi[0];
             let fi = fields[i] as usize;
             for j in i + 1..n {
                 let fj = fields[j] as usize;
-                let vj = &vals[j * span..(j + 1) * span];
+                let vj = &vals[offs[j]..offs[j] + span];
                 let (a, b) = (&vi[1 + fj * k..][..k], &vj[1 + fi * k..][..k]);
                 pairs += x(i) * x(j) * dot(a, b);
             }
@@ -98,7 +122,7 @@ impl<O: Optimizer<f32>> Ctr<O> {
         g: f32,
         l2: f32,
     ) {
-        if K > 0 && distinct(&w.fields, &w.feats) {
+        if K > 0 && w.in_place {
             return self.ffm_update_distinct::<V, K>(w, steps, bias, g, l2);
         }
         let table = &self.tables[0];
@@ -194,17 +218,24 @@ impl<O: Optimizer<f32>> Ctr<O> {
         let norm = self.ffm_norm::<V>(w);
         let root = norm.sqrt();
         let step = &steps.tables[0];
-        let (vals, fs, xs) = (&mut w.vals[..], &w.fields[..], &w.xs[..]);
+        let (buf, scratch) = w.rows.with_scratch(n * span);
+        let (offs, fs, xs) = (&w.offs[..], &w.fields[..], &w.xs[..]);
         let x = |i: usize| if V { xs[i] } else { 1.0 };
+        let row = |at: usize| at..at + span;
         for i in 0..n {
             let b = 1 + fs[i] as usize * K;
             let cx = g * norm * x(i);
-            let (head, rest) = vals.split_at_mut((i + 1) * span);
-            let (wi, si) = head[i * span..].split_at_mut(width);
-            let l = g * root * x(i) + l2 * wi[0];
-            self.opt.elements(step, &mut wi[..1], si, width, &[l]);
-            for (j, row) in (i + 1..n).zip(rest.chunks_exact_mut(span)) {
-                let (wj, sj) = row.split_at_mut(width);
+            {
+                let (wi, si) = buf[row(offs[i])].split_at_mut(width);
+                let l = g * root * x(i) + l2 * wi[0];
+                self.opt.elements(step, &mut wi[..1], si, width, &[l]);
+            }
+            for j in i + 1..n {
+                // Distinct rows (`w.in_place`), so never overlapping ranges of the buffer.
+                let [ri, rj] = buf
+                    .get_disjoint_mut([row(offs[i]), row(offs[j])])
+                    .expect("the rows of distinct features");
+                let ((wi, si), (wj, sj)) = (ri.split_at_mut(width), rj.split_at_mut(width));
                 let a = 1 + fs[j] as usize * K;
                 let c = cx * x(j);
                 let (va, vb) = (block_mut::<K>(wi, a), block_mut::<K>(wj, b));
@@ -220,11 +251,9 @@ impl<O: Optimizer<f32>> Ctr<O> {
                     .elements_pair(step, (va, sa, &ga), (vb, sb, &gb), width);
             }
         }
-        for (i, &(_, row)) in w.feats.iter().enumerate() {
-            let vals = &w.vals[i * span..(i + 1) * span];
-            match w.local.get(i) {
-                Some(&l) if l != SHARED => w.rows.row_mut(l, span).copy_from_slice(vals),
-                _ => table.write_row(row, vals),
+        for (&(_, r), &at) in w.feats.iter().zip(offs) {
+            if at >= scratch {
+                table.write_row(r, &buf[row(at)]);
             }
         }
         self.step_bias(steps, bias, g);
