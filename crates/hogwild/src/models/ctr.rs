@@ -58,8 +58,13 @@
 //! [`LOCAL_MERGE_EVERY`] batches ([`LocalRows`](crate::store::LocalRows)), and whenever the
 //! executor flushes the worker ([`Model::flush`]: at the end of its part of each epoch). The hot
 //! rows are those a batch used at least [`LOCAL_MIN_USES`] times, counted in one batch of every
-//! [`LOCAL_RECOUNT_EVERY`]; the others are updated in place. A lone worker updates every row in place (the copies would only cost it time), and so does logistic
-//! regression, whose rows of 8 bytes cost less to update in place than to look up in the
+//! [`LOCAL_RECOUNT_EVERY`]; the others are updated in place. A lone factorization machine's
+//! worker updates every row in place (the copies would only cost it time); a lone field-aware
+//! one copies the hot rows where they take at least [`LOCAL_ALONE_MIN_SHARE`] of a batch's
+//! uses, as its wide rows then skip the shared path's atomic copies and prefetches. An
+//! instance of distinct fields steps the copies where they lie, beside the shared rows it read
+//! ([`LocalRows::with_scratch`](crate::store::LocalRows::with_scratch)). Logistic regression
+//! never copies: its rows of 8 bytes cost less to update in place than to look up in the
 //! batch's map of used rows (measured: docs/benchmarks.md, CTR).
 //!
 //! Evaluation reports the logistic loss per batch and the exact AUC
@@ -1506,7 +1511,7 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
     /// a batch uses often (see the module documentation). A lone worker has no one to share
     /// the rows with: a factorization machine's updates them in place, and a field-aware
     /// one's copies its hot rows only where they take most of a batch's uses
-    /// ([`LOCAL_ALONE_MIN_SHARE`]).
+    /// (`LOCAL_ALONE_MIN_SHARE`).
     fn workers(&self, desc: &DataFeedDesc, threads: usize) -> Result<Vec<CtrWorker>> {
         (0..threads)
             .map(|_| {
