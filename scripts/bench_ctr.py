@@ -379,7 +379,8 @@ def main():
     ap.add_argument("--models", default="lr,fm,ffm",
                     help="the models of the real sets (synth trains lr only)")
     args = ap.parse_args()
-    unknown = set(args.only.split(",")) - set(REAL) - {"synth"}
+    only = set(args.only.split(","))
+    unknown = only - set(REAL) - {"synth"}
     if unknown:
         ap.error(f"--only {args.only}: unknown data set(s) {', '.join(sorted(unknown))} "
                  f"({', '.join(REAL)}, synth)")
@@ -396,7 +397,7 @@ def main():
     load = os.getloadavg()
     rows, notes = [], []
     for name, prepare in REAL.items():
-        if name not in args.only.split(","):
+        if name not in only:
             continue
         d, meta = prepare()
         notes.append(f"{name}: {meta['train']:,} train / {meta['test']:,} test rows, "
@@ -405,7 +406,7 @@ def main():
         write_ffm(d)
         rows += bench(args.hogwild, name, d, meta, models, threads, args.epochs,
                       1 << 18, args.repeats, with_xlearn)
-    if "synth" in args.only:
+    if "synth" in only:
         d, meta = prepare_synth(args.synth_train, args.synth_train // 5)
         notes.append(f"synth: {meta['train']:,} train / {meta['test']:,} test rows, 8 fields of "
                      f"10^7 Zipf ids, 1 epoch, 2^24 rows (ours, VW; xLearn 2^24 indices); "

@@ -1516,14 +1516,13 @@ impl<O: Optimizer<f32> + OptimizerDesc> Model for Ctr<O> {
         (0..threads)
             .map(|_| {
                 let mut w = self.new_worker(desc)?;
-                w.copy_rows = match self.kind {
-                    CtrKind::Lr => false,
-                    CtrKind::Fm => threads > 1,
-                    CtrKind::Ffm => true,
+                let (copy, share) = match (self.kind, threads) {
+                    (CtrKind::Lr, _) | (CtrKind::Fm, 1) => (false, 0.0),
+                    (CtrKind::Ffm, 1) => (true, LOCAL_ALONE_MIN_SHARE),
+                    _ => (true, 0.0),
                 };
-                if threads == 1 {
-                    w.rows.set_min_share(LOCAL_ALONE_MIN_SHARE);
-                }
+                w.copy_rows = copy;
+                w.rows.set_min_share(share);
                 Ok(w)
             })
             .collect()

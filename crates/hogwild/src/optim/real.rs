@@ -89,7 +89,7 @@ impl Real for f32 {
     fn adagrad_pair(a: AdagradRun<'_, f32>, b: AdagradRun<'_, f32>, lr: f32, initial: f32) {
         #[cfg(all(target_arch = "x86_64", target_feature = "avx", not(miri)))]
         if a.0.len() == 4 && b.0.len() == 4 {
-            // SAFETY: the build targets AVX, and both runs are 4 long.
+            // SAFETY: the build targets AVX.
             return unsafe { adagrad_pair_avx(a, b, lr, initial) };
         }
         Self::adagrad_run(a.0, a.1, a.2, lr, initial);
@@ -103,8 +103,7 @@ impl Real for f32 {
 /// scalar instructions do, so the bits are the element rule's.
 ///
 /// # Safety
-/// The processor supports AVX, and the weights of both runs are 4 long (the accumulators and
-/// gradients are checked).
+/// The processor supports AVX (each run is checked to be at least 4 long).
 #[cfg(all(target_arch = "x86_64", not(miri), any(test, target_feature = "avx")))]
 #[target_feature(enable = "avx")]
 #[inline]
@@ -112,13 +111,12 @@ unsafe fn adagrad_pair_avx(a: AdagradRun<'_, f32>, b: AdagradRun<'_, f32>, lr: f
     use std::arch::x86_64::*;
     // Plain slicing: comparing the six lengths as arrays went through the stack.
     let (a, b) = (
-        (a.0, &mut a.1[..4], &a.2[..4]),
-        (b.0, &mut b.1[..4], &b.2[..4]),
+        (&mut a.0[..4], &mut a.1[..4], &a.2[..4]),
+        (&mut b.0[..4], &mut b.1[..4], &b.2[..4]),
     );
-    debug_assert!(a.0.len() == 4 && b.0.len() == 4);
     // SAFETY: AVX by the contract; every load and store reads or writes the four elements of
-    // one of the six slices, each 4 long (the contract and the slicing above), by the
-    // unaligned forms; the weights and accumulators are distinct `&mut` slices.
+    // one of the six slices, each 4 long (sliced above), by the unaligned forms; the weights
+    // and accumulators are distinct `&mut` slices.
     unsafe {
         let (lr8, initial8) = (_mm256_set1_ps(lr), _mm256_set1_ps(initial));
         let acc = _mm256_loadu2_m128(b.1.as_ptr(), a.1.as_ptr());
@@ -238,19 +236,16 @@ mod tests {
             assert_element_bits(&opt, &case, [&w, &acc], &format!("run of {n}"));
         }
         type Pair = fn(AdagradRun<'_, f32>, AdagradRun<'_, f32>, f32, f32);
-        let mut pairs: Vec<(&str, Pair)> = vec![("pair", f32::adagrad_pair)];
+        let any = vec![(4, 4), (4, 4), (0, 4), (3, 5), (8, 8), (4, 0), (1, 1)];
+        type Lengths = Vec<(usize, usize)>;
+        let mut pairs: Vec<(&str, Pair, Lengths)> = vec![("pair", f32::adagrad_pair, any)];
         #[cfg(all(target_arch = "x86_64", not(miri)))]
         if std::arch::is_x86_feature_detected!("avx") {
-            // SAFETY: the processor has AVX, and the runs given it below are 4 long.
-            pairs.push(("avx pair", |a, b, lr, initial| unsafe {
-                adagrad_pair_avx(a, b, lr, initial)
-            }));
+            // SAFETY: the processor has AVX.
+            let avx: Pair = |a, b, lr, initial| unsafe { adagrad_pair_avx(a, b, lr, initial) };
+            pairs.push(("avx pair", avx, vec![(4, 4); 8]));
         }
-        for (name, pair) in pairs {
-            let lengths = match name {
-                "avx pair" => vec![(4, 4); 8],
-                _ => vec![(4, 4), (4, 4), (0, 4), (3, 5), (8, 8), (4, 0), (1, 1)],
-            };
+        for (name, pair, lengths) in pairs {
             for (n, m) in lengths {
                 let (ca, cb) = (adagrad_case(&mut rng, n), adagrad_case(&mut rng, m));
                 let (mut wa, mut aa, mut wb, mut ab) =
