@@ -1,8 +1,10 @@
-//! The README's walk-throughs, run as a reader runs them: the `sh` blocks after a
-//! `<!-- walkthrough: NAME -->` comment, in README order, as one `bash -euo pipefail` script per
-//! walk-through, in a temporary copy of `examples/` with the built `hogwild` first on PATH. A
+//! The walk-throughs of README.md and of the guides in `docs/`, run as a reader runs them: the
+//! `sh` blocks after a `<!-- walkthrough: NAME -->` comment, in document order (README.md first,
+//! then `docs/*.md` by name), as one `bash -euo pipefail` script per walk-through, in a temporary
+//! copy of `examples/` with the built `hogwild` first on PATH. A
 //! `<!-- walkthrough-file: PATH -->` comment marks a block that shows a file of the repository;
-//! it must be that file, byte for byte.
+//! it must be that file, byte for byte. A walk-through without a test of its own below is run by
+//! `every_other_walkthrough_runs`, which checks that it succeeds and writes what it names.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -21,17 +23,24 @@ enum Mark {
     File(String),
 }
 
-/// A marked fenced block of README.md: its mark, its first line's number and its text.
+/// A marked fenced block of a document: its mark, where it is (`README.md:LINE`, the first line
+/// of its text) and its text.
 struct Block {
     mark: Mark,
+    file: String,
     line: usize,
     text: String,
 }
 
 /// Every marked block of `readme`. A mark must be followed at once by a fenced block.
 fn marked_blocks(readme: &str) -> Vec<Block> {
+    marked_blocks_of("README.md", readme)
+}
+
+/// Every marked block of the document `file` (its name in messages), whose text is `doc`.
+fn marked_blocks_of(file: &str, doc: &str) -> Vec<Block> {
     let mut blocks = Vec::new();
-    let mut lines = readme.lines().enumerate();
+    let mut lines = doc.lines().enumerate();
     while let Some((_, line)) = lines.next() {
         let comment = line.trim();
         let mark = if let Some(rest) = comment.strip_prefix("<!-- walkthrough:") {
@@ -43,10 +52,10 @@ fn marked_blocks(readme: &str) -> Vec<Block> {
         };
         let (n, fence) = lines
             .next()
-            .expect("README.md ends after a walk-through mark");
+            .unwrap_or_else(|| panic!("{file} ends after a walk-through mark"));
         assert!(
             fence.starts_with("```"),
-            "README.md:{}: a fenced block must follow {mark:?}, found {fence:?}",
+            "{file}:{}: a fenced block must follow {mark:?}, found {fence:?}",
             n + 1
         );
         let mut text = String::new();
@@ -59,9 +68,10 @@ fn marked_blocks(readme: &str) -> Vec<Block> {
             text.push_str(line);
             text.push('\n');
         }
-        assert!(closed, "README.md:{}: the block is not closed", n + 1);
+        assert!(closed, "{file}:{}: the block is not closed", n + 1);
         blocks.push(Block {
             mark,
+            file: file.to_string(),
             line: n + 2,
             text,
         });
@@ -69,10 +79,33 @@ fn marked_blocks(readme: &str) -> Vec<Block> {
     blocks
 }
 
-fn readme_blocks() -> Vec<Block> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md is readable");
-    marked_blocks(&readme)
+/// The documents whose walk-throughs are run: README.md, then the guides `docs/*.md` by name.
+fn documents() -> Vec<PathBuf> {
+    let mut guides: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .expect("docs/ is readable")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    guides.sort();
+    std::iter::once(repo().join("README.md"))
+        .chain(guides)
+        .collect()
 }
+
+fn readme_blocks() -> Vec<Block> {
+    documents()
+        .iter()
+        .flat_map(|path| {
+            let doc =
+                std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let name = path.strip_prefix(repo()).unwrap_or(path);
+            marked_blocks_of(&name.display().to_string(), &doc)
+        })
+        .collect()
+}
+
+/// The walk-throughs that have a test of their own in this file.
+const TESTED_APART: [&str; 3] = ["text-classification", "word2vec", "ctr"];
 
 /// The script of walk-through `name`: its blocks in README order.
 fn script(name: &str) -> String {
@@ -80,12 +113,16 @@ fn script(name: &str) -> String {
         .into_iter()
         .filter(|b| b.mark == Mark::Walkthrough(name.to_string()))
         .collect();
-    assert!(!blocks.is_empty(), "README.md has no walk-through {name:?}");
+    assert!(
+        !blocks.is_empty(),
+        "no document has a walk-through {name:?}"
+    );
     for b in &blocks {
         // The commands are what a reader types, with `hogwild` installed.
         assert!(
             !b.text.contains("cargo "),
-            "README.md:{}: walk-through {name:?} runs cargo; write `hogwild ...`",
+            "{}:{}: walk-through {name:?} runs cargo; write `hogwild ...`",
+            b.file,
             b.line
         );
     }
@@ -123,10 +160,20 @@ fn run_walkthrough(name: &str) -> (tempfile::TempDir, String) {
     copy_dir(&repo().join("examples"), &dir.path().join("examples"));
     let path = dir.path().join("walkthrough.sh");
     std::fs::write(&path, &script).unwrap();
+    // As a reader who has built the project: the op library at build/plugin/ (a walk-through
+    // with TensorFlow loads it from there) and the project's venv active (`python` is the one
+    // with TensorFlow and adam_async).
+    let plugin = repo().join("build/plugin");
+    if plugin.is_dir() {
+        std::fs::create_dir_all(dir.path().join("build")).unwrap();
+        std::os::unix::fs::symlink(&plugin, dir.path().join("build/plugin")).unwrap();
+    }
     let bin = Path::new(env!("CARGO_BIN_EXE_hogwild")).parent().unwrap();
     let search = std::env::var_os("PATH").unwrap_or_default();
     let search = std::env::join_paths(
-        std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&search)),
+        [bin.to_path_buf(), repo().join(".venv/bin")]
+            .into_iter()
+            .chain(std::env::split_paths(&search)),
     )
     .unwrap();
     let out: Output = Command::new("bash")
@@ -299,7 +346,7 @@ fn readme_shows_the_files_as_they_are() {
         .into_iter()
         .filter(|b| matches!(b.mark, Mark::File(_)))
         .collect();
-    assert!(!files.is_empty(), "README.md marks no file blocks");
+    assert!(!files.is_empty(), "no document marks a file block");
     for b in files {
         let Mark::File(path) = &b.mark else {
             unreachable!()
@@ -307,9 +354,24 @@ fn readme_shows_the_files_as_they_are() {
         let file = std::fs::read_to_string(repo().join(path)).unwrap();
         assert_eq!(
             b.text, file,
-            "README.md:{}: the block differs from {path}",
-            b.line
+            "{}:{}: the block differs from {path}",
+            b.file, b.line
         );
+    }
+}
+
+#[test]
+fn every_other_walkthrough_runs() {
+    let mut names: Vec<String> = Vec::new();
+    for b in readme_blocks() {
+        if let Mark::Walkthrough(name) = b.mark {
+            if !TESTED_APART.contains(&name.as_str()) && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    for name in names {
+        run_walkthrough(&name);
     }
 }
 
