@@ -4,7 +4,7 @@ same model trained in one process.
 Usage: ``ps_fault_task.py CLUSTER_JSON JOB INDEX STEPS CHECKPOINT_DIR``. A ``ps`` task serves
 until killed. A ``worker`` trains a sparse linear model (between-graph replication, resource
 variables on the ps tasks) with AdamAsyncOptimizer in a ``MonitoredTrainingSession`` set up as a
-user should for faults (README, "Faults"): the chief (worker 0) restores from and
+user should for faults (docs/tf-plugin.md, "Faults"): the chief (worker 0) restores from and
 saves to CHECKPOINT_DIR; ``GRPC_FAIL_FAST=true``, ``device_filters`` (a worker talks to the ps
 tasks and itself only) and ``operation_timeout_in_ms``; each step runs in ``run_step_fn``, where
 a lost task (UnavailableError, AbortedError) ends the worker instead of the session's endless

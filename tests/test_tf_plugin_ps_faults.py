@@ -15,8 +15,8 @@
 
 In v1 the updates that ran are counted by the ps tasks themselves: each update op is followed,
 in the ps's partition of the step, by an increment of a per-variable counter that needs nothing
-from the worker, so that a killed worker cannot separate the two. The README's "Faults" section
-says what a user sees and sets.
+from the worker, so that a killed worker cannot separate the two. The "Faults" section of
+docs/tf-plugin.md says what a user sees and sets.
 """
 
 import json

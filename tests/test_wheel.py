@@ -166,6 +166,8 @@ def test_installed_package_loads_its_own_library_and_tensorflow(venv):
 
 
 def test_seed_example_runs_from_the_installed_wheel(venv):
+    # examples/seed_example.py is DeepRec's example with the lines docs/tf-plugin.md lists
+    # (tests/test_deeprec_migration.py checks that): a DeepRec user's migration, on the wheel.
     _, _, work = venv
     shutil.copy(ROOT / "examples/seed_example.py", work)
     out = run(venv, "seed_example.py")

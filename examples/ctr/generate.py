@@ -2,7 +2,7 @@
 from a known model: per-id weights plus an hour-group x site-group interaction (which a
 factorization machine can learn and logistic regression cannot). The first 4000 training and
 1000 test lines are also written as libsvm (`.svm`), libffm (`.ffm`) and Vowpal Wabbit (`.vw`)
-text, the input of the README's `hogwild convert` walk-through. Standard library only."""
+text, the input of the `hogwild convert` walk-through of docs/ctr.md. Standard library only."""
 import math
 import random
 from pathlib import Path

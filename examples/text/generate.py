@@ -1,5 +1,5 @@
 """Writes examples/text/{train,test}.txt: short fastText-format lines (`__label__topic words`)
-about three topics, for the README's text-classification and word2vec walk-throughs. Each line
+about three topics, for the text-classification and word2vec walk-throughs (docs/). Each line
 mixes a few of its topic's words with common words that every topic shares. Standard library only; a fixed seed, so the files are the same on every run."""
 import random
 from pathlib import Path

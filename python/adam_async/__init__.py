@@ -5,7 +5,9 @@
 >>> opt = AdamAsyncOptimizer(0.1)  # DeepRec's tf.train.AdamAsyncOptimizer
 
 DeepRec scripts that call ``tf.train.AdamAsyncOptimizer`` need one added line,
-``import adam_async.compat``. For Keras 3 / TF2 code: ``from adam_async.keras import AdamAsync``;
+``import adam_async.compat``, beside the two that any TF1 script needs on TensorFlow 2
+(``import tensorflow.compat.v1 as tf``, ``tf.disable_v2_behavior()``; docs/tf-plugin.md). For
+Keras 3 / TF2 code: ``from adam_async.keras import AdamAsync``;
 ``import adam_async`` registers it with Keras, so ``keras.models.load_model`` restores models
 compiled with it.
 

@@ -6,8 +6,9 @@ a TF1 script run on TensorFlow 2 (``import tensorflow.compat.v1 as tf``), and al
 ``tf.train.AdamAsyncOptimizer`` where ``tf.train`` is itself the TF1 module (TensorFlow 1.x)::
 
     import tensorflow.compat.v1 as tf
-    import adam_async.compat  # the one added line
+    import adam_async.compat  # the one line AdamAsync adds
 
+    tf.disable_v2_behavior()  # as every TF1 script on TensorFlow 2 (docs/tf-plugin.md)
     opt = tf.train.AdamAsyncOptimizer(0.1)
 
 Importing it again, or calling :func:`register` again, changes nothing. A TensorFlow that already

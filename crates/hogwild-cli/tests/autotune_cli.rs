@@ -7,8 +7,8 @@ use std::path::Path;
 mod common;
 use common::{convert_text, fails, lr_lines, lr_setup, ok};
 
-/// The README's text-classification data, converted: train.ms, valid.ms (its test lines) and
-/// the data.prototxt `convert` writes.
+/// The text-classification walk-through's data (docs/text-classification.md), converted:
+/// train.ms, valid.ms (its test lines) and the data.prototxt `convert` writes.
 fn bow_setup(d: &Path) {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/text");
     for f in ["train.txt", "test.txt", "model.toml"] {
