@@ -217,7 +217,9 @@ fn nameless_slot() {
 fn unsupported_reader() {
     assert_eq!(
         err(r#"name: "PrivateQueueDataFeed" multi_slot_desc { slots { name: "a" type: "uint64" is_used: true } }"#),
-        "data feed desc <text>: reader \"PrivateQueueDataFeed\" is not supported (use \"MultiSlotDataFeed\")"
+        "data feed desc <text>: name: reader \"PrivateQueueDataFeed\" is not supported (use \
+         \"MultiSlotDataFeed\", or \"MultiSlotInMemoryDataFeed\" or \"SlotRecordInMemoryDataFeed\" \
+         for in-memory training)"
     );
 }
 

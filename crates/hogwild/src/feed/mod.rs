@@ -47,9 +47,9 @@ mod source;
 
 pub use batch::{Batch, SlotBatch, SlotValues};
 pub use dataset::InMemoryDataset;
-pub use desc::{proto, DataFeedDesc, MultiSlotDesc, Slot, SlotType};
+pub use desc::{proto, DataFeedDesc, GraphConfig, MultiSlotDesc, Slot, SlotType};
 pub use file_queue::FileQueue;
-pub use parser::{LineError, LineErrorKind, LineParser};
+pub use parser::{LineError, LineErrorKind, LineParser, LinePrefix};
 pub use reader::{
     count_instances, start_feed, ErrorPolicy, FeedHandle, FeedMode, FeedOptions, FeedStats,
     WorkerQueue,
