@@ -216,7 +216,9 @@ fn nameless_slot() {
 #[test]
 fn unsupported_reader() {
     assert_eq!(
-        err(r#"name: "PrivateQueueDataFeed" multi_slot_desc { slots { name: "a" type: "uint64" is_used: true } }"#),
+        err(
+            r#"name: "PrivateQueueDataFeed" multi_slot_desc { slots { name: "a" type: "uint64" is_used: true } }"#
+        ),
         "data feed desc <text>: name: reader \"PrivateQueueDataFeed\" is not supported (use \
          \"MultiSlotDataFeed\", or \"MultiSlotInMemoryDataFeed\" or \"SlotRecordInMemoryDataFeed\" \
          for in-memory training)"

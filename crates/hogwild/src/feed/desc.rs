@@ -286,7 +286,11 @@ impl DataFeedDesc {
     /// when no other is given.
     pub fn ignored_fields(&self) -> Vec<String> {
         let mut ignored = Vec::new();
-        if let Some(uid) = self.multi_slot_desc.as_ref().and_then(|m| m.uid_slot.as_ref()) {
+        if let Some(uid) = self
+            .multi_slot_desc
+            .as_ref()
+            .and_then(|m| m.uid_slot.as_ref())
+        {
             ignored.push(format!(
                 "uid_slot \"{uid}\" is not honoured: Paddle shuffles by that slot's user id, \
                  hogwild shuffles instances (the slot is read as any other)"

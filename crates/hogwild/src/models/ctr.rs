@@ -556,7 +556,11 @@ impl CtrConfig {
         let mut read: Vec<usize> = slots.label_at.map(|(at, _)| at).into_iter().collect();
         read.extend(slots.weight_at);
         for field in &slots.layout.fields {
-            read.extend([Some(field.at), field.values, field.numbers].into_iter().flatten());
+            read.extend(
+                [Some(field.at), field.values, field.numbers]
+                    .into_iter()
+                    .flatten(),
+            );
         }
         let used = desc.used_slots();
         // The fields a float slot may hold the values of: those without values yet.
