@@ -215,7 +215,10 @@ fn instance_ids_are_read_and_written_with_predictions() {
     // Without the option the id is where the first slot's count should be.
     let refused = text(&train(d, &["train.ms"]).stderr);
     assert!(
-        refused.contains("train.ms:1: slot \"a\": value 1 \"ins-0\" is not an unsigned integer"),
+        refused.contains(
+            "train.ms:1: slot \"a\": value 1 \"ins-0\" is not a number (a line that starts with \
+             an instance id, `1 <id>`, is read with --parse-ins-id)"
+        ),
         "{refused}"
     );
     let out = train(d, &["train.ms", "--parse-ins-id", "--save", "m.ckpt"]);

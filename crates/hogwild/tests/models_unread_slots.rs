@@ -26,18 +26,22 @@ fn unread(model: &str) -> Vec<String> {
 fn each_model_names_the_used_slots_it_does_not_read() {
     assert_eq!(
         unread("kind = \"bow\"\nvocab = 10\nclasses = 2\ndim = 4"),
-        ["used slot \"extra\" (float) is read through no key of the model (bow reads its \
-          words_slot and label_slot only): set is_used: false for it in the desc"]
+        [
+            "used slot \"extra\" (float) is read through no key of the model (bow reads its \
+          words_slot and label_slot only): set is_used: false for it in the desc"
+        ]
     );
     let w2v = unread("kind = \"word2vec\"\ninput = \"ids\"\nvocab_file = \"v.txt\"\ndim = 4");
     let names: Vec<&str> = w2v.iter().map(|m| m.split('"').nth(1).unwrap()).collect();
     assert_eq!(names, ["extra", "label"], "{w2v:?}");
     assert_eq!(
         unread("kind = \"lr\"\nbuckets = 16"),
-        ["used slot \"extra\" (float) is read through no key of the model, which trains as if \
+        [
+            "used slot \"extra\" (float) is read through no key of the model, which trains as if \
           it were absent: add values = { words = \"extra\" } (the value of each id of field \
           \"words\") or weight_slot = \"extra\" (each instance's weight) to [model], or set \
-          is_used: false for it in the desc"]
+          is_used: false for it in the desc"
+        ]
     );
     // Read as values, or as weights, nothing is left.
     assert!(unread("kind = \"fm\"\nbuckets = 16\nvalues = { words = \"extra\" }").is_empty());

@@ -56,6 +56,9 @@ pub enum LineErrorKind {
     /// A field of the [`LinePrefix`] does not start with the count 1 Paddle's layout has
     /// (`1 <id>`).
     PrefixCount { field: &'static str, text: String },
+    /// The first slot's first value is no number and the line starts `1 <token>`: the line
+    /// likely starts with an instance id that no [`LinePrefix`] was set to read.
+    UnreadInstanceId { text: String },
 }
 
 impl LineErrorKind {
@@ -67,7 +70,9 @@ impl LineErrorKind {
             LineErrorKind::NegativeCount { .. } => "negative count",
             LineErrorKind::ZeroCount => "zero count",
             LineErrorKind::CountTooLarge { .. } => "count too large",
-            LineErrorKind::NotNumber { .. } => "value not a number",
+            LineErrorKind::NotNumber { .. } | LineErrorKind::UnreadInstanceId { .. } => {
+                "value not a number"
+            }
             LineErrorKind::OutOfRange { .. } => "value out of range",
             LineErrorKind::DenseWidth { .. } => "dense width mismatch",
             LineErrorKind::TrailingGarbage { .. } => "trailing garbage",
@@ -142,6 +147,11 @@ impl fmt::Display for LineErrorKind {
                 "{field}: the line ends before its {field} (with --parse-{} lines start with \
                  `1 <{field}>`)",
                 field.replace('_', "-")
+            ),
+            LineErrorKind::UnreadInstanceId { text } => write!(
+                f,
+                "value 1 \"{text}\" is not a number (a line that starts with an instance id, \
+                 `1 <id>`, is read with --parse-ins-id)"
             ),
             LineErrorKind::PrefixCount { field, text } => write!(
                 f,
@@ -254,6 +264,25 @@ fn explained(line: &[u8], error: LineError) -> LineError {
     match byte_problem(line) {
         Some(kind) => LineError { slot: None, kind },
         None => error,
+    }
+}
+
+/// `error`, said to be an unread instance id when it is one: the first slot's first value is no
+/// number at all (not a float either) in a line that starts `1 <token>` (Paddle's `1 <ins_id>`).
+#[cold]
+fn maybe_unread_id(line: &[u8], error: LineError) -> LineError {
+    match &error.kind {
+        LineErrorKind::NotNumber { index: 1, text, .. }
+            if error.slot == Some(0)
+                && (line.starts_with(b"1 ") || line.starts_with(b"1\t"))
+                && text.parse::<f64>().is_err() =>
+        {
+            LineError {
+                slot: error.slot,
+                kind: LineErrorKind::UnreadInstanceId { text: text.clone() },
+            }
+        }
+        _ => error,
     }
 }
 
@@ -474,6 +503,9 @@ impl LineParser {
                     slot: Some(index),
                     kind,
                 };
+                if !self.prefix.has_id() {
+                    return Err(explained(line, maybe_unread_id(line, error)));
+                }
                 return Err(explained(line, error));
             }
         }
