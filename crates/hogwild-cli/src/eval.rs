@@ -29,7 +29,7 @@ pub struct Args {
     /// Data files: paths, `dir/part-*` patterns, or `@list.txt`.
     #[arg(required = true)]
     pub files: Vec<String>,
-    /// Worker threads (default: every core).
+    /// Worker threads (default: the desc's thread_num if it sets one, else every core).
     #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
     // With -k or --threshold (bag-of-words models): precision and recall of the labels they

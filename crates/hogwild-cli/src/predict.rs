@@ -35,9 +35,10 @@ pub struct Args {
     /// once the predictions are whole.
     #[arg(long, short)]
     pub output: PathBuf,
-    /// Worker threads (default: every core). Lines always follow the input order (files in the
-    /// order given, lines in file order): each file is loaded in turn and its batches are written
-    /// in sequence whichever thread finishes first.
+    /// Worker threads (default: the desc's thread_num if it sets one, else every core). Lines
+    /// always follow the input order (files in the order given, lines in file order): each file
+    /// is loaded in turn and its batches are written in sequence whichever thread finishes
+    /// first.
     #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
     #[command(flatten)]
