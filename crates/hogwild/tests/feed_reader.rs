@@ -874,12 +874,16 @@ fn pipe_commands_read_decompressed_files_and_are_heard() {
         epochs: 2,
         ..FeedOptions::default()
     };
-    let (seen, _) = drain(&with_command("grep -v ^#"), &[path.clone()], &opts);
+    let (seen, _) = drain(
+        &with_command("grep -v ^#"),
+        std::slice::from_ref(&path),
+        &opts,
+    );
     assert_eq!(seen.len(), 9);
     assert!(seen.values().all(|&n| n == 2));
 
     let noisy = with_command("grep -v ^#; echo careful >&2");
-    let (mut queues, handle) = start_feed(&noisy, &[path.clone()], &opts).unwrap();
+    let (mut queues, handle) = start_feed(&noisy, std::slice::from_ref(&path), &opts).unwrap();
     while queues[0].recv().is_some() {}
     let stats = handle.join().unwrap();
     assert_eq!(
@@ -890,11 +894,11 @@ fn pipe_commands_read_decompressed_files_and_are_heard() {
             path.display()
         )]
     );
-    let data = InMemoryDataset::load(&noisy, &[path.clone()], &opts).unwrap();
+    let data = InMemoryDataset::load(&noisy, std::slice::from_ref(&path), &opts).unwrap();
     assert_eq!(data.load_stats().pipe_stderr.len(), 1);
 
     let silent = with_command("sed -n /nothing/p");
-    let error = InMemoryDataset::load(&silent, &[path.clone()], &opts)
+    let error = InMemoryDataset::load(&silent, std::slice::from_ref(&path), &opts)
         .err()
         .expect("no line is an error")
         .to_string();
