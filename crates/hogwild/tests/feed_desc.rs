@@ -91,12 +91,18 @@ fn the_current_paddle_fields_parse_and_are_named() {
     );
     assert!(ignored.iter().all(|m| m.contains("is not honoured")));
     assert_eq!(DataFeedDesc::from_text(&desc.to_text()).unwrap(), desc);
-    // input_type 0 is what hogwild does: nothing to say; nor for a desc without these fields.
-    let plain = DataFeedDesc::from_text(&text.replace("input_type: 1", "input_type: 0")).unwrap();
-    assert!(!plain
-        .ignored_fields()
-        .iter()
-        .any(|m| m.starts_with("input_type")));
+    // input_type 0 is what hogwild does, pv_batch_size 32 Paddle's default: nothing to say; nor
+    // for a desc without these fields.
+    let plain = text
+        .replace("input_type: 1", "input_type: 0")
+        .replace("pv_batch_size: 16", "pv_batch_size: 32");
+    let said = DataFeedDesc::from_text(&plain).unwrap().ignored_fields();
+    assert!(
+        !said
+            .iter()
+            .any(|m| m.starts_with("input_type") || m.starts_with("pv_batch_size")),
+        "{said:?}"
+    );
     assert!(DataFeedDesc::from_text(IMDB)
         .unwrap()
         .ignored_fields()

@@ -244,10 +244,11 @@ impl DataFeedDesc {
         if let Some(n) = self.thread_num {
             text += &format!("thread_num: {n}\n");
         }
-        if let Some(offset) = &self.rank_offset {
+        if let Some(offset) = self.rank_offset.as_ref().filter(|o| !o.is_empty()) {
             text += &format!("rank_offset: {}\n", quoted(offset));
         }
-        if let Some(n) = self.pv_batch_size {
+        // Paddle's own default (32) changes nothing there either: only another value is said.
+        if let Some(n) = self.pv_batch_size.filter(|&n| n != 32) {
             text += &format!("pv_batch_size: {n}\n");
         }
         if let Some(n) = self.input_type {
@@ -296,13 +297,14 @@ impl DataFeedDesc {
                  hogwild shuffles instances (the slot is read as any other)"
             ));
         }
-        if let Some(offset) = &self.rank_offset {
+        if let Some(offset) = self.rank_offset.as_ref().filter(|o| !o.is_empty()) {
             ignored.push(format!(
                 "rank_offset \"{offset}\" is not honoured: it names the rank features of \
                  Paddle's page-view reader, which hogwild does not build"
             ));
         }
-        if let Some(n) = self.pv_batch_size {
+        // Paddle's own default (32) changes nothing there either: only another value is said.
+        if let Some(n) = self.pv_batch_size.filter(|&n| n != 32) {
             ignored.push(format!(
                 "pv_batch_size {n} is not honoured: page views are not merged; batches hold \
                  batch_size instances"
