@@ -237,6 +237,19 @@ fn instance_ids_are_read_and_written_with_predictions() {
         checked.contains("all 10 lines in 1 files are good"),
         "{checked}"
     );
+    let evaluated = ok(
+        d,
+        &[
+            "eval",
+            "--model",
+            "m.ckpt",
+            "--feed",
+            "data.prototxt",
+            "--parse-ins-id",
+            "train.ms",
+        ],
+    );
+    assert!(evaluated.contains("test: 10 instances"), "{evaluated}");
     let predict = |file: &str, extra: &[&str]| {
         let mut args = vec![
             "predict",
