@@ -34,7 +34,7 @@ struct Piped {
     stderr: Option<JoinHandle<()>>,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
     /// The thread that writes the file (decompressed if it is gzip) to the command's standard
-    /// input; it returns the bytes written and the error of reading the file, if any.
+    /// input; it returns the bytes it read of the file and the error of reading it, if any.
     feeder: Option<JoinHandle<(u64, Option<std::io::Error>)>>,
     /// Whether the file was gzip, decompressed before the command read it.
     decompressed: bool,
