@@ -27,9 +27,12 @@ impl BadLineArgs {
         }
     }
 
-    /// Warns (on stderr) how many lines of `what` were skipped and where the first ones are;
-    /// says nothing when none was.
+    /// Warns (on stderr) how many lines of `what` were skipped and where the first ones are,
+    /// and what a `pipe_command` wrote on standard error; says nothing when neither happened.
     pub fn warn_skipped(&self, what: &str, stats: &FeedStats) {
+        for note in &stats.pipe_stderr {
+            eprintln!("warning: {note}");
+        }
         if stats.bad_lines == 0 {
             return;
         }

@@ -9,8 +9,9 @@ use anyhow::{bail, Result};
 use hogwild::feed::{Batch, DataFeedDesc};
 use hogwild::model::Model;
 use hogwild::models::{Input, ModelConfig, ModelKind};
-use hogwild::tools::{check_file_with, CheckReport};
+use hogwild::tools::{check_file_with, CheckOptions, CheckReport};
 
+use crate::feed_args::{self, LinePrefixArgs};
 use crate::models::{expand_files, AnyModel};
 use crate::{paths, with_model};
 
@@ -31,11 +32,13 @@ pub struct Args {
     /// Problems printed per file (all are counted).
     #[arg(long, default_value_t = 100)]
     pub max_errors: usize,
+    #[command(flatten)]
+    pub prefix: LinePrefixArgs,
 }
 
 /// Checks every file; fails if any line is bad or any file cannot be read.
 pub fn run(args: Args) -> Result<()> {
-    let desc = DataFeedDesc::from_file(&args.feed)?;
+    let desc = feed_args::read_desc(&args.feed)?;
     let Some(path) = &args.config else {
         return check_all(&args, &desc, &mut |_, _| Ok(()));
     };
@@ -49,6 +52,14 @@ pub fn run(args: Args) -> Result<()> {
                 args.feed.display()
             );
         }
+    }
+    // A slot the model does not read would train as if absent: said, since it is rarely meant.
+    for note in config.unread_slots(&desc)? {
+        println!(
+            "warning: {} with --feed {}: {note}",
+            path.display(),
+            args.feed.display()
+        );
     }
     // The model's tables are allocated but never touched: checking costs no parameter memory.
     let model = AnyModel::new(&config, None)?;
@@ -77,7 +88,11 @@ fn check_all(
             }
         };
         for file in &files {
-            let report = match check_file_with(desc, file, args.max_errors, instance) {
+            let opts = CheckOptions {
+                max_problems: args.max_errors,
+                line_prefix: args.prefix.prefix(),
+            };
+            let report = match check_file_with(desc, file, &opts, instance) {
                 Ok(report) => report,
                 Err(e) => {
                     println!("{e}");
@@ -109,6 +124,9 @@ fn check_all(
 
 /// Prints a file's problems and its summary line.
 fn print_report(file: &std::path::Path, report: &CheckReport) {
+    if let Some(note) = &report.pipe_stderr {
+        println!("warning: {note}");
+    }
     for problem in &report.problems {
         println!("{problem}");
     }

@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args as ClapArgs;
 use hogwild::executor::{self, RunReport};
-use hogwild::feed::DataFeedDesc;
 
 use crate::bad_lines::BadLineArgs;
+use crate::feed_args::{self, LinePrefixArgs};
 use crate::labels::{self, general_metrics, label_line, TopArgs};
 use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::paths;
@@ -29,7 +29,7 @@ pub struct Args {
     /// Data files: paths, `dir/part-*` patterns, or `@list.txt`.
     #[arg(required = true)]
     pub files: Vec<String>,
-    /// Worker threads (default: every core).
+    /// Worker threads (default: the desc's thread_num if it sets one, else every core).
     #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
     // With -k or --threshold (bag-of-words models): precision and recall of the labels they
@@ -43,11 +43,14 @@ pub struct Args {
     #[command(flatten)]
     pub bad_lines: BadLineArgs,
     #[command(flatten)]
+    pub prefix: LinePrefixArgs,
+    #[command(flatten)]
     pub report: ReportArgs,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let threads = preflight::threads(args.threads);
+    let desc = feed_args::read_desc(&args.feed)?;
+    let threads = preflight::threads(feed_args::threads(args.threads, &desc, &args.feed));
     // The inputs before the model, which may take long to load.
     let files = expand_files(&args.files)?;
     paths::check_inputs("data file", files.iter().map(PathBuf::as_path))?;
@@ -70,11 +73,11 @@ pub fn run(args: Args) -> Result<()> {
         }
         _ => {}
     }
-    let desc = DataFeedDesc::from_file(&args.feed)?;
     let mut options = args.report.options();
     options.stop = interrupt::install()?;
     let prepared = prepare_inputs(&config, &desc, files, Purpose::Eval(&model))?;
     options.feed.errors = args.bad_lines.policy();
+    options.feed.line_prefix = args.prefix.prefix();
     let report = with_model!(&model, m =>
         executor::eval_from_files(m, &desc, &prepared.files, threads, &[], &options, None))?;
     args.bad_lines

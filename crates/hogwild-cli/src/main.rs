@@ -7,6 +7,7 @@ mod convert;
 mod demo;
 mod eval;
 mod export;
+mod feed_args;
 mod interrupt;
 mod labels;
 mod models;

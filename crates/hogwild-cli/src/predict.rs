@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args as ClapArgs;
 use hogwild::executor;
-use hogwild::feed::DataFeedDesc;
 use hogwild::models::PredictionFormat;
 
 use crate::bad_lines::BadLineArgs;
+use crate::feed_args::{self, LinePrefixArgs};
 use crate::labels::{self, TopArgs};
 use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::paths;
@@ -35,9 +35,10 @@ pub struct Args {
     /// once the predictions are whole.
     #[arg(long, short)]
     pub output: PathBuf,
-    /// Worker threads (default: every core). Lines always follow the input order (files in the
-    /// order given, lines in file order): each file is loaded in turn and its batches are written
-    /// in sequence whichever thread finishes first.
+    /// Worker threads (default: the desc's thread_num if it sets one, else every core). Lines
+    /// always follow the input order (files in the order given, lines in file order): each file
+    /// is loaded in turn and its batches are written in sequence whichever thread finishes
+    /// first.
     #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
     #[command(flatten)]
@@ -53,13 +54,17 @@ pub struct Args {
     /// prediction of input line n.
     #[command(flatten)]
     pub bad_lines: BadLineArgs,
+    /// With --parse-ins-id (or --parse-logkey) each prediction line is `<id><TAB><prediction>`.
+    #[command(flatten)]
+    pub prefix: LinePrefixArgs,
     #[command(flatten)]
     pub report: ReportArgs,
 }
 
 pub fn run(args: Args) -> Result<()> {
     preflight::output(&args.output, "-o")?;
-    let threads = preflight::threads(args.threads);
+    let desc = feed_args::read_desc(&args.feed)?;
+    let threads = preflight::threads(feed_args::threads(args.threads, &desc, &args.feed));
     // The inputs before the model, which may take long to load, and before the output is touched.
     let files = expand_files(&args.files)?;
     paths::check_inputs("data file", files.iter().map(PathBuf::as_path))?;
@@ -88,7 +93,6 @@ pub fn run(args: Args) -> Result<()> {
         }
         None => {}
     }
-    let desc = DataFeedDesc::from_file(&args.feed)?;
     let mut options = args.report.options();
     options.stop = interrupt::install()?;
     let prepared = prepare_inputs(&config, &desc, files, Purpose::Eval(&model))?;
@@ -96,6 +100,7 @@ pub fn run(args: Args) -> Result<()> {
     let to_stdout = paths::is_stdio(&args.output);
     let mut out = paths::output(&args.output, to_stdout)?;
     options.feed.errors = args.bad_lines.policy();
+    options.feed.line_prefix = args.prefix.prefix();
     let report = with_model!(&model, m => executor::eval_from_files(
         m, &desc, &prepared.files, threads, &[], &options, Some(&mut out)))?;
     let name = out.name().to_string();

@@ -12,6 +12,7 @@ use hogwild::models::{ModelConfig, ModelKind};
 
 use crate::autotune;
 use crate::bad_lines::BadLineArgs;
+use crate::feed_args::{self, LinePrefixArgs};
 use crate::labels;
 use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
 use crate::paths;
@@ -38,7 +39,7 @@ pub struct Args {
     /// Data files in MultiSlot format: paths, `dir/part-*` patterns, or `@list.txt`.
     #[arg(required = true)]
     pub files: Vec<String>,
-    /// Worker threads (default: every core).
+    /// Worker threads (default: the desc's thread_num if it sets one, else every core).
     #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
     /// Passes over the files (a resumed model's are numbered after those it was trained for).
@@ -102,6 +103,8 @@ pub struct Args {
     #[command(flatten)]
     pub bad_lines: BadLineArgs,
     #[command(flatten)]
+    pub prefix: LinePrefixArgs,
+    #[command(flatten)]
     pub report: ReportArgs,
 }
 
@@ -150,9 +153,9 @@ pub fn run(args: Args) -> Result<()> {
     if !args.validation.is_empty() && args.save.is_none() && args.budget.is_none() {
         bail!("--validation keeps the best epoch's model in the file of --save: give --save");
     }
-    let threads = preflight::threads(args.threads);
     let started = Instant::now();
-    let desc = DataFeedDesc::from_file(&args.feed)?;
+    let desc = feed_args::read_desc(&args.feed)?;
+    let threads = preflight::threads(feed_args::threads(args.threads, &desc, &args.feed));
     // The configuration decides how the input files are prepared (word2vec text becomes id files
     // after a vocabulary pass), so it is read first; a saved model carries its own.
     let (config, saved, done) = match (&args.config, &args.resume) {
@@ -175,6 +178,15 @@ pub fn run(args: Args) -> Result<()> {
             model.map_or("".into(), |p| p.display().to_string())
         )
     })?;
+    // A slot the model does not read trains as if absent: said, since it is rarely meant.
+    let model_path = args.config.as_ref().or(args.resume.as_ref());
+    for note in config.unread_slots(&desc)? {
+        eprintln!(
+            "warning: {} with --feed {}: {note}",
+            model_path.map_or("".into(), |p| p.display().to_string()),
+            args.feed.display()
+        );
+    }
     let tune = match args.budget {
         Some(_) => autotune::check(&config, &args.tune)?,
         None => Vec::new(),
@@ -274,6 +286,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     options.feed.queue_batches = args.queue_batches.max(1);
     options.feed.errors = args.bad_lines.policy();
+    options.feed.line_prefix = args.prefix.prefix();
     // Load the data before a new model exists: loading briefly holds the parsed files twice, and
     // the peak memory should not add that to the tables.
     let data = if args.stream {
@@ -464,6 +477,7 @@ fn test_model(
     let mut eval = args.report.options();
     eval.stop = stop;
     eval.feed.errors = args.bad_lines.policy();
+    eval.feed.line_prefix = args.prefix.prefix();
     let report = with_model!(model, m =>
         executor::eval_from_files(m, desc, &test.files, threads, &[], &eval, None))
     .context("evaluating on the test files")?;
@@ -512,6 +526,7 @@ impl Validated<'_> {
         eval.print_period = 0;
         eval.stop = self.options.stop.clone();
         eval.feed.errors = args.bad_lines.policy();
+        eval.feed.line_prefix = args.prefix.prefix();
         let mut total: Option<RunReport> = None;
         let mut best: Option<(usize, f64)> = None;
         for epoch in 1..=args.epochs {

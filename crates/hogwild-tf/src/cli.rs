@@ -90,6 +90,13 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
         check_cluster_options(args, cluster)?;
     }
     let desc = DataFeedDesc::from_file(&args.data_desc)?;
+    // Said once, as `hogwild train` says it: the fields a Paddle desc sets that are not honoured.
+    for field in desc.ignored_fields() {
+        eprintln!(
+            "warning: data feed desc {}: {field}",
+            args.data_desc.display()
+        );
+    }
     let mut config = SessionConfig {
         inter_op_threads: args.threads.max(1),
         intra_op_threads: 1,

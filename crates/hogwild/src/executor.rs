@@ -382,6 +382,7 @@ pub fn eval_from_files<M: Model>(
         bytes: loaded.bytes,
         bad_lines: loaded.bad_lines,
         bad_examples: loaded.bad_examples,
+        pipe_stderr: loaded.pipe_stderr,
         read_time: loaded.read_time,
         ..report.feed
     };
@@ -436,6 +437,7 @@ fn in_memory<M: Model>(
         bytes: load.bytes,
         bad_lines: load.bad_lines,
         bad_examples: load.bad_examples.clone(),
+        pipe_stderr: load.pipe_stderr.clone(),
         read_time: load.read_time,
         ..report.feed
     };

@@ -52,6 +52,63 @@ fn compatibility_fields_are_accepted() {
     assert_eq!(desc.pipe_command(), "zcat");
 }
 
+/// Paddle's current data_feed.proto: every field parses, the ones hogwild does not honour are
+/// named, and the desc writes back to text with them.
+#[test]
+fn the_current_paddle_fields_parse_and_are_named() {
+    let text = r#"name: "SlotRecordInMemoryDataFeed" batch_size: 8 thread_num: 4
+           pipe_command: "cat" rank_offset: "rank_offset" pv_batch_size: 16 input_type: 1
+           so_parser_name: "libparser.so"
+           graph_config { walk_degree: 2 walk_len: 8 window: 3 meta_path: "u2i-i2u"
+                          gpu_graph_training: false train_table_cap: 1000 accumulate_num: 2 }
+           multi_slot_desc { uid_slot: "u" slots { name: "a" type: "uint64" is_used: true } }"#;
+    let desc = DataFeedDesc::from_text(text).unwrap();
+    assert!(desc.is_in_memory());
+    assert_eq!(desc.so_parser_name(), "libparser.so");
+    let graph = desc.graph_config.as_ref().unwrap();
+    assert_eq!(
+        (graph.walk_degree(), graph.walk_len(), graph.window()),
+        (2, 8, 3)
+    );
+    // Defaults follow Paddle's.
+    assert_eq!(graph.once_sample_startid_len(), 8000);
+    assert!(!graph.gpu_graph_training());
+    let ignored = desc.ignored_fields();
+    let fields: Vec<&str> = ignored
+        .iter()
+        .map(|m| m.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "uid_slot",
+            "rank_offset",
+            "pv_batch_size",
+            "input_type",
+            "so_parser_name",
+            "graph_config"
+        ]
+    );
+    assert!(ignored.iter().all(|m| m.contains("is not honoured")));
+    assert_eq!(DataFeedDesc::from_text(&desc.to_text()).unwrap(), desc);
+    // input_type 0 is what hogwild does, pv_batch_size 32 Paddle's default: nothing to say; nor
+    // for a desc without these fields.
+    let plain = text
+        .replace("input_type: 1", "input_type: 0")
+        .replace("pv_batch_size: 16", "pv_batch_size: 32");
+    let said = DataFeedDesc::from_text(&plain).unwrap().ignored_fields();
+    assert!(
+        !said
+            .iter()
+            .any(|m| m.starts_with("input_type") || m.starts_with("pv_batch_size")),
+        "{said:?}"
+    );
+    assert!(DataFeedDesc::from_text(IMDB)
+        .unwrap()
+        .ignored_fields()
+        .is_empty());
+}
+
 #[test]
 fn unused_slots_are_not_fed() {
     let desc = DataFeedDesc::from_text(
@@ -216,8 +273,12 @@ fn nameless_slot() {
 #[test]
 fn unsupported_reader() {
     assert_eq!(
-        err(r#"name: "PrivateQueueDataFeed" multi_slot_desc { slots { name: "a" type: "uint64" is_used: true } }"#),
-        "data feed desc <text>: reader \"PrivateQueueDataFeed\" is not supported (use \"MultiSlotDataFeed\")"
+        err(
+            r#"name: "PrivateQueueDataFeed" multi_slot_desc { slots { name: "a" type: "uint64" is_used: true } }"#
+        ),
+        "data feed desc <text>: name: reader \"PrivateQueueDataFeed\" is not supported (use \
+         \"MultiSlotDataFeed\", or \"MultiSlotInMemoryDataFeed\" or \"SlotRecordInMemoryDataFeed\" \
+         for in-memory training)"
     );
 }
 

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use hogwild::executor::{run_from_files, train_dataset, RunOptions};
 use hogwild::feed::{
     start_feed, Batch, DataFeedDesc, ErrorPolicy, FeedMode, FeedOptions, InMemoryDataset,
-    SlotValues,
+    LinePrefix, SlotValues,
 };
 use hogwild::model::{Model, StageTimes};
 use hogwild::Table;
@@ -775,4 +775,144 @@ fn stress_many_files_readers_workers_epochs_with_bad_lines() {
         sizes.iter().filter(|&&s| s < 2).count() <= 3 * 4,
         "at most one short batch per reader and epoch"
     );
+}
+
+#[test]
+fn slot_record_reader_is_an_in_memory_reader() {
+    let desc = DataFeedDesc::from_text(&IMDB.replace(
+        "name: \"MultiSlotDataFeed\"",
+        "name: \"SlotRecordInMemoryDataFeed\"",
+    ))
+    .unwrap();
+    assert!(desc.is_in_memory());
+    assert_eq!(
+        FeedOptions::for_desc(&desc).mode,
+        FeedMode::InMemory { shuffle: Some(0) }
+    );
+}
+
+/// IMDB lines of file `f` (see [`lines`]) after Paddle's instance id, `1 id-<f>-<i>`.
+fn lines_with_ids(f: u64, n: u64) -> String {
+    lines(f, n)
+        .lines()
+        .enumerate()
+        .map(|(i, l)| format!("1 id-{f}-{i} {l}\n"))
+        .collect()
+}
+
+#[test]
+fn instance_ids_follow_their_instances_streamed_and_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        write(dir.path(), "a", &lines_with_ids(1, 5)),
+        write(dir.path(), "b", &lines_with_ids(2, 4)),
+    ];
+    let opts = FeedOptions {
+        threads: 2,
+        line_prefix: LinePrefix {
+            ins_id: true,
+            ..LinePrefix::default()
+        },
+        ..FeedOptions::default()
+    };
+    // Every instance's id names its file and line: words[0] is f * 1000 + i.
+    let id_of = |word: u64| format!("id-{}-{}", word / 1000, word % 1000);
+    let (queues, handle) = start_feed(&imdb(), &files, &opts).unwrap();
+    let mut seen = 0;
+    for mut queue in queues {
+        while let Some(batch) = queue.recv() {
+            for i in 0..batch.len {
+                let word = batch.slots[0].u64s(i).unwrap()[0];
+                assert_eq!(batch.ins_id(i), Some(id_of(word).as_bytes()));
+                seen += 1;
+            }
+        }
+    }
+    handle.join().unwrap();
+    assert_eq!(seen, 9);
+    let data = InMemoryDataset::load(&imdb(), &files, &opts).unwrap();
+    let mut batch = data.empty_batch();
+    for i in 0..data.len() {
+        data.push_to(&mut batch, i);
+        let word = batch.slots[0].u64s(i).unwrap()[0];
+        assert_eq!(data.ins_id(i), Some(id_of(word).as_bytes()));
+        assert_eq!(batch.ins_id(i), data.ins_id(i));
+    }
+    // Without the prefix option the lines are not MultiSlot lines; without ids, none is kept.
+    let plain = InMemoryDataset::load(&imdb(), &files, &FeedOptions::default());
+    let message = plain.err().expect("the id is no count").to_string();
+    assert!(
+        message.ends_with(
+            "a:1: slot \"words\": value 1 \"id-1-0\" is not a number (a line that starts with \
+             an instance id, `1 <id>`, is read with --parse-ins-id)"
+        ),
+        "{message}"
+    );
+    let plain = write(dir.path(), "c", &lines(3, 2));
+    let data = InMemoryDataset::load(&imdb(), &[plain], &FeedOptions::default()).unwrap();
+    assert_eq!(data.ins_id(0), None);
+}
+
+/// A gzip file is decompressed before the pipe_command reads it (Paddle's `zcat FILE |
+/// pipe_command`); what a command writes on standard error is kept once per file, and a
+/// command that writes no line for a file that is not empty fails it.
+#[test]
+fn pipe_commands_read_decompressed_files_and_are_heard() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.gz");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::default(),
+    );
+    gz.write_all(format!("# header\n{}", lines(3, 9)).as_bytes())
+        .unwrap();
+    gz.finish().unwrap();
+    let with_command = |command: &str| {
+        DataFeedDesc::from_text(&format!("{IMDB}pipe_command: \"{command}\"")).unwrap()
+    };
+    let opts = FeedOptions {
+        epochs: 2,
+        ..FeedOptions::default()
+    };
+    let (seen, _) = drain(
+        &with_command("grep -v ^#"),
+        std::slice::from_ref(&path),
+        &opts,
+    );
+    assert_eq!(seen.len(), 9);
+    assert!(seen.values().all(|&n| n == 2));
+
+    let noisy = with_command("grep -v ^#; echo careful >&2");
+    let (mut queues, handle) = start_feed(&noisy, std::slice::from_ref(&path), &opts).unwrap();
+    while queues[0].recv().is_some() {}
+    let stats = handle.join().unwrap();
+    assert_eq!(
+        stats.pipe_stderr,
+        [format!(
+            "pipe_command \"grep -v ^#; echo careful >&2\" wrote on standard error reading {}: \
+             careful",
+            path.display()
+        )]
+    );
+    let data = InMemoryDataset::load(&noisy, std::slice::from_ref(&path), &opts).unwrap();
+    assert_eq!(data.load_stats().pipe_stderr.len(), 1);
+
+    let silent = with_command("sed -n /nothing/p");
+    let error = InMemoryDataset::load(&silent, std::slice::from_ref(&path), &opts)
+        .err()
+        .expect("no line is an error")
+        .to_string();
+    assert_eq!(
+        error,
+        format!(
+            "pipe_command \"sed -n /nothing/p\" failed on {}: it wrote no line for a file that \
+             is not empty (its input was the file decompressed, as Paddle's readers hand a .gz \
+             file over)",
+            path.display()
+        )
+    );
+    // An empty file is no error: there was nothing to write.
+    let empty = write(dir.path(), "empty", "");
+    let data = InMemoryDataset::load(&silent, &[empty], &opts).unwrap();
+    assert_eq!(data.len(), 0);
 }

@@ -369,6 +369,9 @@ struct Reorder<'a> {
     /// Per batch number: the empty lines for skipped input lines to write before its instances
     /// (instance in the batch, lines), for batches that follow skipped lines.
     gaps: BTreeMap<usize, Vec<(usize, u64)>>,
+    /// Per batch number: its instances' ids, when the lines carry them (see
+    /// [`crate::feed::LinePrefix`]); each prediction line is written after its id and a tab.
+    ids: BTreeMap<usize, Vec<String>>,
     out: &'a mut Output,
 }
 
@@ -382,12 +385,21 @@ fn trailing_skipped(data: &InMemoryDataset) -> u64 {
 }
 
 /// Writes `text` (one line per instance) to `out` with `gaps[j].1` empty lines before instance
-/// `gaps[j].0` (increasing).
-fn write_with_gaps(out: &mut impl Write, text: &str, gaps: &[(usize, u64)]) -> std::io::Result<()> {
+/// `gaps[j].0` (increasing), and each line after `ids[j]` and a tab when there are ids.
+fn write_with_gaps(
+    out: &mut impl Write,
+    text: &str,
+    gaps: &[(usize, u64)],
+    ids: &[String],
+) -> std::io::Result<()> {
     let mut gaps = gaps.iter().peekable();
     for (j, line) in text.split_inclusive('\n').enumerate() {
         if let Some((_, blanks)) = gaps.next_if(|(at, _)| *at == j) {
             out.write_all("\n".repeat(*blanks as usize).as_bytes())?;
+        }
+        if let Some(id) = ids.get(j) {
+            out.write_all(id.as_bytes())?;
+            out.write_all(b"\t")?;
         }
         out.write_all(line.as_bytes())?;
     }
@@ -422,6 +434,7 @@ impl<'a> InOrder<'a> {
                 next: 0,
                 pending: BTreeMap::new(),
                 gaps: BTreeMap::new(),
+                ids: BTreeMap::new(),
                 out,
             }),
             written: Condvar::new(),
@@ -501,6 +514,9 @@ impl<'a> InOrder<'a> {
             c.stats
                 .bad_examples
                 .extend(stats.bad_examples.iter().take(room).cloned());
+            c.stats
+                .pipe_stderr
+                .extend(stats.pipe_stderr.iter().cloned());
             // Each file's load holds the budget; together they must too.
             let at_end = c.file + 1 == self.files.len();
             let (bad, lines) = (c.stats.bad_lines, c.stats.lines);
@@ -586,6 +602,11 @@ impl BatchSource for InOrder<'_> {
         if !gaps.is_empty() {
             r.gaps.insert(seq, gaps);
         }
+        if data.ins_id(instances.start).is_some() {
+            let ids = instances.clone().filter_map(|i| data.ins_id(i));
+            let ids = ids.map(|id| String::from_utf8_lossy(id).into_owned());
+            r.ids.insert(seq, ids.collect());
+        }
         drop(r);
         batch.clear();
         for i in instances {
@@ -622,7 +643,8 @@ impl BatchSource for InOrder<'_> {
         } {
             let next = r.next;
             let gaps = r.gaps.remove(&next).unwrap_or_default();
-            if let Err(e) = write_with_gaps(&mut *r.out, &text, &gaps) {
+            let ids = r.ids.remove(&next).unwrap_or_default();
+            if let Err(e) = write_with_gaps(&mut *r.out, &text, &gaps, &ids) {
                 return Err(Self::write_error(r.out, e));
             }
             r.next += 1;

@@ -105,6 +105,49 @@ impl SlotBatch {
     }
 }
 
+/// The instance ids of a batch's or a dataset's instances, one after another (empty when the
+/// lines carry none, see [`super::LinePrefix`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct InstanceIds {
+    bytes: Vec<u8>,
+    /// Where each id ends in `bytes`.
+    ends: Vec<usize>,
+}
+
+impl InstanceIds {
+    pub(crate) fn push(&mut self, id: &[u8]) {
+        self.bytes.extend_from_slice(id);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// Id `i`, if the instances have ids.
+    pub(crate) fn get(&self, i: usize) -> Option<&[u8]> {
+        let end = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        Some(&self.bytes[start..end])
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+
+    /// Appends every id of `other`.
+    pub(crate) fn extend(&mut self, other: &InstanceIds) {
+        let base = self.bytes.len();
+        self.bytes.extend_from_slice(&other.bytes);
+        self.ends.extend(other.ends.iter().map(|&end| base + end));
+    }
+
+    pub(crate) fn byte_size(&self) -> usize {
+        self.bytes.len() + std::mem::size_of_val(self.ends.as_slice())
+    }
+}
+
 /// A batch of instances, one `SlotBatch` per used slot in the desc's order.
 #[derive(Debug, Clone)]
 pub struct Batch {
@@ -115,12 +158,14 @@ pub struct Batch {
     /// The file and line of each instance, when the batch was read from files (see
     /// [`Batch::origin`]).
     pub(crate) origin: Origin,
+    /// Each instance's id, when the lines carry one ([`Batch::ins_id`]).
+    pub(crate) ids: InstanceIds,
 }
 
 /// Batches are equal when they hold the same instances, wherever those were read from.
 impl PartialEq for Batch {
     fn eq(&self, other: &Self) -> bool {
-        self.len == other.len && self.slots == other.slots
+        self.len == other.len && self.slots == other.slots && self.ids == other.ids
     }
 }
 
@@ -142,7 +187,14 @@ impl Batch {
             len: slots.first().map_or(0, SlotBatch::instances),
             slots,
             origin: Origin::Unknown,
+            ids: InstanceIds::default(),
         }
+    }
+
+    /// The id of instance `i`, when its line started with one (read with a
+    /// [`super::LinePrefix`] that has an id): Paddle's `ins_id`, or its `logkey`.
+    pub fn ins_id(&self, i: usize) -> Option<&[u8]> {
+        self.ids.get(i)
     }
 
     /// The name of the file instance `i` was read from and its line (from 1), when the batch was
@@ -216,6 +268,7 @@ impl Batch {
             slot.offsets.truncate(1);
         }
         self.origin.clear();
+        self.ids.clear();
         self.len = 0;
     }
 
@@ -234,6 +287,9 @@ impl Batch {
             }
             dst.end_instance();
         }
+        if let Some(id) = from.ids.get(i) {
+            self.ids.push(id);
+        }
         self.len += 1;
     }
 }
@@ -245,5 +301,6 @@ impl ByteSize for Batch {
             .map(|s| s.values.byte_size() + std::mem::size_of_val(s.offsets.as_slice()))
             .sum::<usize>()
             + self.origin.byte_size()
+            + self.ids.byte_size()
     }
 }

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::batch::{Batch, SlotValues};
+use super::batch::{Batch, InstanceIds, SlotValues};
 use super::desc::DataFeedDesc;
 use super::origin::{DatasetOrigins, RecordRun};
 use super::reader::{FeedOptions, FeedStats, PieceRead, ReadContext, Shared};
@@ -74,6 +74,8 @@ struct Records {
     /// in that segment.
     starts: Vec<u64>,
     segments: Vec<Vec<u32>>,
+    /// Each instance's id, when the lines carry one (empty otherwise).
+    ids: InstanceIds,
 }
 
 /// Bits of a start that hold the offset in the segment (2^40 words = 4 TiB).
@@ -115,6 +117,11 @@ impl Records {
             self.segments.push(Vec::new());
         }
         let segment = (self.segments.len() - 1) as u64;
+        if !batch.ids.is_empty() {
+            for i in 0..batch.len {
+                self.ids.push(batch.ids.get(i).unwrap_or_default());
+            }
+        }
         let words = self
             .segments
             .last_mut()
@@ -190,6 +197,9 @@ impl Records {
             }
             slot.end_instance();
         }
+        if let Some(id) = self.ids.get(i) {
+            batch.ids.push(id);
+        }
         batch.len += 1;
     }
 
@@ -234,6 +244,7 @@ impl Records {
         let mut all = Records {
             starts: Vec::with_capacity(parts.iter().map(Records::len).sum()),
             segments: Vec::new(),
+            ids: InstanceIds::default(),
         };
         for part in parts {
             let base = all.segments.len() as u64;
@@ -243,6 +254,7 @@ impl Records {
                     .map(|&start| start + (base << OFFSET_BITS)),
             );
             all.segments.extend(part.segments);
+            all.ids.extend(&part.ids);
         }
         all
     }
@@ -254,6 +266,7 @@ impl Records {
                 .iter()
                 .map(|words| std::mem::size_of_val(words.as_slice()))
                 .sum::<usize>()
+            + self.ids.byte_size()
     }
 }
 
@@ -286,7 +299,7 @@ impl InMemoryDataset {
         let pieces = plan_pieces(files, desc.pipe_command(), readers, min_piece_bytes)?;
         let readers = readers.min(pieces.len()).max(1);
         let shared = Shared::new(opts, 0, 0);
-        let context = ReadContext::new(desc);
+        let context = ReadContext::new(desc, opts.line_prefix);
         let next = AtomicUsize::new(0);
         let parts: Mutex<Vec<Option<Part>>> = Mutex::new((0..pieces.len()).map(|_| None).collect());
         std::thread::scope(|scope| {
@@ -415,6 +428,11 @@ impl InMemoryDataset {
     /// The file (its index among the files loaded) and line (from 1) of instance `i`.
     pub fn origin(&self, i: usize) -> Option<(usize, u64)> {
         self.origins.locate(i).map(|(file, _, line)| (file, line))
+    }
+
+    /// The id of instance `i`, when its line started with one (see [`Batch::ins_id`]).
+    pub fn ins_id(&self, i: usize) -> Option<&[u8]> {
+        self.data.ids.get(i)
     }
 
     /// An empty batch laid out for the dataset's desc.

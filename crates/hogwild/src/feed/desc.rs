@@ -14,11 +14,17 @@ pub mod proto {
     include!(concat!(env!("OUT_DIR"), "/paddle.framework.rs"));
 }
 
-pub use proto::{DataFeedDesc, MultiSlotDesc, Slot};
+pub use proto::{DataFeedDesc, GraphConfig, MultiSlotDesc, Slot};
 
 const FULL_NAME: &str = "paddle.framework.DataFeedDesc";
-/// Reader kinds accepted in the `name` field.
-const READER_NAMES: [&str; 2] = ["MultiSlotDataFeed", "MultiSlotInMemoryDataFeed"];
+/// Reader kinds accepted in the `name` field: Paddle's streaming reader, then its in-memory
+/// readers, which read the same MultiSlot lines (and choose the in-memory mode, see
+/// [`DataFeedDesc::is_in_memory`]).
+const READER_NAMES: [&str; 3] = [
+    "MultiSlotDataFeed",
+    "MultiSlotInMemoryDataFeed",
+    "SlotRecordInMemoryDataFeed",
+];
 
 fn pool() -> &'static DescriptorPool {
     static POOL: OnceLock<DescriptorPool> = OnceLock::new();
@@ -117,7 +123,7 @@ impl DataFeedDesc {
             batch_size: Some(batch_size),
             multi_slot_desc: Some(MultiSlotDesc {
                 slots,
-                uid_slot: None,
+                ..Default::default()
             }),
             ..Default::default()
         }
@@ -238,16 +244,92 @@ impl DataFeedDesc {
         if let Some(n) = self.thread_num {
             text += &format!("thread_num: {n}\n");
         }
-        if let Some(offset) = &self.rank_offset {
+        if let Some(offset) = self.rank_offset.as_ref().filter(|o| !o.is_empty()) {
             text += &format!("rank_offset: {}\n", quoted(offset));
         }
-        if let Some(n) = self.pv_batch_size {
+        // Paddle's own default (32) changes nothing there either: only another value is said.
+        if let Some(n) = self.pv_batch_size.filter(|&n| n != 32) {
             text += &format!("pv_batch_size: {n}\n");
         }
         if let Some(n) = self.input_type {
             text += &format!("input_type: {n}\n");
         }
+        if let Some(name) = &self.so_parser_name {
+            text += &format!("so_parser_name: {}\n", quoted(name));
+        }
+        if let Some(graph) = &self.graph_config {
+            // Paddle's graph reader settings, which hogwild only carries: written as prost-reflect
+            // formats them, on one line.
+            let dynamic = DynamicMessage::decode(
+                pool()
+                    .get_message_by_name("paddle.framework.GraphConfig")
+                    .expect("GraphConfig is in the pool"),
+                prost::Message::encode_to_vec(graph).as_slice(),
+            )
+            .expect("a GraphConfig decodes as itself");
+            text += &format!("graph_config {{ {} }}\n", dynamic.to_text_format());
+        }
         text
+    }
+
+    /// Whether the `name` field names one of Paddle's in-memory readers
+    /// (`MultiSlotInMemoryDataFeed`, `SlotRecordInMemoryDataFeed`), which load the files once and
+    /// shuffle them: [`super::FeedOptions::for_desc`] then chooses the in-memory mode.
+    pub fn is_in_memory(&self) -> bool {
+        READER_NAMES[1..].contains(&self.name())
+    }
+
+    /// The fields that are set but that hogwild does not honour, each as a sentence naming the
+    /// field and what Paddle does with it: Paddle's parameter-server, page-view, custom-parser
+    /// and graph settings. Reading a desc accepts them (a Paddle user's `data.prototxt` parses
+    /// unchanged); a program shows these once, as `hogwild` does. `thread_num` is not among
+    /// them: [`super::FeedOptions::for_desc`] and `hogwild train` take it as the thread count
+    /// when no other is given.
+    pub fn ignored_fields(&self) -> Vec<String> {
+        let mut ignored = Vec::new();
+        if let Some(uid) = self
+            .multi_slot_desc
+            .as_ref()
+            .and_then(|m| m.uid_slot.as_ref())
+        {
+            ignored.push(format!(
+                "uid_slot \"{uid}\" is not honoured: Paddle shuffles by that slot's user id, \
+                 hogwild shuffles instances (the slot is read as any other)"
+            ));
+        }
+        if let Some(offset) = self.rank_offset.as_ref().filter(|o| !o.is_empty()) {
+            ignored.push(format!(
+                "rank_offset \"{offset}\" is not honoured: it names the rank features of \
+                 Paddle's page-view reader, which hogwild does not build"
+            ));
+        }
+        // Paddle's own default (32) changes nothing there either: only another value is said.
+        if let Some(n) = self.pv_batch_size.filter(|&n| n != 32) {
+            ignored.push(format!(
+                "pv_batch_size {n} is not honoured: page views are not merged; batches hold \
+                 batch_size instances"
+            ));
+        }
+        if let Some(n) = self.input_type.filter(|&n| n != 0) {
+            ignored.push(format!(
+                "input_type {n} is not honoured: hogwild reads every line as one instance \
+                 (input_type 0), it does not merge page views"
+            ));
+        }
+        if let Some(name) = &self.so_parser_name {
+            ignored.push(format!(
+                "so_parser_name \"{name}\" is not honoured: hogwild loads no parser library, \
+                 it reads MultiSlot lines (a pipe_command can turn other lines into them)"
+            ));
+        }
+        if self.graph_config.is_some() {
+            ignored.push(
+                "graph_config is not honoured: it configures Paddle's GPU graph reader; \
+                 hogwild reads the files' MultiSlot lines"
+                    .to_string(),
+            );
+        }
+        ignored
     }
 
     /// All slots, in file order (used or not).
@@ -268,7 +350,9 @@ impl DataFeedDesc {
         if let Some(name) = &self.name {
             if !READER_NAMES.contains(&name.as_str()) {
                 return Err(format!(
-                    "reader \"{name}\" is not supported (use \"MultiSlotDataFeed\")"
+                    "name: reader \"{name}\" is not supported (use \"MultiSlotDataFeed\", or \
+                     \"MultiSlotInMemoryDataFeed\" or \"SlotRecordInMemoryDataFeed\" for in-memory \
+                     training)"
                 ));
             }
         }

@@ -5,7 +5,8 @@
 //! into [`Batch`]es and hand them to the workers' own bounded queues, so parsing runs ahead
 //! while workers compute and workers do not share a lock while their queues have batches (an
 //! idle worker takes from the others' queues, see [`WorkerQueue::recv`]). Files may be gzip-compressed (detected
-//! by magic bytes) or piped through the desc's `pipe_command`. Converters from other formats and
+//! by magic bytes) or piped through the desc's `pipe_command` (a gzip file decompressed first, as
+//! Paddle hands it over). Which field of Paddle's desc is honoured: docs/data-feed.md. Converters from other formats and
 //! the file checker are tools beside the feed: [`crate::tools`].
 //!
 //! ```
@@ -47,9 +48,9 @@ mod source;
 
 pub use batch::{Batch, SlotBatch, SlotValues};
 pub use dataset::InMemoryDataset;
-pub use desc::{proto, DataFeedDesc, MultiSlotDesc, Slot, SlotType};
+pub use desc::{proto, DataFeedDesc, GraphConfig, MultiSlotDesc, Slot, SlotType};
 pub use file_queue::FileQueue;
-pub use parser::{LineError, LineErrorKind, LineParser};
+pub use parser::{LineError, LineErrorKind, LineParser, LinePrefix};
 pub use reader::{
     count_instances, start_feed, ErrorPolicy, FeedHandle, FeedMode, FeedOptions, FeedStats,
     WorkerQueue,

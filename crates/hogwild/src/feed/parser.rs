@@ -1,4 +1,5 @@
-//! The MultiSlot line parser: `<count> v1 .. v<count>` per slot, in the desc's order.
+//! The MultiSlot line parser: `<count> v1 .. v<count>` per slot, in the desc's order, after the
+//! fields Paddle's datasets may put first ([`LinePrefix`]: an instance id, a content, a log key).
 //!
 //! Integers are parsed byte by byte in one pass (digits are accumulated while the token is
 //! scanned); floats use the standard library's exact parser. A line is parsed straight into the
@@ -49,6 +50,15 @@ pub enum LineErrorKind {
     ByteOrderMark { utf16: bool },
     /// The line holds a NUL byte at `column` (from 1): binary or corrupt data.
     NulByte { column: usize },
+    /// The line ends before a field of its [`LinePrefix`] (`field`: `ins_id`, `content` or
+    /// `logkey`).
+    PrefixMissing { field: &'static str },
+    /// A field of the [`LinePrefix`] does not start with the count 1 Paddle's layout has
+    /// (`1 <id>`).
+    PrefixCount { field: &'static str, text: String },
+    /// The first slot's first value is no number and the line starts `1 <token>`: the line
+    /// likely starts with an instance id that no [`LinePrefix`] was set to read.
+    UnreadInstanceId { text: String },
 }
 
 impl LineErrorKind {
@@ -60,12 +70,17 @@ impl LineErrorKind {
             LineErrorKind::NegativeCount { .. } => "negative count",
             LineErrorKind::ZeroCount => "zero count",
             LineErrorKind::CountTooLarge { .. } => "count too large",
-            LineErrorKind::NotNumber { .. } => "value not a number",
+            LineErrorKind::NotNumber { .. } | LineErrorKind::UnreadInstanceId { .. } => {
+                "value not a number"
+            }
             LineErrorKind::OutOfRange { .. } => "value out of range",
             LineErrorKind::DenseWidth { .. } => "dense width mismatch",
             LineErrorKind::TrailingGarbage { .. } => "trailing garbage",
             LineErrorKind::ByteOrderMark { .. } => "byte order mark",
             LineErrorKind::NulByte { .. } => "NUL byte",
+            LineErrorKind::PrefixMissing { .. } | LineErrorKind::PrefixCount { .. } => {
+                "bad instance id prefix"
+            }
         }
     }
 }
@@ -127,6 +142,22 @@ impl fmt::Display for LineErrorKind {
             LineErrorKind::NulByte { column } => {
                 write!(f, "NUL byte at column {column} (binary or corrupt data)")
             }
+            LineErrorKind::PrefixMissing { field } => write!(
+                f,
+                "{field}: the line ends before its {field} (with --parse-{} lines start with \
+                 `1 <{field}>`)",
+                field.replace('_', "-")
+            ),
+            LineErrorKind::UnreadInstanceId { text } => write!(
+                f,
+                "value 1 \"{text}\" is not a number (a line that starts with an instance id, \
+                 `1 <id>`, is read with --parse-ins-id)"
+            ),
+            LineErrorKind::PrefixCount { field, text } => write!(
+                f,
+                "{field}: count \"{text}\" is not 1 (the {field} is written `1 <{field}>` \
+                 before the slots)"
+            ),
         }
     }
 }
@@ -149,10 +180,46 @@ struct SlotSpec {
     dense_width: Option<u64>,
 }
 
+/// What comes before the slots on every line: the fields Paddle's in-memory datasets read when
+/// told to (`set_parse_ins_id`, `set_parse_content`, `set_parse_logkey`), in that order, each
+/// written `1 <token>` (a count of 1, then one token without spaces), as Paddle's
+/// `MultiSlotInMemoryDataFeed` and `SlotRecordInMemoryDataFeed` read them. The instance id is
+/// the `ins_id`, or the `logkey` when it is read (Paddle's records take the log key as their id);
+/// the content is read past.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinePrefix {
+    /// Lines start with `1 <ins_id>`.
+    pub ins_id: bool,
+    /// Then `1 <content>`.
+    pub content: bool,
+    /// Then `1 <logkey>`, which becomes the instance id.
+    pub logkey: bool,
+}
+
+impl LinePrefix {
+    /// Whether lines carry an instance id (an `ins_id` or a `logkey`).
+    pub fn has_id(&self) -> bool {
+        self.ins_id || self.logkey
+    }
+
+    /// The fields read, in line order, each with whether it is the instance id.
+    fn fields(&self) -> impl Iterator<Item = (&'static str, bool)> {
+        [
+            (self.ins_id, "ins_id", !self.logkey),
+            (self.content, "content", false),
+            (self.logkey, "logkey", true),
+        ]
+        .into_iter()
+        .filter(|(on, _, _)| *on)
+        .map(|(_, name, is_id)| (name, is_id))
+    }
+}
+
 /// Parses MultiSlot lines for one desc.
 #[derive(Debug, Clone)]
 pub struct LineParser {
     slots: Vec<SlotSpec>,
+    prefix: LinePrefix,
 }
 
 const MAX_SHOWN: usize = 32;
@@ -197,6 +264,25 @@ fn explained(line: &[u8], error: LineError) -> LineError {
     match byte_problem(line) {
         Some(kind) => LineError { slot: None, kind },
         None => error,
+    }
+}
+
+/// `error`, said to be an unread instance id when it is one: the first slot's first value is no
+/// number at all (not a float either) in a line that starts `1 <token>` (Paddle's `1 <ins_id>`).
+#[cold]
+fn maybe_unread_id(line: &[u8], error: LineError) -> LineError {
+    match &error.kind {
+        LineErrorKind::NotNumber { index: 1, text, .. }
+            if error.slot == Some(0)
+                && (line.starts_with(b"1 ") || line.starts_with(b"1\t"))
+                && text.parse::<f64>().is_err() =>
+        {
+            LineError {
+                slot: error.slot,
+                kind: LineErrorKind::UnreadInstanceId { text: text.clone() },
+            }
+        }
+        _ => error,
     }
 }
 
@@ -360,13 +446,56 @@ impl LineParser {
                 spec
             })
             .collect();
-        LineParser { slots }
+        LineParser {
+            slots,
+            prefix: LinePrefix::default(),
+        }
     }
 
-    /// Parses one line (without its newline) and appends it to `batch` as one instance. On error
-    /// `batch` is left as it was.
+    /// The parser for lines that start with `prefix`'s fields.
+    pub fn with_prefix(self, prefix: LinePrefix) -> Self {
+        LineParser { prefix, ..self }
+    }
+
+    /// Reads the fields of the line prefix; the instance id's bytes, when the prefix has one.
+    fn parse_prefix<'a>(&self, cursor: &mut Cursor<'a>) -> Result<Option<&'a [u8]>, LineError> {
+        let mut id = None;
+        for (field, is_id) in self.prefix.fields() {
+            let error = |kind| LineError { slot: None, kind };
+            match cursor.next_u64() {
+                None => return Err(error(LineErrorKind::PrefixMissing { field })),
+                Some(Ok(1)) => {}
+                Some(Ok(n)) => {
+                    let text = n.to_string();
+                    return Err(error(LineErrorKind::PrefixCount { field, text }));
+                }
+                Some(Err((_, text))) => {
+                    let text = shown(text);
+                    return Err(error(LineErrorKind::PrefixCount { field, text }));
+                }
+            }
+            cursor.skip_sep();
+            if cursor.at_end() {
+                return Err(error(LineErrorKind::PrefixMissing { field }));
+            }
+            let token = cursor.token();
+            if is_id {
+                id = Some(token);
+            }
+        }
+        Ok(id)
+    }
+
+    /// Parses one line (without its newline) and appends it to `batch` as one instance (with its
+    /// instance id, when the prefix has one). On error `batch` is left as it was.
     pub fn parse_into(&self, line: &[u8], batch: &mut Batch) -> Result<(), LineError> {
         let mut cursor = Cursor { line, pos: 0 };
+        let id = match self.prefix == LinePrefix::default() {
+            true => None,
+            false => self
+                .parse_prefix(&mut cursor)
+                .map_err(|error| explained(line, error))?,
+        };
         for (index, spec) in self.slots.iter().enumerate() {
             if let Err(kind) = self.parse_slot(spec, &mut cursor, batch) {
                 batch.rollback();
@@ -374,6 +503,9 @@ impl LineParser {
                     slot: Some(index),
                     kind,
                 };
+                if !self.prefix.has_id() {
+                    return Err(explained(line, maybe_unread_id(line, error)));
+                }
                 return Err(explained(line, error));
             }
         }
@@ -389,6 +521,9 @@ impl LineParser {
             return Err(explained(line, error));
         }
         batch.end_instance();
+        if let Some(id) = id {
+            batch.ids.push(id);
+        }
         Ok(())
     }
 

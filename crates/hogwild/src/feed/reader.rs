@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use super::batch::Batch;
 use super::desc::DataFeedDesc;
 use super::file_queue::FileQueue;
-use super::parser::{LineError, LineParser};
+use super::parser::{LineError, LineParser, LinePrefix};
 use super::source::{plan_pieces, Piece, Source, MIN_PIECE_BYTES};
 use crate::channel::{ByteSize, Channel, Got, TryPutError};
 use crate::{Error, Result};
@@ -105,6 +105,8 @@ pub struct FeedOptions {
     pub mode: FeedMode,
     /// Overrides the desc's batch_size.
     pub batch_size: Option<usize>,
+    /// The fields before the slots on every line (Paddle's instance id, content and log key).
+    pub line_prefix: LinePrefix,
 }
 
 impl Default for FeedOptions {
@@ -118,13 +120,15 @@ impl Default for FeedOptions {
             errors: ErrorPolicy::Strict,
             mode: FeedMode::Stream,
             batch_size: None,
+            line_prefix: LinePrefix::default(),
         }
     }
 }
 
 impl FeedOptions {
     /// The defaults, with `threads` taken from the desc's `thread_num` when it is set (> 0), and
-    /// the in-memory mode (shuffled with seed 0) for Paddle's `MultiSlotInMemoryDataFeed`.
+    /// the in-memory mode (shuffled with seed 0) for Paddle's in-memory readers
+    /// (`MultiSlotInMemoryDataFeed`, `SlotRecordInMemoryDataFeed`).
     pub fn for_desc(desc: &DataFeedDesc) -> Self {
         let defaults = FeedOptions::default();
         FeedOptions {
@@ -132,7 +136,7 @@ impl FeedOptions {
                 .ok()
                 .filter(|&n| n > 0)
                 .unwrap_or(defaults.threads),
-            mode: if desc.name() == "MultiSlotInMemoryDataFeed" {
+            mode: if desc.is_in_memory() {
                 FeedMode::InMemory { shuffle: Some(0) }
             } else {
                 FeedMode::Stream
@@ -173,6 +177,9 @@ pub struct FeedStats {
     pub bad_lines: u64,
     /// The first few bad lines' messages.
     pub bad_examples: Vec<String>,
+    /// What `pipe_command` wrote on standard error for files it otherwise read well, one
+    /// message per file (naming the command and the file), from the first pass over the files.
+    pub pipe_stderr: Vec<String>,
     /// Time reader threads spent reading and parsing (summed over readers).
     pub read_time: Duration,
     /// Time reader threads were blocked because every worker queue was full.
@@ -270,6 +277,7 @@ pub(crate) struct Shared {
     batches: AtomicU64,
     bad: AtomicU64,
     bad_examples: Mutex<Vec<String>>,
+    pipe_stderr: Mutex<Vec<String>>,
     read_nanos: AtomicU64,
     blocked_nanos: AtomicU64,
     wait_nanos: AtomicU64,
@@ -297,6 +305,7 @@ impl Shared {
             batches: AtomicU64::new(0),
             bad: AtomicU64::new(0),
             bad_examples: Mutex::new(Vec::new()),
+            pipe_stderr: Mutex::new(Vec::new()),
             read_nanos: AtomicU64::new(0),
             blocked_nanos: AtomicU64::new(0),
             wait_nanos: AtomicU64::new(0),
@@ -417,6 +426,11 @@ impl Shared {
             bad_lines: self.bad.load(Ordering::Relaxed),
             bad_examples: self
                 .bad_examples
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            pipe_stderr: self
+                .pipe_stderr
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
@@ -593,9 +607,9 @@ pub(crate) struct ReadContext {
 }
 
 impl ReadContext {
-    pub(crate) fn new(desc: &DataFeedDesc) -> Self {
+    pub(crate) fn new(desc: &DataFeedDesc, prefix: LinePrefix) -> Self {
         ReadContext {
-            parser: LineParser::new(desc),
+            parser: LineParser::new(desc).with_prefix(prefix),
             slot_names: desc.slots().iter().map(|s| s.name.clone()).collect(),
             pipe_command: desc.pipe_command().to_string(),
         }
@@ -672,6 +686,13 @@ impl ReadContext {
         }
         flush(&mut lines, &mut bytes);
         source.finish()?;
+        if let Some(note) = source.take_stderr().filter(|_| first_pass) {
+            shared
+                .pipe_stderr
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(note);
+        }
         Ok(Some(line_no))
     }
 }
@@ -732,7 +753,7 @@ pub fn start_feed(
     };
     let shared = Shared::new(opts, workers, readers);
     let queue = Arc::new(FileQueue::new(pieces, opts.epochs));
-    let context = Arc::new(ReadContext::new(desc));
+    let context = Arc::new(ReadContext::new(desc, opts.line_prefix));
     let batch_size = opts.batch_size(desc);
     shared.add_producers(readers);
     let threads = (0..readers)

@@ -1,5 +1,9 @@
 //! Opening a data file as a stream of lines: directly, or piped through `pipe_command`, with gzip
-//! recognised by its magic bytes and decompressed transparently.
+//! recognised by its magic bytes and decompressed transparently. As Paddle's file system layer
+//! does (`zcat FILE | pipe_command`), a gzip file is decompressed before the command reads it.
+//! A command that writes no line for a file that is not empty fails the file (with what it wrote
+//! on standard error); what a command that succeeds writes on standard error is kept for the
+//! caller to show ([`Source::take_stderr`]).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -29,6 +33,11 @@ struct Piped {
     child: Child,
     stderr: Option<JoinHandle<()>>,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
+    /// The thread that writes the file (decompressed if it is gzip) to the command's standard
+    /// input; it returns the bytes it read of the file and the error of reading it, if any.
+    feeder: Option<JoinHandle<(u64, Option<std::io::Error>)>>,
+    /// Whether the file was gzip, decompressed before the command read it.
+    decompressed: bool,
 }
 
 /// A file opened for reading lines.
@@ -43,6 +52,10 @@ pub(crate) struct Source {
     range_file: Option<(PathBuf, u64)>,
     /// Lines before the range's first line, once counted.
     line_base: Option<u64>,
+    /// Lines read so far (for a `pipe_command` that wrote none).
+    lines_read: u64,
+    /// What a `pipe_command` that succeeded wrote on standard error, once it has finished.
+    stderr_note: Option<String>,
 }
 
 /// The first bytes of `raw`, as many as gzip's magic has (fewer only at the end).
@@ -97,14 +110,28 @@ impl Source {
             status: format!("cannot start: {e}"),
             stderr: String::new(),
         };
+        // The file is handed to the command as Paddle's readers hand it: decompressed.
+        let mut file = file;
+        let head = read_head(&mut file, &name)?;
+        let decompressed = head == GZIP_MAGIC;
+        let input: Box<dyn Read + Send> = {
+            let whole = std::io::Cursor::new(head).chain(file);
+            if decompressed {
+                Box::new(MultiGzDecoder::new(BufReader::with_capacity(BUFFER, whole)))
+            } else {
+                Box::new(whole)
+            }
+        };
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(&command)
-            .stdin(Stdio::from(file))
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(spawn_error)?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let feeder = std::thread::spawn(move || feed_command(input, stdin));
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut stderr = child.stderr.take().expect("stderr is piped");
         let stderr_tail = Arc::new(Mutex::new(Vec::new()));
@@ -128,6 +155,8 @@ impl Source {
             child,
             stderr: Some(stderr_thread),
             stderr_tail,
+            feeder: Some(feeder),
+            decompressed,
         };
         let reader = buffered_maybe_gzip(stdout, &name);
         let mut source = Source::direct(name, Box::new(std::io::empty()));
@@ -147,6 +176,8 @@ impl Source {
             remaining: None,
             range_file: None,
             line_base: Some(0),
+            lines_read: 0,
+            stderr_note: None,
         }
     }
 
@@ -245,6 +276,7 @@ impl Source {
         if n == 0 {
             return Ok(false);
         }
+        self.lines_read += 1;
         if let Some(remaining) = &mut self.remaining {
             *remaining = remaining.saturating_sub(n as u64);
         }
@@ -275,6 +307,13 @@ impl Source {
         self.wait_child()
     }
 
+    /// What the `pipe_command` wrote on standard error, when it succeeded and wrote anything:
+    /// `pipe_command "C" wrote on standard error reading FILE: TEXT`. Known once the source
+    /// has finished; taken once.
+    pub(crate) fn take_stderr(&mut self) -> Option<String> {
+        self.stderr_note.take()
+    }
+
     fn wait_child(&mut self) -> Result<()> {
         let Some(mut piped) = self.piped.take() else {
             return Ok(());
@@ -285,13 +324,49 @@ impl Source {
             // The stderr reader only copies bytes; a panic there leaves the tail as it was.
             let _ = thread.join();
         }
+        // The feeder ends once the file is written or the command has closed its input; `fed`
+        // is what it read of the file, more than 0 for any file that is not empty.
+        let (fed, read_error) = piped
+            .feeder
+            .take()
+            .and_then(|thread| thread.join().ok())
+            .unwrap_or((0, None));
         let stderr_tail = {
             let tail = piped.stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
             String::from_utf8_lossy(&tail).trim().to_string()
         };
+        if let Some(e) = read_error {
+            let what = if piped.decompressed {
+                "cannot decompress it for the pipe_command"
+            } else {
+                "cannot read it for the pipe_command"
+            };
+            return Err(Error::Io {
+                path: self.name.clone(),
+                message: format!("{what}: {e}"),
+            });
+        }
+        // A command given gzip's bytes by a user who expected Paddle's behaviour would be
+        // puzzling without this.
+        let input = if piped.decompressed {
+            " (its input was the file decompressed, as Paddle's readers hand a .gz file over)"
+        } else {
+            ""
+        };
         let status = match status {
-            Ok(status) if status.success() => return Ok(()),
-            Ok(status) => describe_status(status),
+            Ok(status) if status.success() && (self.lines_read > 0 || fed == 0) => {
+                if !stderr_tail.is_empty() {
+                    self.stderr_note = Some(format!(
+                        "pipe_command \"{}\" wrote on standard error reading {}: {stderr_tail}",
+                        piped.command, self.name
+                    ));
+                }
+                return Ok(());
+            }
+            Ok(status) if status.success() => {
+                format!("it wrote no line for a file that is not empty{input}")
+            }
+            Ok(status) => format!("{}{input}", describe_status(status)),
             Err(e) => format!("cannot wait for it: {e}"),
         };
         Err(Error::PipeCommand {
@@ -300,6 +375,31 @@ impl Source {
             status,
             stderr: stderr_tail,
         })
+    }
+}
+
+/// Writes `input` to a `pipe_command`'s standard input and closes it; returns the bytes read
+/// from `input` and the error of reading it, if any. A command that stops reading early (`head`) is no
+/// error: its exit status tells.
+fn feed_command(
+    mut input: Box<dyn Read + Send>,
+    mut stdin: std::process::ChildStdin,
+) -> (u64, Option<std::io::Error>) {
+    use std::io::{ErrorKind, Write};
+    let mut buf = vec![0u8; 1 << 16];
+    let mut fed = 0u64;
+    loop {
+        let n = match input.read(&mut buf) {
+            Ok(0) => return (fed, None),
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return (fed, Some(e)),
+        };
+        fed += n as u64;
+        if stdin.write_all(&buf[..n]).is_err() {
+            // The command closed its input (or died): whatever it did is in its status.
+            return (fed, None);
+        }
     }
 }
 

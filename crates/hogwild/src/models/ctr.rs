@@ -548,6 +548,58 @@ impl CtrConfig {
         }
         Ok(())
     }
+
+    /// The used slots of `desc` a `kind` model reads through no key, each with the key that
+    /// would read it (see [`ModelConfig::unread_slots`](super::ModelConfig::unread_slots)).
+    pub(crate) fn unread_slots(&self, kind: CtrKind, desc: &DataFeedDesc) -> Result<Vec<String>> {
+        let slots = self.slots(kind, desc)?;
+        let mut read: Vec<usize> = slots.label_at.map(|(at, _)| at).into_iter().collect();
+        read.extend(slots.weight_at);
+        for field in &slots.layout.fields {
+            read.extend(
+                [Some(field.at), field.values, field.numbers]
+                    .into_iter()
+                    .flatten(),
+            );
+        }
+        let used = desc.used_slots();
+        // The fields a float slot may hold the values of: those without values yet.
+        let fields: Vec<&str> = slots
+            .layout
+            .fields
+            .iter()
+            .filter(|f| f.values.is_none())
+            .map(|f| used[f.at].name.as_str())
+            .collect();
+        let field = match fields.as_slice() {
+            [one] => one.to_string(),
+            _ => "FIELD".to_string(),
+        };
+        Ok(used
+            .iter()
+            .enumerate()
+            .filter(|(at, _)| !read.contains(at))
+            .map(|(_, slot)| {
+                let name = &slot.name;
+                let keys = match slot.slot_type() {
+                    SlotType::F32 => format!(
+                        "values = {{ {field} = \"{name}\" }} (the value of each id of field \
+                         \"{field}\") or weight_slot = \"{name}\" (each instance's weight)"
+                    ),
+                    SlotType::U64 => format!(
+                        "\"{name}\" to fields, or field_numbers = {{ FIELD = \"{name}\" }} \
+                         (the field number of each id of FIELD)"
+                    ),
+                };
+                format!(
+                    "used slot \"{name}\" ({}) is read through no key of the model, which trains \
+                     as if it were absent: add {keys} to [model], or set is_used: false for it \
+                     in the desc",
+                    slot.slot_type().name()
+                )
+            })
+            .collect())
+    }
 }
 
 /// A logistic regression or factorization machine model.

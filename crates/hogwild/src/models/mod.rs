@@ -392,6 +392,38 @@ impl ModelConfig {
         }
     }
 
+    /// The used slots of `desc` that the model reads through no key of its configuration, each
+    /// as a sentence naming the slot and the key that would read it (or `is_used: false`): a
+    /// model trains on such a slot as if it were absent, so a libsvm file's `values` slot left
+    /// unread trains as if every value were 1. Empty when every used slot is read; an error
+    /// when the desc does not fit the model ([`ModelConfig::check_desc`]).
+    pub fn unread_slots(&self, desc: &DataFeedDesc) -> Result<Vec<String>> {
+        let (read, keys): (Vec<&str>, &str) = match &self.model {
+            ModelKind::Lr(c) => return c.unread_slots(CtrKind::Lr, desc),
+            ModelKind::Fm(c) => return c.unread_slots(CtrKind::Fm, desc),
+            ModelKind::Ffm(c) => return c.unread_slots(CtrKind::Ffm, desc),
+            ModelKind::Bow(c) => (
+                vec![&c.words_slot, &c.label_slot],
+                "bow reads its words_slot and label_slot only",
+            ),
+            ModelKind::Word2vec(c) => (vec![&c.words_slot], "word2vec reads its words_slot only"),
+        };
+        self.check_desc(desc, false)?;
+        Ok(desc
+            .used_slots()
+            .iter()
+            .filter(|s| !read.contains(&s.name.as_str()))
+            .map(|s| {
+                format!(
+                    "used slot \"{}\" ({}) is read through no key of the model ({keys}): set \
+                     is_used: false for it in the desc",
+                    s.name,
+                    s.slot_type().name()
+                )
+            })
+            .collect())
+    }
+
     /// Parses the configuration stored in a checkpoint; `origin` names it in errors. Checkpoints
     /// written before a setting existed are read as the model they hold: a bag-of-words model
     /// without `end_of_text` has no end-of-text row, one without `bias` has its biases, and a

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::feed::{Batch, DataFeedDesc, ReadContext, Source};
+use crate::feed::{Batch, DataFeedDesc, LinePrefix, ReadContext, Source};
 use crate::{Error, Result};
 
 /// What checking one file found.
@@ -22,6 +22,10 @@ pub struct CheckReport {
     pub classes: BTreeMap<&'static str, u64>,
     /// The first `max_problems` problems, in file order.
     pub problems: Vec<Error>,
+    /// What the desc's `pipe_command` wrote on standard error while it read the file well
+    /// (naming the command and the file); a command that failed, or wrote no line for a file
+    /// that is not empty, fails the check of the file instead.
+    pub pipe_stderr: Option<String>,
 }
 
 impl CheckReport {
@@ -31,25 +35,48 @@ impl CheckReport {
     }
 }
 
+/// How [`check_file_with`] reads a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckOptions {
+    /// Problems kept (all are counted).
+    pub max_problems: usize,
+    /// The fields before the slots on every line (Paddle's instance id, content and log key).
+    pub line_prefix: LinePrefix,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions {
+            max_problems: 100,
+            line_prefix: LinePrefix::default(),
+        }
+    }
+}
+
 /// The problem class of a line that parses but that the model refuses.
 pub const MODEL_CLASS: &str = "does not fit the model";
 
 /// Checks every line of `path` (through the desc's `pipe_command`, gzip recognised) and keeps the
 /// first `max_problems` problems. Errors only if the file cannot be read at all.
 pub fn check_file(desc: &DataFeedDesc, path: &Path, max_problems: usize) -> Result<CheckReport> {
-    check_file_with(desc, path, max_problems, &mut |_, _| Ok(()))
+    let opts = CheckOptions {
+        max_problems,
+        ..CheckOptions::default()
+    };
+    check_file_with(desc, path, &opts, &mut |_, _| Ok(()))
 }
 
-/// [`check_file`], and every line that parses checked by `instance` too (called with the batch
+/// [`check_file`] as `opts` says, and every line that parses checked by `instance` too (called with the batch
 /// and the line's instance in it: a model's [`crate::Model::check_instance`]). A line it refuses
 /// is a problem of class [`MODEL_CLASS`], named `file:line: slot "name": cause`.
 pub fn check_file_with(
     desc: &DataFeedDesc,
     path: &Path,
-    max_problems: usize,
+    opts: &CheckOptions,
     instance: &mut dyn FnMut(&Batch, usize) -> Result<()>,
 ) -> Result<CheckReport> {
-    let context = ReadContext::new(desc);
+    let max_problems = opts.max_problems;
+    let context = ReadContext::new(desc, opts.line_prefix);
     let mut source = Source::open(path, desc.pipe_command())?;
     // Dense slots without a shape are checked against the previous good line, so the batch
     // keeps that line only.
@@ -91,6 +118,7 @@ pub fn check_file_with(
         }
     }
     source.finish()?;
+    report.pipe_stderr = source.take_stderr();
     Ok(report)
 }
 

@@ -5,4 +5,4 @@
 mod check;
 pub mod convert;
 
-pub use check::{check_file, check_file_with, CheckReport, MODEL_CLASS};
+pub use check::{check_file, check_file_with, CheckOptions, CheckReport, MODEL_CLASS};
