@@ -20,13 +20,16 @@ build/plugin.
 """
 
 import pathlib
+import runpy
 import warnings
 
 from setuptools import setup
 from setuptools.dist import Distribution
 
-VERSION = "0.1.0"
 PACKAGE = pathlib.Path(__file__).resolve().parent / "adam_async"
+# The one place the version is written (adam_async.__version__ comes from it too); run as a file,
+# since importing the package imports TensorFlow.
+VERSION = runpy.run_path(str(PACKAGE / "_version.py"))["RELEASE"]
 LIBRARY = PACKAGE / "libadam_async_ops.so"
 SIDE_FILE = PACKAGE / "libadam_async_ops.so.tf_version"
 
