@@ -270,3 +270,23 @@ def test_loader_order_in_the_installed_package(venv):
         f"PluginNotFoundError {library} does not exist: this adam_async was installed without "
         "its op library; install the adam-async wheel (`make wheel`), or set ADAM_ASYNC_LIBRARY "
         "to the library's path")
+
+
+def test_guide_states_the_runtimes_the_library_needs():
+    """docs/python.md names the newest glibc and libstdc++ symbol versions that the library
+    needs, as its dynamic symbol table lists them (a build on another machine may need others:
+    then the guide is wrong for it, and this says what to write)."""
+    library = ROOT / "build/plugin/libadam_async_ops.so"
+    symbols = subprocess.run(["objdump", "-T", str(library)], capture_output=True, text=True,
+                             check=True).stdout
+    newest = {}
+    for family, version in re.findall(r"\((GLIBC|GLIBCXX)_([0-9.]+)\)", symbols):
+        key = tuple(map(int, version.split(".")))
+        if key > tuple(map(int, newest.get(family, "0").split("."))):
+            newest[family] = version
+    guide = (ROOT / "docs/python.md").read_text()
+    glibc, glibcxx = newest["GLIBC"], newest["GLIBCXX"]
+    assert f"**glibc {glibc} or newer**" in guide and f"`GLIBC_{glibc}`" in guide, \
+        f"docs/python.md should say that {library} needs glibc {glibc} (GLIBC_{glibc})"
+    assert f"`GLIBCXX_{glibcxx}`" in guide, \
+        f"docs/python.md should say that {library} needs a libstdc++ with GLIBCXX_{glibcxx}"
