@@ -71,7 +71,8 @@ def check_steps(run_step, read, opt, variables, g_np, dtype, case):
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
 @pytest.mark.parametrize("kind", ["tensor", "callable"])
 def test_v1_hyperparameters_in_graph_mode(dtype, use_resource, sparse, kind):
-    case = f"{kind} hyper-parameters, dtype={dtype.__name__} resource={use_resource} sparse={sparse}"
+    case = (f"{kind} hyper-parameters, dtype={dtype.__name__} resource={use_resource} "
+            f"sparse={sparse}")
     with tf.Graph().as_default(), v1.Session() as sess:
         opt = AdamAsyncOptimizer(**(as_tensors() if kind == "tensor" else as_callables()))
         variables, grads, g_np = variables_and_grads(dtype, use_resource, sparse)
@@ -147,7 +148,8 @@ def test_v1_non_scalar_or_non_number_hyperparameter_is_named(name):
 @pytest.mark.parametrize("traced", [False, True], ids=["eager", "tf_function"])
 @pytest.mark.parametrize("kind", ["tensor", "callable"])
 def test_keras_hyperparameters(kind, traced, sparse):
-    case = f"Keras, {kind} hyper-parameters, {'tf.function' if traced else 'eager'}, sparse={sparse}"
+    mode = "tf.function" if traced else "eager"
+    case = f"Keras, {kind} hyper-parameters, {mode}, sparse={sparse}"
     hyper = as_tensors() if kind == "tensor" else as_callables()
     if kind == "tensor":  # Keras' base optimizer takes no tensor learning rate (a float here)
         hyper["learning_rate"] = HYPER["alpha"]

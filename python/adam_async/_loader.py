@@ -125,9 +125,10 @@ def _runtime_error(path: Path, message: str) -> Optional[str]:
     version, family = missing.groups()
     runtime = "glibc" if family == "GLIBC" else "libstdc++ (GCC's C++ runtime)"
     try:
-        system = f"glibc {os.confstr('CS_GNU_LIBC_VERSION').split()[-1]}"
-    except (AttributeError, ValueError, OSError, IndexError):
-        system = "a C library that does not say its version"
+        libc = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
+    except (AttributeError, ValueError, OSError):  # not a glibc system, or one that won't say
+        libc = None
+    system = f"glibc {libc.split()[-1]}" if libc else "a C library that does not say its version"
     return (f"{path} cannot be loaded: it needs {runtime} with {version}, and this system "
             f"({system}) has an older one. The library needs the glibc and libstdc++ of the "
             "machine it was built on or newer (docs/python.md names them for the project's "

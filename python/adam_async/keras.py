@@ -155,7 +155,7 @@ class AdamAsync(keras.optimizers.Optimizer):
     def _hyper(self, value, name, dtype):
         return ops.hyperparameter(value, name, _NAME, dtype)
 
-    def build(self, variables):
+    def build(self, variables: list) -> None:
         if self.built:
             return
         for var in variables:
@@ -198,25 +198,28 @@ class AdamAsync(keras.optimizers.Optimizer):
         return self.add_variable(shape=var.shape, dtype=dtype.name, initializer="zeros",
                                  name=f"{_slot_prefix(var)}_{name}")
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
         dtype = tf.as_dtype(variable.dtype)
         param_dtype = ops.param_dtype(dtype)  # float32 for half variables: the V2 ops
         v2 = param_dtype != dtype
         slots = self._slots[self._get_variable_index(variable)]
-        inputs = [variable.handle] + [s.handle for s in slots] + [
-            tf.cast(learning_rate, param_dtype)] + [
-            self._hyper(value, name, param_dtype)
-            for name, value in (("beta1", self.beta1), ("beta2", self.beta2),
-                                ("epsilon", self.epsilon))]
+        inputs = dict(
+            var=variable.handle, **{name: slot.handle for name, slot in zip(
+                ("m", "v", "beta1_power", "beta2_power"), slots)},
+            lr=tf.cast(learning_rate, param_dtype),
+            **{name: self._hyper(value, name, param_dtype)
+               for name, value in (("beta1", self.beta1), ("beta2", self.beta2),
+                                   ("epsilon", self.epsilon))})
         if isinstance(gradient, tf.IndexedSlices):
             values, indices = _sum_duplicates(gradient)
-            op = (ops.resource_sparse_apply_adam_async_v2 if v2
-                  else ops.resource_sparse_apply_adam_async)
-            op(*inputs, tf.cast(values, dtype), indices, use_locking=self.use_locking,
-               apply_sparse_rmsprop=self.apply_sparse_rmsprop)
+            sparse_op = (ops.resource_sparse_apply_adam_async_v2 if v2
+                         else ops.resource_sparse_apply_adam_async)
+            sparse_op(**inputs, grad=tf.cast(values, dtype), indices=indices,
+                      use_locking=self.use_locking,
+                      apply_sparse_rmsprop=self.apply_sparse_rmsprop)
         else:
-            op = ops.resource_apply_adam_async_v2 if v2 else ops.resource_apply_adam_async
-            op(*inputs, tf.cast(gradient, dtype), use_locking=self.use_locking)
+            dense_op = ops.resource_apply_adam_async_v2 if v2 else ops.resource_apply_adam_async
+            dense_op(**inputs, grad=tf.cast(gradient, dtype), use_locking=self.use_locking)
 
     def get_config(self) -> dict:
         config = super().get_config()

@@ -11,11 +11,17 @@ half variables.
 scalar tensor these ops take.
 """
 
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import tensorflow as tf
 
 from adam_async._loader import load_library
+
+#: A variable input of the raw ops: a ref variable (``*_apply_adam_async``), or a resource variable
+#: or its handle (``resource_*``).
+State = Union[tf.Variable, tf.Tensor]
+#: A tensor input of the raw ops: a tensor, or anything ``tf.convert_to_tensor`` takes.
+TensorLike = Any
 
 #: What the optimizers take for a hyper-parameter: a Python or numpy number, a scalar float
 #: tensor, or a callable without arguments that returns one of those (called each time the
@@ -23,8 +29,10 @@ from adam_async._loader import load_library
 Hyperparameter = Union[float, tf.Tensor, Callable[[], Union[float, tf.Tensor]]]
 
 
-def apply_adam_async(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad,
-                     use_locking=False, use_nesterov=False, name=None):
+def apply_adam_async(var: State, m: State, v: State, beta1_power: State, beta2_power: State,
+                     lr: TensorLike, beta1: TensorLike, beta2: TensorLike, epsilon: TensorLike,
+                     grad: TensorLike, use_locking: bool = False, use_nesterov: bool = False,
+                     name: Optional[str] = None) -> tf.Tensor:
     """``ApplyAdamAsync``: a dense step on ref variables; returns the updated ``var`` ref."""
     return load_library().apply_adam_async(
         var=var, m=m, v=v, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr,
@@ -32,9 +40,11 @@ def apply_adam_async(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsi
         use_nesterov=use_nesterov, name=name)
 
 
-def sparse_apply_adam_async(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
-                            grad, indices, use_locking=False, apply_sparse_rmsprop=False,
-                            name=None):
+def sparse_apply_adam_async(var: State, m: State, v: State, beta1_power: State, beta2_power: State,
+                            lr: TensorLike, beta1: TensorLike, beta2: TensorLike,
+                            epsilon: TensorLike, grad: TensorLike, indices: TensorLike,
+                            use_locking: bool = False, apply_sparse_rmsprop: bool = False,
+                            name: Optional[str] = None) -> tf.Tensor:
     """``SparseApplyAdamAsync``: lazy Adam (or RMSProp) on the rows ``indices`` of ref variables."""
     return load_library().sparse_apply_adam_async(
         var=var, m=m, v=v, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr,
@@ -42,8 +52,11 @@ def sparse_apply_adam_async(var, m, v, beta1_power, beta2_power, lr, beta1, beta
         use_locking=use_locking, apply_sparse_rmsprop=apply_sparse_rmsprop, name=name)
 
 
-def resource_apply_adam_async(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
-                              grad, use_locking=False, use_nesterov=False, name=None):
+def resource_apply_adam_async(var: State, m: State, v: State, beta1_power: State,
+                              beta2_power: State, lr: TensorLike, beta1: TensorLike,
+                              beta2: TensorLike, epsilon: TensorLike, grad: TensorLike,
+                              use_locking: bool = False, use_nesterov: bool = False,
+                              name: Optional[str] = None) -> Optional[tf.Operation]:
     """``ResourceApplyAdamAsync``: a dense step on resource variables (handles)."""
     return load_library().resource_apply_adam_async(
         var=var, m=m, v=v, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr,
@@ -51,9 +64,12 @@ def resource_apply_adam_async(var, m, v, beta1_power, beta2_power, lr, beta1, be
         use_nesterov=use_nesterov, name=name)
 
 
-def resource_sparse_apply_adam_async(var, m, v, beta1_power, beta2_power, lr, beta1, beta2,
-                                     epsilon, grad, indices, use_locking=False,
-                                     apply_sparse_rmsprop=False, name=None):
+def resource_sparse_apply_adam_async(var: State, m: State, v: State, beta1_power: State,
+                                     beta2_power: State, lr: TensorLike, beta1: TensorLike,
+                                     beta2: TensorLike, epsilon: TensorLike, grad: TensorLike,
+                                     indices: TensorLike, use_locking: bool = False,
+                                     apply_sparse_rmsprop: bool = False,
+                                     name: Optional[str] = None) -> Optional[tf.Operation]:
     """``ResourceSparseApplyAdamAsync``: the sparse step on resource variables (handles)."""
     return load_library().resource_sparse_apply_adam_async(
         var=var, m=m, v=v, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr,
@@ -66,8 +82,10 @@ def resource_sparse_apply_adam_async(var, m, v, beta1_power, beta2_power, lr, be
 # defaults do not survive half types (bfloat16 rounds 0.999 to 1, float16 rounds 1e-8 to 0 and
 # small squared gradients to 0); the optimizers use these ops for half variables.
 
-def apply_adam_async_v2(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad,
-                        use_locking=False, use_nesterov=False, name=None):
+def apply_adam_async_v2(var: State, m: State, v: State, beta1_power: State, beta2_power: State,
+                        lr: TensorLike, beta1: TensorLike, beta2: TensorLike, epsilon: TensorLike,
+                        grad: TensorLike, use_locking: bool = False, use_nesterov: bool = False,
+                        name: Optional[str] = None) -> tf.Tensor:
     """``ApplyAdamAsyncV2``: ``apply_adam_async`` with float32 m, v, powers and
     hyper-parameters."""
     return load_library().apply_adam_async_v2(
@@ -76,9 +94,12 @@ def apply_adam_async_v2(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, e
         use_nesterov=use_nesterov, name=name)
 
 
-def sparse_apply_adam_async_v2(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
-                               grad, indices, use_locking=False, apply_sparse_rmsprop=False,
-                               name=None):
+def sparse_apply_adam_async_v2(var: State, m: State, v: State, beta1_power: State,
+                               beta2_power: State, lr: TensorLike, beta1: TensorLike,
+                               beta2: TensorLike, epsilon: TensorLike, grad: TensorLike,
+                               indices: TensorLike, use_locking: bool = False,
+                               apply_sparse_rmsprop: bool = False,
+                               name: Optional[str] = None) -> tf.Tensor:
     """``SparseApplyAdamAsyncV2``: ``sparse_apply_adam_async`` with float32 m, v, powers and
     hyper-parameters."""
     return load_library().sparse_apply_adam_async_v2(
@@ -87,8 +108,11 @@ def sparse_apply_adam_async_v2(var, m, v, beta1_power, beta2_power, lr, beta1, b
         use_locking=use_locking, apply_sparse_rmsprop=apply_sparse_rmsprop, name=name)
 
 
-def resource_apply_adam_async_v2(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
-                                 grad, use_locking=False, use_nesterov=False, name=None):
+def resource_apply_adam_async_v2(var: State, m: State, v: State, beta1_power: State,
+                                 beta2_power: State, lr: TensorLike, beta1: TensorLike,
+                                 beta2: TensorLike, epsilon: TensorLike, grad: TensorLike,
+                                 use_locking: bool = False, use_nesterov: bool = False,
+                                 name: Optional[str] = None) -> Optional[tf.Operation]:
     """``ResourceApplyAdamAsyncV2``: ``resource_apply_adam_async`` with float32 m, v, powers and
     hyper-parameters."""
     return load_library().resource_apply_adam_async_v2(
@@ -97,9 +121,12 @@ def resource_apply_adam_async_v2(var, m, v, beta1_power, beta2_power, lr, beta1,
         use_nesterov=use_nesterov, name=name)
 
 
-def resource_sparse_apply_adam_async_v2(var, m, v, beta1_power, beta2_power, lr, beta1, beta2,
-                                        epsilon, grad, indices, use_locking=False,
-                                        apply_sparse_rmsprop=False, name=None):
+def resource_sparse_apply_adam_async_v2(var: State, m: State, v: State, beta1_power: State,
+                                        beta2_power: State, lr: TensorLike, beta1: TensorLike,
+                                        beta2: TensorLike, epsilon: TensorLike, grad: TensorLike,
+                                        indices: TensorLike, use_locking: bool = False,
+                                        apply_sparse_rmsprop: bool = False,
+                                        name: Optional[str] = None) -> Optional[tf.Operation]:
     """``ResourceSparseApplyAdamAsyncV2``: ``resource_sparse_apply_adam_async`` with float32
     m, v, powers and hyper-parameters."""
     return load_library().resource_sparse_apply_adam_async_v2(
