@@ -203,13 +203,12 @@ class AdamAsync(keras.optimizers.Optimizer):
         param_dtype = ops.param_dtype(dtype)  # float32 for half variables: the V2 ops
         v2 = param_dtype != dtype
         slots = self._slots[self._get_variable_index(variable)]
-        inputs = dict(
-            var=variable.handle, **{name: slot.handle for name, slot in zip(
-                ("m", "v", "beta1_power", "beta2_power"), slots)},
-            lr=tf.cast(learning_rate, param_dtype),
-            **{name: self._hyper(value, name, param_dtype)
-               for name, value in (("beta1", self.beta1), ("beta2", self.beta2),
-                                   ("epsilon", self.epsilon))})
+        m, v, beta1_power, beta2_power = (slot.handle for slot in slots)
+        inputs = dict(var=variable.handle, m=m, v=v, beta1_power=beta1_power,
+                      beta2_power=beta2_power, lr=tf.cast(learning_rate, param_dtype),
+                      beta1=self._hyper(self.beta1, "beta1", param_dtype),
+                      beta2=self._hyper(self.beta2, "beta2", param_dtype),
+                      epsilon=self._hyper(self.epsilon, "epsilon", param_dtype))
         if isinstance(gradient, tf.IndexedSlices):
             values, indices = _sum_duplicates(gradient)
             sparse_op = (ops.resource_sparse_apply_adam_async_v2 if v2
