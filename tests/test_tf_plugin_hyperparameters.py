@@ -1,8 +1,9 @@
 """Tensor and callable hyper-parameters of both optimizers, in graph and eager modes, against numpy.
 
 Modelled on stock TensorFlow's ``tensorflow/python/training/adam_test.py``
-(``testTensorLearningRate``: a tensor hyper-parameter, graph mode, three steps with the beta
-powers checked before each; ``doTestBasic(use_callable_params=True)``: callables in eager mode).
+(``testTensorLearningRate``: a tensor hyper-parameter, graph mode, three steps checked against
+numpy; ``doTestBasic(use_callable_params=True)``: callables in eager mode, the powers checked
+after each step), here with all four hyper-parameters as tensors or callables, in both modes.
 DeepRec documents ``beta1``/``beta2`` as "a float value or a constant float tensor" and makes the
 powers with ``convert_to_tensor``; stock ``AdamOptimizer`` also takes callables for all four.
 Here every hyper-parameter differs from its default (lr 0.01, beta1 0.8, beta2 0.99, epsilon 1e-7),
