@@ -11,8 +11,8 @@ wheel:
 - is versioned ``<version>+tf<that version>``, so wheels for two TensorFlows differ by name;
 - is tagged ``py3-none-<platform>``: the library is machine code for this platform, but it does not
   use Python's C API (TensorFlow loads it), so any Python 3 that the pinned TensorFlow supports
-  will do. The platform is the plain one (``linux_x86_64``), not a manylinux one: nothing has
-  checked the library against an older glibc.
+  will do. The platform is the plain one (``linux_x86_64``), not a manylinux one: the library
+  needs the glibc and libstdc++ of the build machine or newer (docs/python.md says which).
 
 Without the library (the checkout's editable install, ``make setup``) the package is pure Python
 with no dependencies: the venv's TensorFlow comes from requirements.txt, the library from
@@ -20,13 +20,16 @@ build/plugin.
 """
 
 import pathlib
+import runpy
 import warnings
 
 from setuptools import setup
 from setuptools.dist import Distribution
 
-VERSION = "0.1.0"
 PACKAGE = pathlib.Path(__file__).resolve().parent / "adam_async"
+# The one place the version is written (adam_async.__version__ comes from it too); run as a file,
+# since importing the package imports TensorFlow.
+VERSION = runpy.run_path(str(PACKAGE / "_version.py"))["RELEASE"]
 LIBRARY = PACKAGE / "libadam_async_ops.so"
 SIDE_FILE = PACKAGE / "libadam_async_ops.so.tf_version"
 

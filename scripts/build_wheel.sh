@@ -2,7 +2,7 @@
 # Builds the adam-async wheel into OUT_DIR (default dist/): the Python package with the op library
 # build/plugin/libadam_async_ops.so (`make plugin`; debug information stripped) and its .tf_version
 # side file inside, pinned to that TensorFlow (python/setup.py says how it is named, tagged and
-# pinned). `make wheel` runs it. The package is staged in a temporary folder, so python/adam_async
+# pinned), py.typed, and the repository's LICENSE in its dist-info. `make wheel` runs it. The package is staged in a temporary folder, so python/adam_async
 # never holds a library that would shadow build/plugin's in the editable install. Other adam_async
 # wheels in OUT_DIR are removed first, so `pip install dist/*.whl` installs this one. Builds with
 # the venv's own setuptools (no build isolation): nothing is downloaded.
@@ -32,9 +32,10 @@ fi
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-cp python/pyproject.toml python/setup.py "$stage/"
+# LICENSE beside setup.py: setuptools puts it in the wheel's dist-info.
+cp python/pyproject.toml python/setup.py LICENSE "$stage/"
 mkdir "$stage/adam_async"
-cp python/adam_async/*.py "$stage/adam_async/"
+cp python/adam_async/*.py python/adam_async/py.typed "$stage/adam_async/"
 cp "$lib" "$lib.tf_version" "$stage/adam_async/"
 # Debug information is three quarters of the library's size and no use to an installed package.
 ${STRIP:-strip} --strip-debug "$stage/adam_async/libadam_async_ops.so"

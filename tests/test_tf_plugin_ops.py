@@ -4,6 +4,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -484,10 +485,13 @@ def test_shape_functions_reject_static_mismatches():
 
 # --- the loader ---
 
-def load_in_subprocess(library):
-    code = ("import adam_async\n"
-            "try:\n    adam_async.load_library()\n"
-            "except ImportError as e:\n    print(type(e).__name__, e)\n")
+LOAD = ("try:\n    import adam_async\n    adam_async.load_library()\n"
+        "except ImportError as e:\n    print(type(e).__name__, e)\n")
+
+
+def load_in_subprocess(library, code=LOAD):
+    """Runs ``code`` (by default: import adam_async and load the library, printing the
+    ImportError raised, if any) with $ADAM_ASYNC_LIBRARY set to ``library``."""
     env = dict(os.environ, ADAM_ASYNC_LIBRARY=str(library), TF_CPP_MIN_LOG_LEVEL="3")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True,
                          text=True, env=env, timeout=120)
@@ -512,9 +516,45 @@ def test_loader_refuses_a_library_built_for_another_tensorflow(tmp_path):
     lib = tmp_path / "libadam_async_ops.so"
     lib.write_bytes(adam_async.library_path().read_bytes())
     (tmp_path / "libadam_async_ops.so.tf_version").write_text("2.0.0\n")
-    assert load_in_subprocess(lib) == (
-        f"PluginVersionError {lib} was built for TensorFlow 2.0.0, but TensorFlow "
-        f"{tf.__version__} is running: rebuild it with `make plugin` against this TensorFlow")
+    want = (f"PluginVersionError {lib} was built for TensorFlow 2.0.0, but TensorFlow "
+            f"{tf.__version__} is running: rebuild it with `make plugin` against this TensorFlow")
+    assert load_in_subprocess(lib) == want
+    # ... by `import adam_async` already, before any op is built.
+    only_import = ("try:\n    import adam_async\n"
+                   "except ImportError as e:\n    print(type(e).__name__, e)\n")
+    assert load_in_subprocess(lib, only_import) == want
     # Without the side file the version compiled into the library is checked (and matches).
     (tmp_path / "libadam_async_ops.so.tf_version").unlink()
     assert load_in_subprocess(lib) == ""
+
+
+def test_loader_names_the_runtime_a_library_needs():
+    """A library built against a newer glibc than the system's: what the dynamic loader says
+    (the same message as glibc's, here raised by a stand-in for tf.load_op_library, since this
+    system's glibc loads the library) becomes a message naming the version and the system's."""
+    code = textwrap.dedent("""
+        import os
+        import tensorflow as tf
+        import adam_async
+
+        def refuse(path):
+            raise tf.errors.NotFoundError(None, None, (
+                "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.99' not found "
+                f"(required by {path})"))
+
+        tf.load_op_library = refuse
+        try:
+            adam_async.load_library()
+        except adam_async.PluginRuntimeError as e:
+            print(e)
+        print(os.confstr("CS_GNU_LIBC_VERSION"))
+    """)
+    lib = adam_async.library_path()
+    message, system = load_in_subprocess(lib, code).splitlines()
+    assert message == (
+        f"{lib} cannot be loaded: it needs glibc with GLIBC_2.99, and this system "
+        f"(glibc {system.split()[-1]}) has an older one. The library needs the glibc and "
+        "libstdc++ of the machine it was built on or newer (docs/python.md names them for the "
+        "project's builds); build it on this system (`make wheel`) or use a newer one. The "
+        "loader said: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.99' not found "
+        f"(required by {lib})")

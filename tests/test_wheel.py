@@ -18,6 +18,7 @@ import errno
 import os
 import pathlib
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,9 @@ from packaging.utils import canonicalize_name
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PLATFORM = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+# The package's one written version (adam_async/_version.py); the wheel adds its TensorFlow.
+VERSION = runpy.run_path(str(ROOT / "python/adam_async/_version.py"))["RELEASE"]
+WHEEL_VERSION = f"{VERSION}+tf{tf.__version__}"
 
 
 def tensorflow_distributions():
@@ -115,28 +119,68 @@ def run(venv, *args, timeout=300, **extra_env):
     return out.stdout
 
 
-# Prints what load_library raises, if anything.
-LOAD = ("import adam_async\n"
-        "try:\n"
+# Prints what importing the package, or load_library, raises, if anything.
+LOAD = ("try:\n"
+        "    import adam_async\n"
         "    adam_async.load_library()\n"
         "except ImportError as e:\n"
         "    print(type(e).__name__, e)\n")
 
 
-def test_wheel_carries_the_library_pinned_to_its_tensorflow(venv):
+def dynamic_section(library):
+    """``readelf -d``'s (tag, value) rows of ``library``: RUNPATH, RPATH, NEEDED, ..."""
+    out = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True,
+                         check=True).stdout
+    return re.findall(r"\((\w+)\)\s+.*?: \[(.*)\]", out)
+
+
+def test_wheel_carries_the_library_pinned_to_its_tensorflow(venv, tmp_path):
     _, wheel, _ = venv
-    assert wheel.name == f"adam_async-0.1.0+tf{tf.__version__}-py3-none-{PLATFORM}.whl"
+    assert wheel.name == f"adam_async-{WHEEL_VERSION}-py3-none-{PLATFORM}.whl"
     with zipfile.ZipFile(wheel) as whl:
         names = whl.namelist()
-        dist_info = f"adam_async-0.1.0+tf{tf.__version__}.dist-info"
+        dist_info = f"adam_async-{WHEEL_VERSION}.dist-info"
         assert "adam_async/libadam_async_ops.so" in names
+        assert "adam_async/py.typed" in names
         assert whl.read("adam_async/libadam_async_ops.so.tf_version").decode().strip() == \
             tf.__version__
         meta = whl.read(f"{dist_info}/METADATA").decode()
         wheel_info = whl.read(f"{dist_info}/WHEEL").decode()
+        # The repository's LICENSE, where setuptools puts it (older: dist-info/LICENSE; newer:
+        # dist-info/licenses/LICENSE).
+        [license_file] = [n for n in names
+                          if n.startswith(f"{dist_info}/") and n.endswith("/LICENSE")]
+        assert whl.read(license_file) == (ROOT / "LICENSE").read_bytes()
+        library = pathlib.Path(whl.extract("adam_async/libadam_async_ops.so", tmp_path))
     assert re.findall(r"^Requires-Dist: (.*)$", meta, re.M) == [f"tensorflow-cpu=={tf.__version__}"]
+    assert re.findall(r"^License: (.*)$", meta, re.M) == ["Apache-2.0"]
     assert "Root-Is-Purelib: false" in wheel_info
     assert f"Tag: py3-none-{PLATFORM}" in wheel_info
+    # No path of the build machine: TensorFlow is found beside the package, where pip puts it.
+    dynamic = dynamic_section(library)
+    assert [value for tag, value in dynamic if tag in ("RUNPATH", "RPATH")] == \
+        ["$ORIGIN/../tensorflow"], dynamic
+
+
+def test_installed_package_says_its_version_and_documents_its_arguments(venv):
+    out = run(venv, "-c", (
+        "import inspect, pathlib, pydoc, re\n"
+        "from importlib import metadata\n"
+        "import adam_async\n"
+        "from adam_async.keras import AdamAsync\n"
+        "print(adam_async.__version__, metadata.version('adam-async'))\n"
+        "print((pathlib.Path(adam_async.__file__).parent / 'py.typed').is_file())\n"
+        "for cls in (adam_async.AdamAsyncOptimizer, AdamAsync):\n"
+        "    doc = inspect.getdoc(cls.__init__)\n"
+        "    params = [p for p in inspect.signature(cls.__init__).parameters if p != 'self']\n"
+        "    missing = [p for p in params if not re.search(rf'^ +(\\*\\*)?{p}: \\S', doc, re.M)]\n"
+        "    print(cls.__name__, doc.splitlines()[0] in pydoc.render_doc(cls), *missing)\n"))
+    versions, typed, *documented = out.splitlines()
+    assert versions.split() == [WHEEL_VERSION, WHEEL_VERSION]
+    assert typed == "True"
+    # help(cls) shows the constructor's own docstring (not the base class's), whose Args list
+    # every argument of the signature with a description (no name follows True: none missing).
+    assert documented == ["AdamAsyncOptimizer True", "AdamAsync True"]
 
 
 def test_installed_package_loads_its_own_library_and_tensorflow(venv):
@@ -198,7 +242,9 @@ def test_installed_library_for_another_tensorflow_is_a_clear_error(venv):
     saved = side.read_text()
     side.write_text("2.0.0\n")
     try:
-        out = run(venv, "-c", LOAD)
+        # Named at `import adam_async`, before any op is built.
+        out = run(venv, "-c", "try:\n    import adam_async\n"
+                              "except ImportError as e:\n    print(type(e).__name__, e)\n")
     finally:
         side.write_text(saved)
     assert out.strip() == (
@@ -226,3 +272,23 @@ def test_loader_order_in_the_installed_package(venv):
         f"PluginNotFoundError {library} does not exist: this adam_async was installed without "
         "its op library; install the adam-async wheel (`make wheel`), or set ADAM_ASYNC_LIBRARY "
         "to the library's path")
+
+
+def test_guide_states_the_runtimes_the_library_needs():
+    """docs/python.md names the newest glibc and libstdc++ symbol versions that the library
+    needs, as its dynamic symbol table lists them (a build on another machine may need others:
+    then the guide is wrong for it, and this says what to write)."""
+    library = ROOT / "build/plugin/libadam_async_ops.so"
+    symbols = subprocess.run(["objdump", "-T", str(library)], capture_output=True, text=True,
+                             check=True).stdout
+    newest = {}
+    for family, version in re.findall(r"\((GLIBC|GLIBCXX)_([0-9.]+)\)", symbols):
+        key = tuple(map(int, version.split(".")))
+        if key > tuple(map(int, newest.get(family, "0").split("."))):
+            newest[family] = version
+    guide = (ROOT / "docs/python.md").read_text()
+    glibc, glibcxx = newest["GLIBC"], newest["GLIBCXX"]
+    assert f"**glibc {glibc} or newer**" in guide and f"`GLIBC_{glibc}`" in guide, \
+        f"docs/python.md should say that {library} needs glibc {glibc} (GLIBC_{glibc})"
+    assert f"`GLIBCXX_{glibcxx}`" in guide, \
+        f"docs/python.md should say that {library} needs a libstdc++ with GLIBCXX_{glibcxx}"

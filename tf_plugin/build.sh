@@ -3,8 +3,11 @@
 # the op registrations and kernels (C++, flags from tf.sysconfig), linked against TensorFlow's
 # libtensorflow_framework.so.2 and libtensorflow_cc.so.2 (MaybeForwardRefInputToRefOutput lives
 # there). Writes the TensorFlow version it was built for next to the library, for the Python loader.
-# Its runpath finds TensorFlow beside it in site-packages (the wheel's install, `make wheel`), then
-# in the venv it was built with (build/plugin).
+# Its runpath is $ORIGIN/../tensorflow alone, as tensorflow/custom-op libraries have it, so that
+# no path of the build machine is in it: installed from the wheel (`make wheel`) that is the
+# tensorflow package beside adam_async in site-packages; here build/tensorflow, a link to the
+# venv's. (Loaded by TensorFlow, the library finds TensorFlow's libraries already loaded, by
+# soname; the runpath is for loading it alone, e.g. with ctypes or `ldd`.)
 # `make plugin` runs this only when a source changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,8 +48,9 @@ done
 for pid in "${pids[@]}"; do wait "$pid"; done
 
 ${CXX:-g++} -shared -o "$out/libadam_async_ops.so.tmp" "${objs[@]}" "$staticlib" \
-  "${lflags[@]}" -l:libtensorflow_cc.so.2 -Wl,-rpath,'$ORIGIN/../tensorflow' -Wl,-rpath,"$tf_lib" \
+  "${lflags[@]}" -l:libtensorflow_cc.so.2 -Wl,-rpath,'$ORIGIN/../tensorflow' \
   -Wl,--exclude-libs,libhogwild_tf_plugin.a -Wl,--no-undefined -lpthread -ldl -lm
 mv "$out/libadam_async_ops.so.tmp" "$out/libadam_async_ops.so"
+ln -sfn "$tf_lib" "$root/build/tensorflow"
 echo "$tf_version" > "$out/libadam_async_ops.so.tf_version"
 echo "built $out/libadam_async_ops.so for TensorFlow $tf_version"

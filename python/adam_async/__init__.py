@@ -17,7 +17,9 @@ file named by ``$ADAM_ASYNC_LIBRARY``, else the one inside this package (the whe
 checkout's ``build/plugin/libadam_async_ops.so`` (``make plugin``) for the editable install.
 The ops are ``ApplyAdamAsync``, ``SparseApplyAdamAsync``, ``ResourceApplyAdamAsync`` and
 ``ResourceSparseApplyAdamAsync``, and their ``V2`` forms for half variables; the library is loaded
-when an op is first built.
+when an op is first built, but ``import adam_async`` already refuses one built for another
+TensorFlow. ``__version__`` is the installed package's version (the wheel's names its TensorFlow,
+``0.1.0+tf2.21.0``). The guide is docs/python.md.
 
 Half precision: for float16 and bfloat16 variables both optimizers keep m, v and the beta powers
 in float32 and call the ``*AdamAsyncV2`` ops with float32 hyper-parameters; the update is computed
@@ -30,10 +32,16 @@ DeepRec graphs run as before, float16 ones with stock ``ResourceApplyAdam``'s bi
 from adam_async._loader import (
     ENV_VAR,
     PluginNotFoundError,
+    PluginRuntimeError,
     PluginVersionError,
+    check_tensorflow,
     library_path,
     load_library,
 )
+from adam_async._version import __version__
+
+# A library built for another TensorFlow is named here, at import, not at the first op.
+check_tensorflow()
 from adam_async.ops import (
     apply_adam_async,
     apply_adam_async_v2,
@@ -54,7 +62,10 @@ __all__ = [
     "ENV_VAR",
     "AdamAsyncOptimizer",
     "PluginNotFoundError",
+    "PluginRuntimeError",
     "PluginVersionError",
+    "__version__",
+    "check_tensorflow",
     "apply_adam_async",
     "apply_adam_async_v2",
     "library_path",

@@ -17,6 +17,7 @@ place. Only the Python class is registered; the op library is loaded when a grap
 """
 
 import warnings
+from types import ModuleType
 
 import tensorflow as tf
 
@@ -25,7 +26,7 @@ from adam_async.optimizer import AdamAsyncOptimizer
 _NAME = "AdamAsyncOptimizer"
 
 
-def _v1_train_modules():
+def _v1_train_modules() -> list[tuple[str, ModuleType]]:
     """(public name, module) of every TF1 ``train`` module of the running TensorFlow."""
     modules = [("tf.compat.v1.train", tf.compat.v1.train)]
     # TensorFlow 1.x: tf.train is the TF1 module (it has the TF1 optimizers), and a module object
@@ -35,7 +36,7 @@ def _v1_train_modules():
     return modules
 
 
-def register():
+def register() -> list[str]:
     """Makes ``AdamAsyncOptimizer`` available under the TF1 ``train`` modules; idempotent.
 
     Returns the public names (``"tf.compat.v1.train"``, ...) of the modules where it is ours now.

@@ -47,11 +47,15 @@ variable on one ps that every step increments; AdamAsync's update does not read 
 """
 
 import re
+from typing import Any, Iterable, Optional
 
 import keras
 import tensorflow as tf
 
 from adam_async import ops
+from adam_async.ops import Hyperparameter
+
+_NAME = "AdamAsync"
 
 
 def _sum_duplicates(grad: tf.IndexedSlices):
@@ -66,7 +70,7 @@ def _tf_variable(var):
     return var.value if isinstance(var, keras.Variable) else var
 
 
-def shards(variables):
+def shards(variables: Iterable[Any]) -> list:
     """``variables`` with each sharded one (a ``ShardedVariable``, such as a Keras variable that a
     ``ParameterServerStrategy``'s ``variable_partitioner`` split over the servers) replaced by
     its shards, in order; other variables are kept as they are.
@@ -103,8 +107,44 @@ class AdamAsync(keras.optimizers.Optimizer):
     by the update op itself (``beta1_power *= beta1``), one pair per variable.
     """
 
-    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
-                 use_locking=False, apply_sparse_rmsprop=False, name="adam_async", **kwargs):
+    def __init__(self, learning_rate: Any = 0.001, beta1: Hyperparameter = 0.9,
+                 beta2: Hyperparameter = 0.999, epsilon: Hyperparameter = 1e-8,
+                 use_locking: bool = False, apply_sparse_rmsprop: bool = False,
+                 name: str = "adam_async", **kwargs: Any) -> None:
+        """Makes the optimizer; its variables are made by ``build`` (Keras calls it on the first
+        ``apply_gradients``).
+
+        ``beta1``, ``beta2`` and ``epsilon`` are each a Python float, a scalar float tensor, or a
+        callable without arguments that returns one of those (called each time an update is
+        built). ``get_config`` stores a tensor as its value and a callable as Keras stores a
+        callable learning rate (a registered function reloads; a lambda needs
+        ``safe_mode=False``).
+
+        Args:
+            learning_rate: The step size ``lr``: a float, a
+                ``keras.optimizers.schedules.LearningRateSchedule`` or a callable without
+                arguments, as for every Keras optimizer (Keras refuses a tensor here).
+            beta1: The decay rate of the first moment ``m``, and the initial value of every
+                variable's ``beta1_power``, which the update multiplies by ``beta1``.
+            beta2: The decay rate of the second moment ``v``, and the initial value of every
+                variable's ``beta2_power``.
+            epsilon: Added to ``sqrt(v)`` in the denominator (DeepRec's default 1e-8; Keras'
+                ``Adam`` has 1e-7).
+            use_locking: Hold the variable's and its slots' locks exclusively for the whole
+                update. Without it, sparse updates share the variable's lock, so concurrent
+                updates of one variable interleave (Hogwild); dense updates always lock.
+            apply_sparse_rmsprop: Update the rows of ``tf.IndexedSlices`` gradients with the
+                RMSProp rule (DeepRec's option) instead of lazy Adam.
+            name: The optimizer's name, the first part of its variables' paths.
+            **kwargs: Keras' common optimizer arguments: ``weight_decay``, ``clipnorm``,
+                ``clipvalue``, ``global_clipnorm``, ``use_ema``, ``ema_momentum``,
+                ``ema_overwrite_frequency``, ``loss_scale_factor``,
+                ``gradient_accumulation_steps``.
+
+        Raises:
+            TypeError: (when the update is built) a hyper-parameter is not a number.
+            ValueError: (when the update is built) a hyper-parameter is not a scalar.
+        """
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
         self.beta1 = beta1
         self.beta2 = beta2
@@ -112,7 +152,10 @@ class AdamAsync(keras.optimizers.Optimizer):
         self.use_locking = use_locking
         self.apply_sparse_rmsprop = apply_sparse_rmsprop
 
-    def build(self, variables):
+    def _hyper(self, value, name, dtype):
+        return ops.hyperparameter(value, name, _NAME, dtype)
+
+    def build(self, variables: list) -> None:
         if self.built:
             return
         for var in variables:
@@ -135,11 +178,14 @@ class AdamAsync(keras.optimizers.Optimizer):
             # add_variable_from_reference colocates m and v; the powers (and the float32 m and v
             # of a half variable) are made by add_variable, which does not.
             with self._distribution_strategy.extended.colocate_vars_with(_tf_variable(var)):
+                # The initial values are made where Keras runs initializers: a callable beta is
+                # called there, and a tensor is cast to the power's type.
                 powers = [
-                    self.add_variable(shape=(), dtype=ops.param_dtype(var.dtype).name,
-                                      name=f"{prefix}_{name}",
-                                      initializer=keras.initializers.Constant(value))
-                    for name, value in (("beta1_power", self.beta1), ("beta2_power", self.beta2))
+                    self.add_variable(
+                        shape=(), dtype=ops.param_dtype(var.dtype).name, name=f"{prefix}_{name}",
+                        initializer=lambda shape, dtype, beta=beta, name=name: self._hyper(
+                            beta, name.split("_")[0], dtype))
+                    for name, beta in (("beta1_power", self.beta1), ("beta2_power", self.beta2))
                 ]
                 self._slots.append([self._moment(var, "m"), self._moment(var, "v")] + powers)
 
@@ -152,30 +198,54 @@ class AdamAsync(keras.optimizers.Optimizer):
         return self.add_variable(shape=var.shape, dtype=dtype.name, initializer="zeros",
                                  name=f"{_slot_prefix(var)}_{name}")
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
         dtype = tf.as_dtype(variable.dtype)
         param_dtype = ops.param_dtype(dtype)  # float32 for half variables: the V2 ops
         v2 = param_dtype != dtype
         slots = self._slots[self._get_variable_index(variable)]
-        inputs = [variable.handle] + [s.handle for s in slots] + [
-            tf.cast(x, param_dtype) for x in (learning_rate, self.beta1, self.beta2, self.epsilon)]
+        m, v, beta1_power, beta2_power = (slot.handle for slot in slots)
+        inputs = dict(var=variable.handle, m=m, v=v, beta1_power=beta1_power,
+                      beta2_power=beta2_power, lr=tf.cast(learning_rate, param_dtype),
+                      beta1=self._hyper(self.beta1, "beta1", param_dtype),
+                      beta2=self._hyper(self.beta2, "beta2", param_dtype),
+                      epsilon=self._hyper(self.epsilon, "epsilon", param_dtype))
         if isinstance(gradient, tf.IndexedSlices):
             values, indices = _sum_duplicates(gradient)
-            op = (ops.resource_sparse_apply_adam_async_v2 if v2
-                  else ops.resource_sparse_apply_adam_async)
-            op(*inputs, tf.cast(values, dtype), indices, use_locking=self.use_locking,
-               apply_sparse_rmsprop=self.apply_sparse_rmsprop)
+            sparse_op = (ops.resource_sparse_apply_adam_async_v2 if v2
+                         else ops.resource_sparse_apply_adam_async)
+            sparse_op(**inputs, grad=tf.cast(values, dtype), indices=indices,
+                      use_locking=self.use_locking,
+                      apply_sparse_rmsprop=self.apply_sparse_rmsprop)
         else:
-            op = ops.resource_apply_adam_async_v2 if v2 else ops.resource_apply_adam_async
-            op(*inputs, tf.cast(gradient, dtype), use_locking=self.use_locking)
+            dense_op = ops.resource_apply_adam_async_v2 if v2 else ops.resource_apply_adam_async
+            dense_op(**inputs, grad=tf.cast(gradient, dtype), use_locking=self.use_locking)
 
-    def get_config(self):
+    def get_config(self) -> dict:
         config = super().get_config()
         config.update({
-            "beta1": self.beta1,
-            "beta2": self.beta2,
-            "epsilon": self.epsilon,
+            "beta1": _serialize(self.beta1),
+            "beta2": _serialize(self.beta2),
+            "epsilon": _serialize(self.epsilon),
             "use_locking": self.use_locking,
             "apply_sparse_rmsprop": self.apply_sparse_rmsprop,
         })
         return config
+
+    @classmethod
+    def from_config(cls, config: dict, custom_objects: Optional[dict] = None) -> "AdamAsync":
+        config = dict(config)
+        for key in ("beta1", "beta2", "epsilon"):
+            if isinstance(config.get(key), dict):  # a serialized callable
+                config[key] = keras.saving.deserialize_keras_object(
+                    config[key], custom_objects=custom_objects)
+        return super().from_config(config, custom_objects=custom_objects)
+
+
+def _serialize(value):
+    """A hyper-parameter for ``get_config``, as Keras' base optimizer stores a learning rate: a
+    tensor or variable by its value, a callable by ``keras.saving.serialize_keras_object``."""
+    if isinstance(value, (tf.Variable, keras.Variable)) or tf.is_tensor(value):
+        return float(value.numpy())
+    if callable(value):
+        return keras.saving.serialize_keras_object(value)
+    return value

@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from adam_async import ops
+from adam_async.ops import Hyperparameter
 
 
 class AdamAsyncOptimizer(tf.compat.v1.train.Optimizer):
@@ -21,8 +22,37 @@ class AdamAsyncOptimizer(tf.compat.v1.train.Optimizer):
     Other variables run DeepRec's ops with DeepRec's slot types.
     """
 
-    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
-                 use_locking=False, apply_sparse_rmsprop=False, name="AdamAsync"):
+    def __init__(self, learning_rate: Hyperparameter = 0.001, beta1: Hyperparameter = 0.9,
+                 beta2: Hyperparameter = 0.999, epsilon: Hyperparameter = 1e-8,
+                 use_locking: bool = False, apply_sparse_rmsprop: bool = False,
+                 name: str = "AdamAsync") -> None:
+        """Makes the optimizer; its slots are made when it is first applied to variables.
+
+        Each of ``learning_rate``, ``beta1``, ``beta2`` and ``epsilon`` is a Python float, a
+        scalar float tensor (in graph mode, of the graph the optimizer is used in), or a callable
+        without arguments that returns one of those; a callable is called each time an update
+        is built (every ``apply_gradients`` in eager mode), as stock ``AdamOptimizer`` does.
+
+        Args:
+            learning_rate: The step size ``lr`` (DeepRec's and stock Adam's default, 0.001).
+            beta1: The decay rate of the first moment ``m``, and the initial value of every
+                variable's ``beta1_power`` slot, which the update multiplies by ``beta1``.
+            beta2: The decay rate of the second moment ``v``, and the initial value of every
+                variable's ``beta2_power`` slot.
+            epsilon: Added to ``sqrt(v)`` in the denominator (DeepRec's default, 1e-8).
+            use_locking: Hold the variable's and its slots' locks exclusively for the whole
+                update. Without it (TensorFlow's semantics), ref variables are updated without a
+                lock and sparse updates of resource variables share theirs, so concurrent updates
+                of one variable interleave (Hogwild); dense resource updates always lock.
+            apply_sparse_rmsprop: Update the rows of sparse gradients with the RMSProp rule
+                (DeepRec's option) instead of lazy Adam; dense gradients always use Adam.
+            name: The name of the slots (``<var>/<name>``, ``_1``, ...) and of the name scope of
+                the update ops.
+
+        Raises:
+            TypeError: (when the update is built) a hyper-parameter is not a number.
+            ValueError: (when the update is built) a hyper-parameter is not a scalar.
+        """
         super().__init__(use_locking, name)
         self._lr = learning_rate
         self._beta1 = beta1
@@ -30,6 +60,9 @@ class AdamAsyncOptimizer(tf.compat.v1.train.Optimizer):
         self._epsilon = epsilon
         self._apply_sparse_rmsprop = apply_sparse_rmsprop
         self._lr_t = self._beta1_t = self._beta2_t = self._epsilon_t = None
+
+    def _hyper(self, value, name, dtype=None):
+        return ops.hyperparameter(value, name, type(self).__name__, dtype)
 
     def _create_slots(self, var_list):
         for var in var_list:
@@ -41,17 +74,18 @@ class AdamAsyncOptimizer(tf.compat.v1.train.Optimizer):
                     self._get_or_make_slot_with_initializer(
                         var, tf.compat.v1.zeros_initializer(), var.get_shape(), dtype, name,
                         self._name)
-            self._get_or_make_slot(var, tf.constant(self._beta1, dtype=dtype), "beta1_power",
-                                   self._name)
-            self._get_or_make_slot(var, tf.constant(self._beta2, dtype=dtype), "beta2_power",
-                                   self._name)
+            # DeepRec makes these with convert_to_tensor: beta1 may be a tensor (or here, as
+            # stock AdamOptimizer allows, a callable), which tf.constant refuses in graph mode.
+            for name, beta in (("beta1_power", self._beta1), ("beta2_power", self._beta2)):
+                self._get_or_make_slot(var, self._hyper(beta, name.split("_")[0], dtype), name,
+                                       self._name)
 
     def _prepare(self):
-        self._lr_t = tf.convert_to_tensor(self._call_if_callable(self._lr), name="learning_rate")
-        self._beta1_t = tf.convert_to_tensor(self._call_if_callable(self._beta1), name="beta1")
-        self._beta2_t = tf.convert_to_tensor(self._call_if_callable(self._beta2), name="beta2")
-        self._epsilon_t = tf.convert_to_tensor(self._call_if_callable(self._epsilon),
-                                               name="epsilon")
+        # Cast to each variable's parameter type in _inputs.
+        self._lr_t = self._hyper(self._lr, "learning_rate")
+        self._beta1_t = self._hyper(self._beta1, "beta1")
+        self._beta2_t = self._hyper(self._beta2, "beta2")
+        self._epsilon_t = self._hyper(self._epsilon, "epsilon")
 
     def _inputs(self, var, handles):
         """The op's first nine inputs for ``var``: state (refs or handles), then the scalars."""
