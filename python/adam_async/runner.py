@@ -44,9 +44,13 @@ from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 __all__ = [
     "ExportError",
     "SIGNATURE",
+    "Slot",
     "TRAIN_TAG",
     "export",
+    "export_keras",
     "export_saved_model",
+    "load_keras_weights",
+    "read_feed",
 ]
 
 SIGNATURE = "train"
@@ -461,3 +465,207 @@ def _replace_directory(new, directory):
     os.rename(directory, old / "model")
     os.rename(new, directory)
     shutil.rmtree(old, ignore_errors=True)
+
+
+# --- Keras 3: a TF2 SavedModel with train and eval signatures --------------------------------
+
+class Slot(NamedTuple):
+    """A slot of a data feed description: its name and type (``uint64`` or ``float``)."""
+    name: str
+    type: str
+
+
+def read_feed(path: Union[str, os.PathLike]) -> list:
+    """The used slots (``is_used: true``) of the DataFeedDesc at ``path`` (protobuf text format,
+    Paddle's ``data.prototxt``), in order, as :class:`Slot` tuples."""
+    import re
+
+    path = pathlib.Path(path)
+    text = "\n".join(line.split("#", 1)[0] for line in path.read_text().splitlines())
+    slots = []
+    for i, block in enumerate(re.findall(r"\bslots\s*\{([^}]*)\}", text)):
+        fields = dict(re.findall(r"(\w+)\s*:\s*(\"[^\"]*\"|\S+)", block))
+        name = fields.get("name", "").strip('"')
+        kind = fields.get("type", "").strip('"')
+        if not name:
+            raise ExportError(f"{path}: slot {i} has no name")
+        if kind not in ("uint64", "float"):
+            raise ExportError(f'{path}: slot "{name}": type "{kind}"; a slot is "uint64" or '
+                              '"float"')
+        if fields.get("is_used", "false") == "true":
+            slots.append(Slot(name, kind))
+    if not slots:
+        raise ExportError(f"{path}: no used slot (is_used: true)")
+    return slots
+
+
+def export_keras(directory: Union[str, os.PathLike], model, loss, optimizer,
+                 feed: Union[str, os.PathLike], label: str = "label",
+                 metrics: Optional[Mapping[str, object]] = None) -> pathlib.Path:
+    """Writes a Keras 3 model, its loss and its optimizer as a TF2 SavedModel that ``hogwild
+    tf-train --graph DIRECTORY`` trains; returns the directory.
+
+    The SavedModel (``tf.saved_model.save``) has two signatures, both keyed by data-feed slot:
+    ``train`` runs one optimizer step and returns the batch's ``loss`` and metrics, ``eval`` the
+    same values without the step (``tf-train --eval``). Its variables are the model's and the
+    optimizer's, as they are now. After ``tf-train --save OUT``, :func:`load_keras_weights` puts the
+    trained weights back into the model.
+
+    Args:
+      directory: the SavedModel directory to write; built beside it and moved into place when
+        complete (an existing one is replaced then).
+      model: a built Keras 3 model (functional, or any model whose ``model.inputs`` are named):
+        each input is named after the slot that feeds it. An input of shape ``(B,)`` is fed one
+        value per instance, ``(B, w)`` a fixed ``w`` values, and ``(B, None)`` a variable-length
+        slot as values and row splits: a ``RaggedTensor`` where the input is ``ragged=True``,
+        else padded with zeros to the batch's longest instance. Values are cast to the input's
+        dtype.
+      loss: what Keras' ``compile`` takes (a name, a ``keras.losses.Loss``, or a function
+        ``(y_true, y_pred)``); the mean over the batch is the ``loss`` output, plus
+        ``model.losses`` (regularisation).
+      optimizer: a Keras optimizer (``adam_async.keras.AdamAsync`` or any other); it is built for
+        the model's trainable variables.
+      feed: the data feed description (``data.prototxt``); every used slot is a model input or
+        the label slot, and every model input a used slot.
+      label: the used slot the loss compares the prediction with (one value per instance), cast
+        to float32 and given the prediction's shape when that is ``(B, 1)``.
+      metrics: output name -> a function ``(y_true, y_pred)`` (``keras.metrics.binary_accuracy``),
+        whose mean over the batch is that output. A stateful ``keras.metrics.Metric`` is refused:
+        the runner averages each batch's value itself.
+
+    Raises:
+      ExportError: naming the slot, input or metric that breaks the contract.
+    """
+    import keras
+
+    slots = read_feed(feed)
+    kinds = {s.name: s.type for s in slots}
+    if label not in kinds:
+        raise ExportError(f'label: no used slot "{label}" in {feed} (used slots: '
+                          f"{', '.join(kinds)})")
+    model_inputs = {t.name: t for t in model.inputs}
+    for name in model_inputs:
+        if name not in kinds:
+            raise ExportError(f'model input "{name}": no used slot "{name}" in {feed} (used '
+                              f"slots: {', '.join(kinds)}); name each input after its slot")
+        if name == label:
+            raise ExportError(f'model input "{name}": it is the label slot')
+    for slot in kinds:
+        if slot != label and slot not in model_inputs:
+            raise ExportError(f'slot "{slot}": used in {feed} but no model input is named so '
+                              f"(inputs: {', '.join(model_inputs)}); mark it is_used: false")
+    metrics = dict(metrics or {})
+    for name, fn in metrics.items():
+        if isinstance(fn, keras.metrics.Metric) or not callable(fn):
+            raise ExportError(f'metric "{name}": {fn!r} is not a function (y_true, y_pred); the '
+                              "runner averages each batch's value, so give a stateless function "
+                              "such as keras.metrics.binary_accuracy")
+        if name == "loss":
+            raise ExportError('metric "loss": the name of the loss output')
+    loss_fn = keras.losses.get(loss)
+
+    specs, convert = {}, {}
+    for name, kind in kinds.items():
+        dtype = tf.int64 if kind == "uint64" else tf.float32
+        tensor = model_inputs.get(name)
+        shape = tuple(tensor.shape[1:]) if tensor is not None else ()
+        if name == label:
+            specs[name] = tf.TensorSpec([None], dtype, name=name)
+            continue
+        where = f'model input "{name}" (shape {tuple(tensor.shape)})'
+        if getattr(tensor, "sparse", False):
+            raise ExportError(f"{where} is sparse; the runner feeds dense or ragged values")
+        if len(shape) > 1:
+            raise ExportError(f"{where}: the runner feeds a slot as (B,), (B, width) or a "
+                              "variable-length (B, None)")
+        if shape == (None,) or getattr(tensor, "ragged", False):
+            splits = name + ROW_SPLITS
+            specs[name] = tf.TensorSpec([None], dtype, name=name)
+            specs[splits] = tf.TensorSpec([None], tf.int64, name=splits)
+            convert[name] = _ragged_input(name, splits, tensor)
+        else:
+            specs[name] = tf.TensorSpec([None, *shape], dtype, name=name)
+            convert[name] = _dense_input(name, tensor)
+
+    optimizer.build(model.trainable_variables)
+
+    def step(features, training):
+        x = {name: fn(features) for name, fn in convert.items()}
+        x = tf.nest.map_structure(lambda t: x[t.name], model.input)
+        y_pred = model(x, training=training)
+        y_true = tf.cast(features[label], tf.float32)
+        if y_pred.shape.rank == 2 and y_pred.shape[1] == 1:
+            y_true = tf.expand_dims(y_true, 1)
+        out = {"loss": tf.reduce_mean(loss_fn(y_true, y_pred))}
+        if model.losses:
+            out["loss"] += tf.add_n(model.losses)
+        for name, fn in metrics.items():
+            out[name] = tf.cast(tf.reduce_mean(fn(y_true, y_pred)), tf.float32)
+        return out
+
+    @tf.function(input_signature=[specs])
+    def train(features):
+        with tf.GradientTape() as tape:
+            out = step(features, training=True)
+        variables = model.trainable_variables
+        optimizer.apply_gradients(zip(tape.gradient(out["loss"], variables), variables))
+        return out
+
+    @tf.function(input_signature=[specs])
+    def evaluate(features):
+        return step(features, training=False)
+
+    root = tf.Module()
+    # The variables themselves (tf.Variable under Keras' wrappers), tracked in lists: the
+    # checkpoint keys are then model_variables/<i> in model.variables order, which
+    # load_keras_weights reads back into a model of the same architecture.
+    root.model_variables = [_tf_variable(v) for v in model.variables]
+    root.optimizer_variables = [_tf_variable(v) for v in optimizer.variables]
+    root.train, root.eval = train, evaluate
+    directory = pathlib.Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        built = staging / "model"
+        tf.saved_model.save(root, str(built), signatures={
+            SIGNATURE: train.get_concrete_function(), "eval": evaluate.get_concrete_function()})
+        _replace_directory(built, directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return directory
+
+
+def load_keras_weights(model, directory: Union[str, os.PathLike], optimizer=None) -> None:
+    """Assigns the variables saved in the SavedModel ``directory`` (one :func:`export_keras`
+    wrote, or ``hogwild tf-train --save`` wrote from it) to ``model`` (the same architecture) and,
+    when given, ``optimizer``'s (to train on in Python)."""
+    objects = {"model_variables": [_tf_variable(v) for v in model.variables]}
+    if optimizer is not None:
+        optimizer.build(model.trainable_variables)  # its variables exist only once built
+        objects["optimizer_variables"] = [_tf_variable(v) for v in optimizer.variables]
+    prefix = pathlib.Path(directory) / "variables" / "variables"
+    status = tf.train.Checkpoint(**objects).read(str(prefix))
+    status.assert_existing_objects_matched()
+
+
+def _tf_variable(var):
+    """The ``tf.Variable`` behind a Keras variable (or ``var`` itself)."""
+    import keras
+
+    return var.value if isinstance(var, keras.Variable) else var
+
+
+def _ragged_input(values_key, splits_key, tensor):
+    ragged = getattr(tensor, "ragged", False)
+    dtype = tf.as_dtype(tensor.dtype)
+
+    def convert(features):
+        values = tf.cast(features[values_key], dtype)
+        x = tf.RaggedTensor.from_row_splits(values, features[splits_key], validate=False)
+        return x if ragged else x.to_tensor()
+    return convert
+
+
+def _dense_input(key, tensor):
+    dtype = tf.as_dtype(tensor.dtype)
+    return lambda features: tf.cast(features[key], dtype)
