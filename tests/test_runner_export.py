@@ -8,8 +8,9 @@ SavedModel trains too and reads back with `tf.compat.v1.saved_model.load`. Every
 slot, output or tensor at fault.
 """
 
-import pathlib
-import re
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -350,3 +351,102 @@ def test_wide_and_deep_with_two_optimizers_trains_at_two_threads(hogwild_bin, tm
     reader = tf.train.load_checkpoint(str(ckpt))
     check_powers({n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}, steps,
                  TRAINABLE)
+
+
+def test_wide_and_deep_as_a_tf1_saved_model_trains_and_reads_back(hogwild_bin, tmp_path):
+    files, test, desc = ctr_files(tmp_path)
+    graph, inputs, outputs = wide_and_deep()
+    exported = runner.export_saved_model(tmp_path / "wd_saved", inputs, outputs)
+    trained = tmp_path / "wd_trained"
+    r = tf_train(hogwild_bin, "--graph", exported, "--op-library", PLUGIN, "--feed", desc,
+                 "--threads", 2, "--print-period", 0, "--save", trained, "--eval", test, *files)
+    train, ev = summary(r.stdout, "train"), summary(r.stdout, "eval")
+    steps = int(train["batches"])
+    assert steps == 2 * 1024 // BATCH
+
+    with tf.Graph().as_default() as g, tf.compat.v1.Session(graph=g) as sess:
+        meta = tf.compat.v1.saved_model.load(sess, [runner.TRAIN_TAG], str(trained))
+        out = meta.signature_def["train"].outputs
+        loss, accuracy = evaluate(sess, ctr_batches(test), out["loss"].name,
+                                  out["accuracy"].name)
+        values = dict(zip((v.op.name for v in tf.compat.v1.global_variables()),
+                          sess.run(tf.compat.v1.global_variables())))
+    np.testing.assert_allclose(loss, ev["loss"], rtol=1e-5)
+    np.testing.assert_allclose(accuracy, ev["accuracy"], atol=1e-7)
+    check_powers(values, steps, TRAINABLE)
+
+
+def test_the_saved_model_holds_the_contract_and_the_initial_values(tmp_path):
+    graph, inputs, outputs = wide_and_deep()
+    out = tmp_path / "wd_saved"
+    out.mkdir()
+    (out / "stale").write_text("replaced")
+    assert runner.export_saved_model(out, inputs, outputs) == out
+    assert not (out / "stale").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wd_saved"]
+
+    with tf.Graph().as_default() as g, tf.compat.v1.Session(graph=g) as sess:
+        meta = tf.compat.v1.saved_model.load(sess, ["train"], str(out))
+        assert set(meta.signature_def["train"].inputs) == {
+            "user", "item", "label", "hour", "hour/row_splits", "site", "site/row_splits"}
+        assert list(meta.collection_def["train_op"].node_list.value) == ["wide_step",
+                                                                        "deep_step"]
+        values = dict(zip((v.op.name for v in tf.compat.v1.global_variables()),
+                          sess.run(tf.compat.v1.global_variables())))
+    # Saved just after the init op: the powers at their initial values.
+    check_powers(values, 0, TRAINABLE)
+
+
+# --- Keras 3 -----------------------------------------------------------------------------------
+
+def keras_refusal(tmp_path, change, match, **kwargs):
+    """export_keras of examples/keras_runner.py's model after `change(desc_text)` -> the data
+    feed description; asserts the ExportError's message contains `match`."""
+    import keras
+    import keras_runner
+
+    desc = tmp_path / "data.prototxt"
+    desc.write_text(change((CTR / "data.prototxt").read_text()))
+    model = keras_runner.make_model()
+    args = dict(metrics={"accuracy": keras.metrics.binary_accuracy})
+    args.update(kwargs)
+    with pytest.raises(ExportError) as e:
+        runner.export_keras(tmp_path / "never", model, "binary_crossentropy",
+                            keras_runner.make_optimizer(), desc, **args)
+    assert match in str(e.value)
+    assert not (tmp_path / "never").exists()
+
+
+def test_keras_export_refuses_a_slot_without_an_input_naming_it(tmp_path):
+    keras_refusal(tmp_path, lambda d: d.replace("multi_slot_desc {", 'multi_slot_desc {\n'
+                  '  slots { name: "age" type: "float" is_dense: true is_used: true }'),
+                  'slot "age": used in')
+
+
+def test_keras_export_refuses_an_input_without_a_slot_naming_it(tmp_path):
+    keras_refusal(tmp_path, lambda d: d.replace('name: "hour" type: "uint64" is_dense: false '
+                                                "is_used: true",
+                                                'name: "hour" type: "uint64" is_dense: false '
+                                                "is_used: false"),
+                  'model input "hour": no used slot "hour"')
+
+
+def test_keras_export_refuses_a_missing_label_and_a_stateful_metric(tmp_path):
+    import keras
+
+    keras_refusal(tmp_path, lambda d: d, 'label: no used slot "click"', label="click")
+    keras_refusal(tmp_path, lambda d: d, 'metric "auc": <AUC', metrics={"auc": keras.metrics.AUC()})
+
+
+def test_keras_model_trains_with_the_runner_and_loads_back(hogwild_bin, tmp_path):
+    """examples/keras_runner.py: export, `hogwild tf-train` at 2 threads, load back, compare; it
+    exits non-zero when any step disagrees."""
+    files, test, desc = ctr_files(tmp_path)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "examples/keras_runner.py"), "--hogwild", str(hogwild_bin),
+         "--op-library", str(PLUGIN), "--out", str(tmp_path / "out"), "--feed", str(desc),
+         "--train", *map(str, files), "--test", str(test), "--threads", "2", "--epochs", "2"],
+        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "python")))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "keras_runner: the Keras model predicts what hogwild tf-train measured" in r.stdout
+    assert summary(r.stdout, "train")["batches"] == 2 * 2 * 1024 // BATCH

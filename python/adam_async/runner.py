@@ -158,11 +158,12 @@ def export_saved_model(directory: Union[str, os.PathLike], inputs: Mapping[str, 
         try:
             if own:
                 session.run(contract.init_op)
-            builder = tf.compat.v1.saved_model.Builder(str(built))
-            builder.add_meta_graph_and_variables(
-                session, list(tags), signature_def_map={SIGNATURE: contract.signature},
-                saver=contract.saver, strip_default_attrs=False)
-            builder.save()
+            with contract.graph.as_default():
+                builder = tf.compat.v1.saved_model.Builder(str(built))
+                builder.add_meta_graph_and_variables(
+                    session, list(tags), signature_def_map={SIGNATURE: contract.signature},
+                    saver=contract.saver, strip_default_attrs=False)
+                builder.save()
         finally:
             if own:
                 session.close()
