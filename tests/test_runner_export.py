@@ -128,9 +128,9 @@ def ctr_feed(graph, batch):
 
 
 def evaluate(sess, batches, loss="loss:0", accuracy="accuracy:0"):
-    """The runner's averaging: each fetched value's mean over batches."""
+    """The runner's averaging: each batch's fetched values weighted by its instances."""
     out = np.array([sess.run([loss, accuracy], ctr_feed(sess.graph, b)) for b in batches])
-    return out.mean(axis=0)
+    return np.average(out, axis=0, weights=[len(b["label"]) for b in batches])
 
 
 def check_powers(values, steps, variables):
