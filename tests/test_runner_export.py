@@ -438,6 +438,34 @@ def test_keras_export_refuses_a_missing_label_and_a_stateful_metric(tmp_path):
     keras_refusal(tmp_path, lambda d: d, 'metric "auc": <AUC', metrics={"auc": keras.metrics.AUC()})
 
 
+def test_keras_export_takes_any_keras_optimizer(tmp_path):
+    """Keras' own Adam: the train signature steps it (run here from Python), eval does not, and
+    load_keras_weights reads the stepped variables back."""
+    import keras
+    import keras_runner
+
+    model, optimizer = keras_runner.make_model(), keras.optimizers.Adam(0.01)
+    out = runner.export_keras(tmp_path / "adam", model, "binary_crossentropy", optimizer,
+                              CTR / "data.prototxt")
+    batch = next(iter(ctr_batches(CTR / "test.txt")))
+    feed = {f: tf.constant(batch[f]) for f in FIELDS + ("label",)}
+    feed["site/row_splits"] = tf.constant(batch["splits"])
+    loaded = tf.saved_model.load(str(out))
+    args = {k.replace("/", "_"): v for k, v in feed.items()}  # TF's parameter names
+    before = float(loaded.signatures["eval"](**args)["loss"])
+    assert float(loaded.signatures["eval"](**args)["loss"]) == before
+    first = float(loaded.signatures["train"](**args)["loss"])
+    assert first == pytest.approx(before, rel=1e-6)  # the loss before the step
+    assert float(loaded.signatures["eval"](**args)["loss"]) < before
+    # Saved again from Python, as the runner's --save writes it: the variables after the step.
+    tf.saved_model.save(loaded, str(tmp_path / "resaved"))
+    model2, optimizer2 = keras_runner.make_model(seed=9), keras.optimizers.Adam(0.01)
+    runner.load_keras_weights(model2, tmp_path / "resaved", optimizer2)
+    assert int(optimizer2.iterations.numpy()) == 1
+    for a, b in zip(model2.variables, loaded.model_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
 def test_keras_model_trains_with_the_runner_and_loads_back(hogwild_bin, tmp_path):
     """examples/keras_runner.py: export, `hogwild tf-train` at 2 threads, load back, compare; it
     exits non-zero when any step disagrees."""
