@@ -119,7 +119,8 @@ def summary(stdout, what):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--hogwild", default="hogwild", help="the hogwild binary (built with --features tf)")
+    p.add_argument("--hogwild", default="hogwild",
+                   help="the hogwild binary (built with --features tf)")
     p.add_argument("--op-library", default=str(ROOT / "build/plugin/libadam_async_ops.so"),
                    help="the AdamAsync op library (make plugin)")
     p.add_argument("--out", help="directory for the SavedModels (default: a new temp dir)")

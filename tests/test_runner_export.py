@@ -55,7 +55,8 @@ def wide_and_deep(seed=5):
                 kernel = tf.compat.v1.get_variable(
                     "kernel", [x.shape[1], units],
                     initializer=tf.compat.v1.glorot_uniform_initializer())
-                bias = tf.compat.v1.get_variable("bias", [units], initializer=tf.zeros_initializer())
+                bias = tf.compat.v1.get_variable("bias", [units],
+                                                 initializer=tf.zeros_initializer())
             return tf.matmul(x, kernel) + bias
 
         ids = {"user": user, "item": item, "hour": hour, "site": site}

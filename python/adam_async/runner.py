@@ -23,17 +23,23 @@ The file is the MetaGraphDef the runner reads (docs/runner.md has the whole cont
 * collection ``train_op``: every op one step runs (by default the graph's own ``train_op``
   collection, where each ``minimize()`` puts its op: a model with two optimizers has two);
 * collection ``init_op``: the op that initialises the variables when the runner does not restore;
-* ``saver_def``: a ``tf.compat.v1.train.Saver``'s, so the runner's ``--save``/``--restore`` write and
-  read ordinary TensorFlow checkpoints (``saver.restore(sess, prefix)`` in Python).
+* ``saver_def``: a ``tf.compat.v1.train.Saver``'s, so the runner's ``--save``/``--restore``
+  write and read ordinary TensorFlow checkpoints (``saver.restore(sess, prefix)`` in Python).
 
 :func:`export` refuses at once, naming the tensor, what the runner would refuse at load or at the
 first step. :func:`export_saved_model` writes the same graph with its variables' current values as
 a TF1 SavedModel directory. With ``cluster=True`` the graph gets the ops of the runner's
 parameter-server protocol (``tf-train --ps-hosts``).
+
+:func:`export_keras` writes a Keras 3 model with its loss and optimizer as a TF2 SavedModel whose
+``train`` signature runs one optimizer step (and ``eval`` the same values without it), inputs
+keyed by slot; :func:`load_keras_weights` reads what ``tf-train --save`` wrote back into the
+model. docs/runner.md is the guide.
 """
 
 import os
 import pathlib
+import re
 import shutil
 import tempfile
 from typing import Mapping, NamedTuple, Optional, Sequence, Union
@@ -193,8 +199,8 @@ def _contract(inputs, outputs, train_ops, init_op, saver, graph, cluster) -> _Co
     for slot, value in inputs.items():
         for key, tensor in _input_tensors(graph, slot, value):
             if tensor.name in fed:
-                raise ExportError(f'input "{key}": {tensor.name} is fed by input "{fed[tensor.name]}" '
-                                  "already; a tensor is fed from one slot")
+                raise ExportError(f'input "{key}": {tensor.name} is fed by input '
+                                  f'"{fed[tensor.name]}" already; a tensor is fed from one slot')
             fed[tensor.name] = key
             signature.inputs[key].CopyFrom(_tensor_info(tensor))
     for name, value in outputs.items():
@@ -257,10 +263,10 @@ def _contract(inputs, outputs, train_ops, init_op, saver, graph, cluster) -> _Co
                                   "needs a saver")
             with _modifying(graph, "saver"):
                 saver = tf.compat.v1.train.Saver(variables)
-    elif isinstance(saver, tf.compat.v1.train.SaverDef):
-        for name in (saver.filename_tensor_name, saver.save_tensor_name):
-            _tensor(graph, name, "saver")
-        _op(graph, saver.restore_op_name, "saver")
+    saver_def = _saver_def(saver)
+    for name in (saver_def.filename_tensor_name, saver_def.save_tensor_name):
+        _tensor(graph, name, "saver")
+    _op(graph, saver_def.restore_op_name, "saver")
 
     # A placeholder that a step, a fetched value or the init op needs but no slot feeds fails the
     # runner's first step: name it now.
@@ -479,8 +485,6 @@ class Slot(NamedTuple):
 def read_feed(path: Union[str, os.PathLike]) -> list:
     """The used slots (``is_used: true``) of the DataFeedDesc at ``path`` (protobuf text format,
     Paddle's ``data.prototxt``), in order, as :class:`Slot` tuples."""
-    import re
-
     path = pathlib.Path(path)
     text = "\n".join(line.split("#", 1)[0] for line in path.read_text().splitlines())
     slots = []
