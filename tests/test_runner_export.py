@@ -432,11 +432,37 @@ def test_keras_export_refuses_an_input_without_a_slot_naming_it(tmp_path):
                   'model input "hour": no used slot "hour"')
 
 
+def test_keras_export_names_a_bad_slot_of_the_feed_description(tmp_path):
+    keras_refusal(tmp_path, lambda d: d.replace('name: "hour" type: "uint64"',
+                                                'name: "hour" type: "uint32"'),
+                  f'{tmp_path / "data.prototxt"}: slot "hour": type "uint32"')
+    keras_refusal(tmp_path, lambda d: d.replace("is_used: true", "is_used: false"),
+                  f'{tmp_path / "data.prototxt"}: no used slot')
+
+
 def test_keras_export_refuses_a_missing_label_and_a_stateful_metric(tmp_path):
     import keras
 
     keras_refusal(tmp_path, lambda d: d, 'label: no used slot "click"', label="click")
     keras_refusal(tmp_path, lambda d: d, 'metric "auc": <AUC', metrics={"auc": keras.metrics.AUC()})
+
+
+def test_keras_export_refuses_a_model_without_one_symbolic_output(tmp_path):
+    import keras
+    import keras_runner
+
+    class Subclassed(keras.Model):
+        def call(self, x):
+            return x
+
+    two = keras_runner.make_model()
+    two = keras.Model(two.inputs, [two.output, two.output])
+    for model, match in ((Subclassed(), "model: Subclassed has no symbolic inputs and outputs"),
+                         (two, "model: 2 outputs")):
+        with pytest.raises(ExportError, match=match):
+            runner.export_keras(tmp_path / "never", model, "binary_crossentropy",
+                                keras.optimizers.Adam(), CTR / "data.prototxt")
+    assert not (tmp_path / "never").exists()
 
 
 def test_keras_export_takes_any_keras_optimizer(tmp_path):

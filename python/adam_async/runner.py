@@ -548,7 +548,16 @@ def export_keras(directory: Union[str, os.PathLike], model, loss, optimizer,
     if label not in kinds:
         raise ExportError(f'label: no used slot "{label}" in {feed} (used slots: '
                           f"{', '.join(kinds)})")
-    model_inputs = {t.name: t for t in model.inputs}
+    try:
+        model_inputs = {t.name: t for t in model.inputs}
+        n_outputs = len(model.outputs)
+    except (AttributeError, ValueError):
+        raise ExportError(f"model: {type(model).__name__} has no symbolic inputs and outputs; "
+                          "export a functional (or Sequential) model built on keras.Input"
+                          ) from None
+    if n_outputs != 1:
+        raise ExportError(f"model: {n_outputs} outputs; the loss compares one prediction with "
+                          "the label slot")
     for name in model_inputs:
         if name not in kinds:
             raise ExportError(f'model input "{name}": no used slot "{name}" in {feed} (used '
