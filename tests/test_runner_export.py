@@ -234,10 +234,10 @@ def test_a_ragged_input_fed_the_wrong_way_is_refused_naming_it():
         inputs["hour"] = tf.compat.v1.ragged.placeholder(tf.int64, 2, [], name="nested")
     refusal(rank2, ['input "hour": a RaggedTensor of ragged_rank 2', "ragged_rank 1"])
 
-    def int32_splits(g, inputs, outputs, kwargs):
-        splits = tf.compat.v1.placeholder(tf.int32, [None], name="splits32")
+    def float_splits(g, inputs, outputs, kwargs):
+        splits = tf.compat.v1.placeholder(tf.float32, [None], name="splits_f")
         inputs["site"] = (inputs["site"][0], splits)
-    refusal(int32_splits, 'input "site/row_splits" (splits32:0) is int32')
+    refusal(float_splits, ['input "site/row_splits" (splits_f:0) is float32', "int64 (or int32)"])
 
     def matrix_values(g, inputs, outputs, kwargs):
         values = tf.compat.v1.placeholder(tf.int64, [None, 2], name="pairs")

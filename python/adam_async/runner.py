@@ -122,8 +122,9 @@ def export(path: Union[str, os.PathLike], inputs: Mapping[str, Tensorish],
     Raises:
       ExportError: naming the slot, output or op, for what the runner would refuse: an input not
         in the graph or of another dtype than int64/float32, a ragged input of more than one
-        ragged dimension or int32 row splits, an output that is not a float32 scalar, no train
-        op, or a placeholder the train ops, outputs or init op need that no input feeds.
+        ragged dimension or with row splits neither int64 nor int32, an output that is not a
+        float32 scalar, no train op, or a placeholder the train ops, outputs or init op need that
+        no input feeds.
     """
     contract = _contract(inputs, outputs, train_ops, init_op, saver, graph, cluster)
     with contract.graph.as_default():
@@ -352,16 +353,17 @@ def _input_tensors(graph, slot, value):
     values = _tensor(graph, values, f"{where} values")
     splits = _tensor(graph, splits, f'input "{slot}{ROW_SPLITS}"')
     _check_fed(graph, values, f"{where} values", ranks=(1,))
-    if splits.dtype != tf.int64:
+    if splits.dtype not in (tf.int64, tf.int32):
         raise ExportError(f'input "{slot}{ROW_SPLITS}" ({splits.name}) is {splits.dtype.name}; '
-                          "the runner feeds row splits as int64 (row_splits_dtype=tf.int64)")
-    _check_fed(graph, splits, f'input "{slot}{ROW_SPLITS}"', ranks=(1,))
+                          "the runner feeds row splits as int64 (or int32)")
+    _check_fed(graph, splits, f'input "{slot}{ROW_SPLITS}"', ranks=(1,),
+               dtypes=(tf.int64, tf.int32))
     return [(slot, values), (slot + ROW_SPLITS, splits)]
 
 
-def _check_fed(graph, tensor, where, ranks):
+def _check_fed(graph, tensor, where, ranks, dtypes=_INPUT_DTYPES):
     where = f"{where} ({tensor.name})"
-    if tensor.dtype not in _INPUT_DTYPES:
+    if tensor.dtype not in dtypes:
         raise ExportError(f"{where} is {tensor.dtype.name}; the runner feeds int64 (uint64 slots) "
                           "or float32 (float slots)")
     rank = tensor.shape.rank
