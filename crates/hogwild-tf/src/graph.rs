@@ -770,7 +770,10 @@ impl TrainGraph {
         args.add_target(init);
         self.session.run(&mut args).map_err(|s| {
             run_error(
-                format!("running the init op \"{}\"", init.name().unwrap_or_default()),
+                format!(
+                    "running the init op \"{}\"",
+                    init.name().unwrap_or_default()
+                ),
                 s,
             )
         })
@@ -977,7 +980,11 @@ fn signature_inputs(
         (class, _) => Err(format!(
             "input \"{key}\" is a composite tensor ({}); the runner feeds dense tensors and \
              tf.RaggedTensors (docs/runner-contract.md)",
-            if class.is_empty() { "unknown kind" } else { class }
+            if class.is_empty() {
+                "unknown kind"
+            } else {
+                class
+            }
         )),
     }
 }
