@@ -15,7 +15,7 @@ use std::ffi::{c_char, c_int, CStr};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// The option that keeps TensorFlow's log lines.
-pub const TF_LOG_FLAG: &str = "--tf-log";
+const TF_LOG_FLAG: &str = "--tf-log";
 
 /// The real stderr while TensorFlow's constructors run; -1: not redirected.
 static SAVED_STDERR: AtomicI32 = AtomicI32::new(-1);
@@ -23,10 +23,10 @@ static SAVED_STDERR: AtomicI32 = AtomicI32::new(-1);
 static SET_LEVEL: AtomicBool = AtomicBool::new(false);
 
 /// Run by the dynamic loader before every library constructor, with `main`'s arguments and
-/// environment (glibc passes them to `.preinit_array` functions).
-#[cfg(not(test))]
+/// environment (glibc passes them to `.preinit_array` functions). Not in the unit tests' binary,
+/// whose stderr stays as it is.
 #[used]
-#[link_section = ".preinit_array"]
+#[cfg_attr(not(test), link_section = ".preinit_array")]
 static HUSH: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = hush;
 
 /// Whether the null-terminated array `list` of the first `limit` C strings (all of them with

@@ -174,7 +174,7 @@ impl Reporter {
             return;
         }
         let step = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
-        if step % self.period == 0 {
+        if step.is_multiple_of(self.period) {
             self.record_at(local, Some(step));
         } else if local.batches >= flush_every {
             self.record_at(local, None);
