@@ -1,5 +1,5 @@
-//! A training graph: the MetaGraphDef exported by Python, imported into one TensorFlow session
-//! that every worker thread shares.
+//! A training graph: the MetaGraphDef or SavedModel exported by Python, loaded into one
+//! TensorFlow session that every worker thread shares (docs/runner-contract.md).
 //!
 //! TensorFlow sessions are thread-safe: several threads may call `Session::run` at once, and the
 //! variables (resource variables in the session's resource manager) are shared by all of them. The
@@ -770,7 +770,10 @@ impl TrainGraph {
         args.add_target(init);
         self.session.run(&mut args).map_err(|s| {
             run_error(
-                format!("running the init op \"{}\"", init.name().unwrap_or_default()),
+                format!(
+                    "running the init op \"{}\"",
+                    init.name().unwrap_or_default()
+                ),
                 s,
             )
         })
@@ -977,7 +980,11 @@ fn signature_inputs(
         (class, _) => Err(format!(
             "input \"{key}\" is a composite tensor ({}); the runner feeds dense tensors and \
              tf.RaggedTensors (docs/runner-contract.md)",
-            if class.is_empty() { "unknown kind" } else { class }
+            if class.is_empty() {
+                "unknown kind"
+            } else {
+                class
+            }
         )),
     }
 }
@@ -1094,7 +1101,45 @@ fn load_library(path: &Path) -> Result<Library> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_tensor_name;
+    use super::{choose_meta_graph, parse_tensor_name};
+    use crate::proto::{MetaGraphDef, MetaInfoDef};
+
+    fn tagged(tags: &[&str], graph: u8) -> MetaGraphDef {
+        MetaGraphDef {
+            meta_info_def: Some(MetaInfoDef {
+                tags: tags.iter().map(|t| t.to_string()).collect(),
+            }),
+            graph_def: vec![graph],
+            ..MetaGraphDef::default()
+        }
+    }
+
+    fn chosen(metas: &[MetaGraphDef], tags: &[&str]) -> Result<u8, String> {
+        let tags: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+        choose_meta_graph(metas.to_vec(), &tags).map(|m| m.graph_def[0])
+    }
+
+    #[test]
+    fn a_saved_models_meta_graph_is_chosen_by_its_tags() {
+        let one = [tagged(&["serve"], 1)];
+        assert_eq!(chosen(&one, &[]), Ok(1));
+        assert_eq!(chosen(&one, &["serve"]), Ok(1));
+        assert_eq!(
+            chosen(&one, &["train"]),
+            Err("the SavedModel has no MetaGraph tagged [train]; its tag sets: [serve]".into())
+        );
+        let two = [tagged(&["serve"], 1), tagged(&["train", "gpu"], 2)];
+        assert_eq!(chosen(&two, &[]), Ok(2));
+        assert_eq!(chosen(&two, &["gpu", "train", "gpu"]), Ok(2));
+        let untrained = [tagged(&["serve"], 1), tagged(&["eval"], 2)];
+        assert_eq!(
+            chosen(&untrained, &[]),
+            Err(
+                "the SavedModel has MetaGraphs tagged [serve], [eval]; choose one with --tag"
+                    .into()
+            )
+        );
+    }
 
     #[test]
     fn tensor_names_split_into_op_and_output() {

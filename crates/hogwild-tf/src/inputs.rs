@@ -134,8 +134,8 @@ impl Binding {
             // `<slot>_1` is how a TF2 signature names the row splits of a tf.RaggedTensorSpec
             // argument `<slot>`; a slot of that name keeps it.
             let ragged_key = format!("{name}_1");
-            let row_splits = find(&splits_key)
-                .or_else(|| find(&ragged_key).filter(|_| !is_slot(&ragged_key)));
+            let row_splits =
+                find(&splits_key).or_else(|| find(&ragged_key).filter(|_| !is_slot(&ragged_key)));
             let input = &inputs[values];
             let want = match kind {
                 SlotKind::U64 => DT_INT64,
