@@ -8,25 +8,19 @@ values + row offsets, which is how the data feed hands a uint64 slot over:
     words/row_splits  int64 [B+1]   instance i owns words[row_splits[i]:row_splits[i+1]]
     label             int64 [B]     one class id per instance
 
-The MetaGraphDef written to `--out` names everything the runner needs:
-  * signature_def["train"]: inputs keyed by data-feed slot name (a key "<slot>/row_splits" marks a
-    slot fed as values + offsets; a slot without one is fed dense as [B] or [B, width]), outputs
-    keyed by the name printed for each fetched value (loss, accuracy);
-  * collection "init_op": the initialisation op (the startup program), run once;
-  * collection "train_op": the op that applies one optimizer step;
-  * saver_def: tf.compat.v1.train.Saver's filename tensor, save tensor and restore op, so the
-    runner's checkpoints are ordinary TF checkpoints (`saver.restore(sess, prefix)`).
+The graph is written by one call, `adam_async.runner.export` (docs/runner.md has the runner's
+contract): the "train" signature with inputs keyed by data-feed slot (the pair (words,
+words_row_splits) becomes the inputs "words" and "words/row_splits"), outputs loss and accuracy
+(float32 scalars), the op that minimize() put in the graph's train_op collection, an init op and a
+tf.compat.v1.train.Saver, so the runner's checkpoints are ordinary TF checkpoints.
 
 With --ps-hosts the graph is for a parameter-server cluster (between-graph replication, the
 runner's --ps-hosts/--worker-hosts/--task-index): tf.compat.v1.train.replica_device_setter puts
 the variables round-robin on the ps tasks (their optimizer slots and update ops follow them) and
 leaves every other op unplaced, so each worker's master places those on its own task and one
-file serves every worker. It also has
-  * collection "ready_op": report_uninitialized_variables(), which the workers other than the
-    chief poll until the chief has initialised the variables;
-  * collections "hogwild/finish_op", "hogwild/finished_workers", "hogwild/finished_workers_init":
-    a counter of finished workers on a ps task (left out of checkpoints), which the chief waits on
-    before it saves.
+file serves every worker; `export(..., cluster=True)` adds the ops of the runner's chief/worker
+protocol (a counter of finished workers on a ps task, left out of checkpoints, and the ready_op
+the workers other than the chief poll).
 
 Usage:
     python examples/export_bow_graph.py --out build/bow.meta [--optimizer adam_async] ...
@@ -34,9 +28,10 @@ Usage:
 """
 
 import argparse
-import pathlib
 
 import tensorflow as tf
+
+from adam_async import runner  # the project's Python package (python/)
 
 OPTIMIZERS = ("adam_async", "adagrad", "adam", "sgd")
 
@@ -44,7 +39,7 @@ OPTIMIZERS = ("adam_async", "adagrad", "adam", "sgd")
 def make_optimizer(name, lr):
     v1 = tf.compat.v1.train
     if name == "adam_async":
-        import adam_async  # the project's Python package (python/), built with the op library
+        import adam_async  # its ops come from the op library (make plugin)
 
         return adam_async.AdamAsyncOptimizer(lr)
     if name == "adagrad":
@@ -57,8 +52,8 @@ def make_optimizer(name, lr):
 
 
 def build_graph(vocab, dim, classes, optimizer, lr, seed, ps_hosts=None):
-    """Builds the network in a fresh graph and returns (graph, signature, init_op, train_op, saver);
-    with `ps_hosts` (a list of host:port), for that cluster's ps tasks."""
+    """Builds the network in a fresh graph and returns (graph, inputs, outputs) for
+    `runner.export`; with `ps_hosts` (a list of host:port), for that cluster's ps tasks."""
     graph = tf.Graph()
     placement = None
     if ps_hosts:
@@ -96,49 +91,19 @@ def build_graph(vocab, dim, classes, optimizer, lr, seed, ps_hosts=None):
         correct = tf.cast(tf.equal(tf.argmax(logits, 1), label), tf.float32)
         accuracy = tf.reduce_mean(correct, name="accuracy")
 
-        train_op = make_optimizer(optimizer, lr).minimize(loss, name="train")
-        saved = tf.compat.v1.global_variables()
-        if ps_hosts:
-            add_cluster_protocol()
-        init_op = tf.compat.v1.global_variables_initializer()
-        # minimize() already put train_op into the "train_op" collection.
-        tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.INIT_OP, init_op)
-        saver = tf.compat.v1.train.Saver(saved)
-
-        info = tf.compat.v1.saved_model.utils.build_tensor_info
-        signature = tf.compat.v1.saved_model.signature_def_utils.build_signature_def(
-            inputs={"words": info(words), "words/row_splits": info(row_splits),
-                    "label": info(label)},
-            outputs={"loss": info(loss), "accuracy": info(accuracy)},
-            method_name="hogwild/train")
-    return graph, signature, init_op, train_op, saver
-
-
-def add_cluster_protocol():
-    """The ops of the runner's chief/worker protocol in a cluster (see the module docstring)."""
-    finished = tf.compat.v1.get_variable(
-        "hogwild/finished_workers", [], tf.int64, initializer=tf.compat.v1.zeros_initializer(),
-        trainable=False, use_resource=True)
-    add = tf.compat.v1.add_to_collection
-    add(tf.compat.v1.GraphKeys.READY_OP, tf.compat.v1.report_uninitialized_variables())
-    add("hogwild/finish_op", finished.assign_add(1, read_value=False))
-    add("hogwild/finished_workers", finished.read_value())
-    add("hogwild/finished_workers_init", finished.initializer)
+        # minimize() puts its op in the graph's train_op collection, which export() reads.
+        make_optimizer(optimizer, lr).minimize(loss, name="train")
+    inputs = {"words": (words, row_splits), "label": label}
+    outputs = {"loss": loss, "accuracy": accuracy}
+    return graph, inputs, outputs
 
 
 def export(out, vocab=10000, dim=16, classes=2, optimizer="adam_async", lr=0.01, seed=1,
            ps_hosts=None):
     """Writes the MetaGraphDef to `out` and returns it; with `ps_hosts` (a list of host:port), for
     that parameter-server cluster."""
-    graph, signature, _, _, saver = build_graph(vocab, dim, classes, optimizer, lr, seed,
-                                                ps_hosts)
-    with graph.as_default():
-        meta = saver.export_meta_graph()
-    meta.signature_def["train"].CopyFrom(signature)
-    out = pathlib.Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(meta.SerializeToString())
-    return meta
+    graph, inputs, outputs = build_graph(vocab, dim, classes, optimizer, lr, seed, ps_hosts)
+    return runner.export(out, inputs, outputs, graph=graph, cluster=bool(ps_hosts))
 
 
 def main():

@@ -147,6 +147,9 @@ def test_checkpoint_restores_in_python_with_the_reported_accuracy(hogwild_bin, s
     assert train["batches"] == 3 * 2 * 96 / BATCH
     assert ev["instances"] == 2 * 96
     assert re.search(r"step +10  elapsed .* instances/s  loss \d\.\d+  accuracy", r.stderr)
+    # Every --print-period steps of both threads together, exactly.
+    steps = [int(s) for s in re.findall(r"^step +(\d+)", r.stderr, re.M)]
+    assert steps == list(range(10, int(train["batches"]) + 1, 10)), r.stderr
     assert ev["accuracy"] > 0.8, r.stdout
 
     g, sess, saver = python_session(graph)
@@ -207,3 +210,19 @@ def test_a_malformed_line_names_the_file_and_line(hogwild_bin, setup, tmp_path):
                  "--feed", d / "data.prototxt", bad, check=False)
     assert r.returncode != 0
     assert f"{bad}:2" in r.stderr, r.stderr
+
+
+def test_tensorflow_logs_nothing_unless_asked(hogwild_bin, setup):
+    d, files, graph = setup
+    quiet = {k: v for k, v in ENV.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    train = [str(hogwild_bin), "tf-train", "--graph", str(graph), "--op-library", str(PLUGIN),
+             "--feed", str(d / "data.prototxt"), "--print-period", "0", *map(str, files)]
+    for command in ([str(hogwild_bin), "--help"], [str(hogwild_bin), "check", "--help"], train):
+        r = subprocess.run(command, env=quiet, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert r.stderr == "", (command, r.stderr)
+    # Asked for: TensorFlow's start-up lines are there (oneDNN is on by default on x86 Linux).
+    for extra, env in [(["--tf-log"], quiet), ([], dict(quiet, TF_CPP_MIN_LOG_LEVEL="0"))]:
+        r = subprocess.run(train + extra, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert "oneDNN custom operations are on" in r.stderr, (extra, r.stderr)

@@ -15,6 +15,8 @@ mod paths;
 mod predict;
 mod preflight;
 mod queries;
+#[cfg(all(target_os = "linux", feature = "tf"))]
+mod tf_log;
 mod train;
 mod word_vectors;
 
@@ -31,6 +33,11 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Show TensorFlow's own log lines (start-up notices, warnings), which are hidden unless
+    /// this option or TF_CPP_MIN_LOG_LEVEL=0 is given (TF_CPP_MIN_LOG_LEVEL is 2 unless set).
+    #[cfg(all(target_os = "linux", feature = "tf"))]
+    #[arg(long = "tf-log", global = true)]
+    _tf_log: bool,
 }
 
 #[derive(Subcommand)]
@@ -76,6 +83,8 @@ fn quiet_broken_pipe() {
 }
 
 fn main() -> ExitCode {
+    #[cfg(all(target_os = "linux", feature = "tf"))]
+    tf_log::restore_stderr();
     #[cfg(unix)]
     quiet_broken_pipe();
     let result = match Cli::parse().command {
@@ -90,7 +99,11 @@ fn main() -> ExitCode {
         Command::WordVectors(args) => word_vectors::run(args),
         Command::Demo(args) => demo::run(args),
         #[cfg(feature = "tf")]
-        Command::TfTrain(args) => hogwild_tf::tf_train(&args).map(|_| ()).map_err(Into::into),
+        Command::TfTrain(args) => {
+            #[cfg(target_os = "linux")]
+            tf_log::quiet_tensorflow_runtime();
+            hogwild_tf::tf_train(&args).map(|_| ()).map_err(Into::into)
+        }
     };
     if let Err(error) = &result {
         // Printed here, not returned from `main`: anyhow prints a returned error with a stack

@@ -13,9 +13,15 @@ use crate::{Error, Result};
 /// Options of `hogwild tf-train`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TfTrainArgs {
-    /// The MetaGraphDef to train (binary; see examples/export_bow_graph.py).
+    /// The graph to train: a MetaGraphDef file (binary) or a SavedModel directory (TF1
+    /// SavedModelBuilder or TF2 tf.saved_model.save) with a "train" signature whose inputs are
+    /// named by slot; the contract is docs/runner-contract.md.
     #[arg(long)]
     pub graph: PathBuf,
+    /// The tag set of the SavedModel's MetaGraph to train (repeatable; default: its only
+    /// MetaGraph, or of several the one tagged "train").
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
     /// An op library to load before importing the graph (repeatable), e.g.
     /// build/plugin/libadam_async_ops.so for graphs trained with AdamAsync.
     #[arg(long = "op-library")]
@@ -42,8 +48,10 @@ pub struct TfTrainArgs {
     /// cluster: the chief only).
     #[arg(long)]
     pub restore: Option<PathBuf>,
-    /// Save a checkpoint to this prefix after training (restorable with
-    /// tf.compat.v1.train.Saver.restore; in a cluster: the chief only, once every worker has
+    /// After training, save where Python reads the variables back: for a MetaGraphDef, a
+    /// checkpoint at this prefix (tf.compat.v1.train.Saver.restore); for a SavedModel, a new
+    /// SavedModel directory (tf.saved_model.load or tf.compat.v1.saved_model.load), replacing an
+    /// existing one only once complete (in a cluster: the chief only, once every worker has
     /// finished).
     #[arg(long)]
     pub save: Option<PathBuf>,
@@ -101,6 +109,7 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
         inter_op_threads: args.threads.max(1),
         intra_op_threads: 1,
         run_in_caller: args.inline_steps,
+        tags: args.tags.clone(),
         ..SessionConfig::default()
     };
     // Started before the session is created, which then finds its in-process master; lives as
@@ -111,6 +120,13 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
     };
     let mut model = TfModel::load(&args.graph, &args.op_libraries, &config)?;
     let graph = model.graph();
+    if cluster.is_none() {
+        graph.check_can(
+            !args.eval_files.is_empty(),
+            args.restore.is_some(),
+            args.save.as_deref(),
+        )?;
+    }
     match &cluster {
         Some(cluster) => {
             if !graph.is_cluster_graph() {
@@ -172,7 +188,12 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
     };
     if let Some(prefix) = &args.save {
         model.graph().save(prefix)?;
-        println!("saved checkpoint {}", prefix.display());
+        let what = if model.graph().is_saved_model() {
+            "SavedModel"
+        } else {
+            "checkpoint"
+        };
+        println!("saved {what} {}", prefix.display());
     }
     let eval = if args.eval_files.is_empty() {
         None

@@ -1,5 +1,5 @@
-//! A training graph: the MetaGraphDef exported by Python, imported into one TensorFlow session
-//! that every worker thread shares.
+//! A training graph: the MetaGraphDef or SavedModel exported by Python, loaded into one
+//! TensorFlow session that every worker thread shares (docs/runner-contract.md).
 //!
 //! TensorFlow sessions are thread-safe: several threads may call `Session::run` at once, and the
 //! variables (resource variables in the session's resource manager) are shared by all of them. The
@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use prost::Message;
 use tensorflow::{
-    Graph, ImportGraphDefOptions, Library, Operation, Session, SessionOptions, SessionRunArgs,
-    Status, Tensor,
+    Graph, ImportGraphDefOptions, Library, Operation, SavedModelBundle, Session, SessionOptions,
+    SessionRunArgs, Status, Tensor,
 };
 
-use crate::proto::{self, MetaGraphDef, TensorInfo};
+use crate::proto::{self, MetaGraphDef, SavedModel, TensorInfo};
 use crate::{Error, Result};
 
 /// The signature the runner reads: inputs keyed by data-feed slot, outputs keyed by metric name.
@@ -92,6 +92,9 @@ pub struct SessionConfig {
     pub device_filters: Vec<String>,
     /// The deadline of each blocking call of the session, creating it included; `None`: none.
     pub operation_timeout: Option<Duration>,
+    /// The tag set of the MetaGraph to load from a SavedModel; empty: its only MetaGraph, or of
+    /// several the one tagged `train`.
+    pub tags: Vec<String>,
 }
 
 impl Default for SessionConfig {
@@ -103,19 +106,49 @@ impl Default for SessionConfig {
             target: None,
             device_filters: Vec::new(),
             operation_timeout: None,
+            tags: Vec::new(),
         }
     }
+}
+
+/// The tag of the MetaGraph chosen among several when no tag is given
+/// (`tf.saved_model.TRAINING`).
+pub const TRAIN_TAG: &str = "train";
+/// The collection where `SavedModelBuilder.add_meta_graph_and_variables(train_op=...)` puts its
+/// train op.
+pub const SAVED_MODEL_TRAIN_COLLECTION: &str = "saved_model_train_op";
+/// The signature run by `--eval` when the graph has it.
+pub const EVAL_SIGNATURE: &str = "eval";
+
+/// What `--graph` named.
+#[derive(Debug, Clone)]
+enum Kind {
+    /// A MetaGraphDef file: variables from the init op, saved as checkpoints.
+    MetaGraph,
+    /// A SavedModel directory: variables from the SavedModel, saved as a new SavedModel.
+    SavedModel {
+        /// TF2 (`tf.saved_model.save`, with an object graph): the train signature is the step.
+        tf2: bool,
+    },
+}
+
+/// A signature's inputs (sorted by key) and outputs (`loss` first, then by key).
+#[derive(Debug)]
+pub(crate) struct Signature {
+    pub(crate) inputs: Vec<Input>,
+    outputs: Vec<Endpoint>,
 }
 
 /// A training graph in a live session.
 pub struct TrainGraph {
     path: PathBuf,
+    kind: Kind,
     session: Session,
-    inputs: Vec<Input>,
-    outputs: Vec<Endpoint>,
-    init: Operation,
-    train: Operation,
-    saver: Saver,
+    train_signature: Signature,
+    eval_signature: Option<Signature>,
+    init: Option<Operation>,
+    train: Vec<Operation>,
+    saver: Option<Saver>,
     cluster: Option<ClusterOps>,
     target: Option<String>,
     run_options: Vec<u8>,
@@ -128,6 +161,7 @@ impl std::fmt::Debug for TrainGraph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TrainGraph")
             .field("path", &self.path)
+            .field("kind", &self.kind)
             .field("inputs", &self.input_keys())
             .field("outputs", &self.output_names())
             .finish_non_exhaustive()
@@ -149,43 +183,199 @@ fn parse_tensor_name(name: &str) -> Option<(&str, i32)> {
     }
 }
 
+/// The file of a SavedModel directory that holds its MetaGraphs.
+const SAVED_MODEL_PB: &str = "saved_model.pb";
+
+/// Reads `--graph`: a MetaGraphDef file, or a SavedModel directory whose MetaGraph is chosen by
+/// `tags`.
+fn read_graph(path: &Path, tags: &[String]) -> Result<(MetaGraphDef, Kind)> {
+    let bad = |reason: String| Error::BadGraph {
+        path: path.into(),
+        reason,
+    };
+    let read = |file: &Path| {
+        std::fs::read(file).map_err(|source| Error::Io {
+            path: file.into(),
+            source,
+        })
+    };
+    if path.is_dir() {
+        let pb = path.join(SAVED_MODEL_PB);
+        if !pb.is_file() {
+            return Err(bad(format!(
+                "a directory without {SAVED_MODEL_PB}; --graph takes a MetaGraphDef file or a \
+                 SavedModel directory"
+            )));
+        }
+        let saved = SavedModel::decode(read(&pb)?.as_slice()).map_err(|e| Error::BadGraph {
+            path: pb.clone(),
+            reason: format!("not a binary SavedModel: {e}"),
+        })?;
+        let meta = choose_meta_graph(saved.meta_graphs, tags).map_err(bad)?;
+        let tf2 = meta.object_graph_def.is_some();
+        return Ok((meta, Kind::SavedModel { tf2 }));
+    }
+    let bytes = read(path)?;
+    let named_pb = path.file_name().is_some_and(|n| n == SAVED_MODEL_PB);
+    // A MetaGraphDef's field 1 is a message and a SavedModel's an integer, so a MetaGraphDef
+    // never decodes as a SavedModel with a schema version and MetaGraphs holding graphs.
+    let is_saved_model = SavedModel::decode(bytes.as_slice()).is_ok_and(|s| {
+        s.saved_model_schema_version > 0
+            && !s.meta_graphs.is_empty()
+            && s.meta_graphs.iter().all(|m| !m.graph_def.is_empty())
+    });
+    if named_pb || is_saved_model {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.display().to_string(),
+            _ => ".".into(),
+        };
+        return Err(bad(format!(
+            "the {SAVED_MODEL_PB} of a SavedModel; pass the SavedModel's directory instead: \
+             --graph {dir}"
+        )));
+    }
+    let meta = MetaGraphDef::decode(bytes.as_slice())
+        .map_err(|e| bad(format!("not a binary MetaGraphDef: {e}")))?;
+    if meta.graph_def.is_empty() {
+        return Err(bad("the MetaGraphDef holds no graph_def".into()));
+    }
+    Ok((meta, Kind::MetaGraph))
+}
+
+/// The MetaGraph of a SavedModel tagged exactly `tags`; with no tags, the only one, or the one
+/// tagged `train`.
+fn choose_meta_graph(
+    metas: Vec<MetaGraphDef>,
+    tags: &[String],
+) -> std::result::Result<MetaGraphDef, String> {
+    let tags_of = |m: &MetaGraphDef| {
+        let mut t = m
+            .meta_info_def
+            .as_ref()
+            .map(|i| i.tags.clone())
+            .unwrap_or_default();
+        t.sort();
+        t
+    };
+    let sets = || {
+        metas
+            .iter()
+            .map(|m| format!("[{}]", tags_of(m).join(", ")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut wanted: Vec<String> = tags.to_vec();
+    wanted.sort();
+    wanted.dedup();
+    let found = if !wanted.is_empty() {
+        metas.iter().position(|m| tags_of(m) == wanted)
+    } else if metas.len() == 1 {
+        Some(0)
+    } else {
+        let train: Vec<usize> = (0..metas.len())
+            .filter(|&i| tags_of(&metas[i]).iter().any(|t| t == TRAIN_TAG))
+            .collect();
+        match train.as_slice() {
+            [one] => Some(*one),
+            _ => {
+                return Err(format!(
+                    "the SavedModel has MetaGraphs tagged {}; choose one with --tag",
+                    sets()
+                ))
+            }
+        }
+    };
+    match found {
+        Some(i) => Ok(metas.into_iter().nth(i).unwrap_or_default()),
+        None => Err(format!(
+            "the SavedModel has no MetaGraph tagged [{}]; its tag sets: {}",
+            wanted.join(", "),
+            sets()
+        )),
+    }
+}
+
+fn import_error(path: &Path, status: Status) -> Error {
+    let message = status.to_string();
+    let hint = if message.contains("Op type not registered") {
+        " (load the op library that defines it with --op-library)"
+    } else {
+        ""
+    };
+    Error::Import {
+        path: path.into(),
+        message,
+        hint,
+    }
+}
+
+/// The `VarHandleOp`s among `op`'s inputs: the variables a function call captures.
+fn captured_variables(op: &Operation) -> Vec<String> {
+    (0..op.num_inputs())
+        .map(|i| op.input(i).0)
+        .filter(|input| input.op_type().is_ok_and(|t| t == "VarHandleOp"))
+        .filter_map(|input| input.name().ok())
+        .collect()
+}
+
 impl TrainGraph {
-    /// Loads the op libraries, imports the MetaGraphDef at `path` and creates its session. The
-    /// variables are not initialised yet: call [`TrainGraph::init`] or [`TrainGraph::restore`].
+    /// Loads the op libraries, then the graph at `path` (a MetaGraphDef file or a SavedModel
+    /// directory, see docs/runner-contract.md) and creates its session. The variables of a
+    /// MetaGraphDef are not initialised yet: call [`TrainGraph::init`] or
+    /// [`TrainGraph::restore`]; a SavedModel's are restored from it.
     pub fn load(path: &Path, op_libraries: &[PathBuf], config: &SessionConfig) -> Result<Self> {
         let libraries = op_libraries
             .iter()
             .map(|lib| load_library(lib))
             .collect::<Result<Vec<_>>>()?;
-        let bytes = std::fs::read(path).map_err(|source| Error::Io {
-            path: path.into(),
-            source,
-        })?;
+        let (meta, kind) = read_graph(path, &config.tags)?;
         let bad = |reason: String| Error::BadGraph {
             path: path.into(),
             reason,
         };
-        let meta = MetaGraphDef::decode(bytes.as_slice())
-            .map_err(|e| bad(format!("not a binary MetaGraphDef: {e}")))?;
-        if meta.graph_def.is_empty() {
-            return Err(bad("the MetaGraphDef holds no graph_def".into()));
+
+        let mut options = SessionOptions::new();
+        let config_proto = proto::ConfigProto {
+            intra_op_parallelism_threads: config.intra_op_threads as i32,
+            inter_op_parallelism_threads: config.inter_op_threads as i32,
+            device_filters: config.device_filters.clone(),
+            operation_timeout_in_ms: config
+                .operation_timeout
+                .map_or(0, |t| t.as_millis().clamp(1, i64::MAX as u128) as i64),
+            rpc_options: None,
+        };
+        options
+            .set_config(&config_proto.encode_to_vec())
+            .map_err(|s| run_error("configuring the session", s))?;
+        if let Some(target) = &config.target {
+            options.set_target(target).map_err(|_| Error::BadOption {
+                option: "--target",
+                reason: format!("\"{target}\" contains a NUL byte"),
+            })?;
         }
         let mut graph = Graph::new();
-        graph
-            .import_graph_def(&meta.graph_def, &ImportGraphDefOptions::new())
-            .map_err(|status| {
-                let message = status.to_string();
-                let hint = if message.contains("Op type not registered") {
-                    " (load the op library that defines it with --op-library)"
-                } else {
-                    ""
-                };
-                Error::Import {
-                    path: path.into(),
-                    message,
-                    hint,
-                }
-            })?;
+        let session = match kind {
+            Kind::MetaGraph => {
+                graph
+                    .import_graph_def(&meta.graph_def, &ImportGraphDefOptions::new())
+                    .map_err(|status| import_error(path, status))?;
+                Session::new(&options, &graph).map_err(|s| {
+                    run_error(format!("creating a session for {}", path.display()), s)
+                })?
+            }
+            Kind::SavedModel { .. } => {
+                // TensorFlow's own loader (TF Serving's): imports the chosen MetaGraph, restores
+                // the variables through its saver_def and runs its main op.
+                let tags = meta
+                    .meta_info_def
+                    .as_ref()
+                    .map(|i| i.tags.clone())
+                    .unwrap_or_default();
+                SavedModelBundle::load(&options, &tags, &mut graph, path)
+                    .map_err(|status| import_error(path, status))?
+                    .session
+            }
+        };
 
         let op = |role: &str, op_name: &str| -> Result<Operation> {
             graph
@@ -210,74 +400,149 @@ impl TrainGraph {
                 index,
             })
         };
-        let collection_name = |key: &str| -> Option<&String> {
+        let collection = |key: &str| -> Vec<String> {
             meta.collection_def
                 .get(key)
                 .and_then(|c| c.node_list.as_ref())
-                .and_then(|l| l.value.first())
+                .map(|l| l.value.clone())
+                .unwrap_or_default()
         };
+        let collection_name = |key: &str| collection(key).into_iter().next();
         let collection_op = |key: &str| -> Result<Operation> {
             let name = collection_name(key)
                 .ok_or_else(|| bad(format!("no \"{key}\" collection naming an op")))?;
             op(
                 &format!("collection \"{key}\""),
-                name.split(':').next().unwrap_or(name),
+                name.split(':').next().unwrap_or(&name),
             )
         };
         let collection_tensor = |key: &str| -> Result<Endpoint> {
             let name = collection_name(key)
                 .ok_or_else(|| bad(format!("no \"{key}\" collection naming a tensor")))?;
-            endpoint(&format!("collection \"{key}\""), name)
+            endpoint(&format!("collection \"{key}\""), &name)
         };
-
-        let signature = meta
-            .signature_def
-            .get(SIGNATURE)
-            .ok_or_else(|| bad(format!("no signature_def \"{SIGNATURE}\"")))?;
-        let mut inputs = signature
-            .inputs
-            .iter()
-            .map(|(key, info)| {
-                Ok(Input {
-                    key: key.clone(),
-                    tensor: endpoint(&format!("input \"{key}\""), &info.name)?,
-                    dtype: info.dtype,
-                    rank: rank(info),
+        let signature = |name: &str| -> Result<Option<Signature>> {
+            let Some(def) = meta.signature_def.get(name) else {
+                return Ok(None);
+            };
+            let mut inputs = Vec::new();
+            for (key, info) in &def.inputs {
+                for (key, info) in signature_inputs(key, info).map_err(&bad)? {
+                    inputs.push(Input {
+                        tensor: endpoint(&format!("input \"{key}\""), &info.name)?,
+                        dtype: info.dtype,
+                        rank: rank(&info),
+                        key,
+                    });
+                }
+            }
+            inputs.sort_by(|a, b| a.key.cmp(&b.key));
+            let mut outputs = def
+                .outputs
+                .iter()
+                .map(|(key, info)| {
+                    check_output(key, info).map_err(&bad)?;
+                    let mut e = endpoint(&format!("output \"{key}\""), &info.name)?;
+                    e.name = key.clone();
+                    Ok(e)
                 })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        inputs.sort_by(|a, b| a.key.cmp(&b.key));
-        let mut outputs = signature
-            .outputs
-            .iter()
-            .map(|(key, info)| {
-                if info.dtype != proto::DT_FLOAT {
+                .collect::<Result<Vec<_>>>()?;
+            if outputs.is_empty() {
+                return Err(bad(format!("signature_def \"{name}\" has no outputs")));
+            }
+            // Loss first, then the others by name: the order metrics are printed in.
+            outputs.sort_by(|a, b| (a.name != "loss", &a.name).cmp(&(b.name != "loss", &b.name)));
+            Ok(Some(Signature { inputs, outputs }))
+        };
+        let train_signature = signature(SIGNATURE)?.ok_or_else(|| {
+            let mut have: Vec<&String> = meta.signature_def.keys().collect();
+            have.sort();
+            bad(format!(
+                "no signature_def \"{SIGNATURE}\" (its signatures: {}); see \
+                 docs/runner-contract.md",
+                if have.is_empty() {
+                    "none".to_string()
+                } else {
+                    have.iter()
+                        .map(|k| format!("\"{k}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ))
+        })?;
+        let eval_signature = signature(EVAL_SIGNATURE)?;
+        if let Some(eval) = &eval_signature {
+            let names = |s: &Signature| s.outputs.iter().map(|o| o.name.clone()).collect();
+            let (t, e): (Vec<String>, Vec<String>) = (names(&train_signature), names(eval));
+            if t != e {
+                return Err(bad(format!(
+                    "signature_def \"{EVAL_SIGNATURE}\" has outputs {e:?}, \"{SIGNATURE}\" \
+                     {t:?}; they must have the same keys"
+                )));
+            }
+        }
+
+        let tf2 = matches!(kind, Kind::SavedModel { tf2: true });
+        // Every op of the train-op collections, run together in each step as `tf.group` would
+        // run them: a model with one optimizer per part (wide and deep) has one op per part.
+        let mut train = Vec::new();
+        if !tf2 {
+            let mut names: Vec<String> = Vec::new();
+            for key in [TRAIN_COLLECTION, SAVED_MODEL_TRAIN_COLLECTION] {
+                for name in collection(key) {
+                    let op_name = name.split(':').next().unwrap_or(&name).to_string();
+                    if !names.contains(&op_name) {
+                        train.push(op(&format!("collection \"{key}\""), &op_name)?);
+                        names.push(op_name);
+                    }
+                }
+            }
+            if train.is_empty() {
+                return Err(bad(format!(
+                    "no train op: the \"{TRAIN_COLLECTION}\" collection is missing or empty \
+                     (optimizer.minimize() adds its op there; SavedModelBuilder takes it as \
+                     train_op=)"
+                )));
+            }
+        }
+        let init = match (&kind, collection_name(INIT_COLLECTION)) {
+            (Kind::MetaGraph, Some(_)) => Some(collection_op(INIT_COLLECTION)?),
+            _ => None,
+        };
+        let saver = match &meta.saver_def {
+            None => None,
+            Some(saver_def) => Some(Saver {
+                filename: endpoint("saver filename tensor", &saver_def.filename_tensor_name)?,
+                save: endpoint("saver save tensor", &saver_def.save_tensor_name)?,
+                restore: op("saver restore op", &saver_def.restore_op_name)?,
+            }),
+        };
+        if tf2 {
+            if let Some(saver) = &saver {
+                // The train function must update the variables the saver restores and saves: a
+                // Keras 3 object tracked as such is exported with copies of its variables, which
+                // the loader restores while the function reads the uninitialised originals.
+                let restored = captured_variables(&saver.restore);
+                let mut missing: Vec<String> = Vec::new();
+                for output in &train_signature.outputs {
+                    for v in captured_variables(&output.op) {
+                        if !restored.contains(&v) && !missing.contains(&v) {
+                            missing.push(v);
+                        }
+                    }
+                }
+                if !missing.is_empty() {
                     return Err(bad(format!(
-                        "output \"{key}\" ({}) is {}; fetched values must be float32",
-                        info.name,
-                        proto::dtype_name(info.dtype)
+                        "signature \"{SIGNATURE}\" uses variables that the SavedModel does not \
+                         save or restore: {}; Keras 3 models and optimizers are saved with \
+                         copies of their variables: track the backing tf.Variables \
+                         ([v.value for v in model.variables + optimizer.variables]) on the \
+                         exported tf.Module instead of the Keras objects",
+                        missing.join(", ")
                     )));
                 }
-                let mut e = endpoint(&format!("output \"{key}\""), &info.name)?;
-                e.name = key.clone();
-                Ok(e)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        if outputs.is_empty() {
-            return Err(bad(format!("signature_def \"{SIGNATURE}\" has no outputs")));
+            }
         }
-        // Loss first, then the others by name: the order metrics are printed in.
-        outputs.sort_by(|a, b| (a.name != "loss", &a.name).cmp(&(b.name != "loss", &b.name)));
-        let init = collection_op(INIT_COLLECTION)?;
-        let train = collection_op(TRAIN_COLLECTION)?;
-        let saver_def = meta.saver_def.as_ref().ok_or_else(|| {
-            bad("no saver_def (export the graph with a tf.compat.v1.train.Saver)".into())
-        })?;
-        let saver = Saver {
-            filename: endpoint("saver filename tensor", &saver_def.filename_tensor_name)?,
-            save: endpoint("saver save tensor", &saver_def.save_tensor_name)?,
-            restore: op("saver restore op", &saver_def.restore_op_name)?,
-        };
         let cluster = match collection_name(FINISH_COLLECTION) {
             None => None,
             Some(_) => Some(ClusterOps {
@@ -287,28 +552,6 @@ impl TrainGraph {
                 finished_init: collection_op(FINISHED_INIT_COLLECTION)?,
             }),
         };
-
-        let mut options = SessionOptions::new();
-        let config_proto = proto::ConfigProto {
-            intra_op_parallelism_threads: config.intra_op_threads as i32,
-            inter_op_parallelism_threads: config.inter_op_threads as i32,
-            device_filters: config.device_filters.clone(),
-            operation_timeout_in_ms: config
-                .operation_timeout
-                .map_or(0, |t| t.as_millis().clamp(1, i64::MAX as u128) as i64),
-            rpc_options: None,
-        };
-        options
-            .set_config(&config_proto.encode_to_vec())
-            .map_err(|s| run_error("configuring the session", s))?;
-        if let Some(target) = &config.target {
-            options.set_target(target).map_err(|_| Error::BadOption {
-                option: "--target",
-                reason: format!("\"{target}\" contains a NUL byte"),
-            })?;
-        }
-        let session = Session::new(&options, &graph)
-            .map_err(|s| run_error(format!("creating a session for {}", path.display()), s))?;
         let run_options = if config.run_in_caller {
             proto::RunOptions {
                 inter_op_thread_pool: -1,
@@ -319,9 +562,10 @@ impl TrainGraph {
         };
         Ok(TrainGraph {
             path: path.into(),
+            kind,
             session,
-            inputs,
-            outputs,
+            train_signature,
+            eval_signature,
             init,
             train,
             saver,
@@ -338,18 +582,105 @@ impl TrainGraph {
         &self.path
     }
 
-    /// The signature's input keys, sorted.
+    /// Whether `--graph` was a SavedModel directory (its variables came from it, and
+    /// [`TrainGraph::save`] writes a new SavedModel).
+    pub fn is_saved_model(&self) -> bool {
+        matches!(self.kind, Kind::SavedModel { .. })
+    }
+
+    /// The `train` signature's input keys, sorted (a ragged input as `<key>` and
+    /// `<key>/row_splits`).
     pub fn input_keys(&self) -> Vec<&str> {
-        self.inputs.iter().map(|i| i.key.as_str()).collect()
+        self.train_signature
+            .inputs
+            .iter()
+            .map(|i| i.key.as_str())
+            .collect()
     }
 
     /// The fetched values' names: `loss` first, then the others by name.
     pub fn output_names(&self) -> Vec<&str> {
-        self.outputs.iter().map(|o| o.name.as_str()).collect()
+        self.train_signature
+            .outputs
+            .iter()
+            .map(|o| o.name.as_str())
+            .collect()
     }
 
-    pub(crate) fn inputs(&self) -> &[Input] {
-        &self.inputs
+    /// The names of the ops each training step runs (the train-op collections; none for a TF2
+    /// SavedModel, whose `train` signature is the step).
+    pub fn train_op_names(&self) -> Vec<String> {
+        self.train
+            .iter()
+            .map(|op| op.name().unwrap_or_default())
+            .collect()
+    }
+
+    /// The signature a training (`train`) or evaluation step runs: evaluation runs the `eval`
+    /// signature when the graph has one, else `train`'s outputs without the train ops.
+    pub(crate) fn signature(&self, train: bool) -> Result<&Signature> {
+        if train {
+            return Ok(&self.train_signature);
+        }
+        match (&self.eval_signature, &self.kind) {
+            (Some(eval), _) => Ok(eval),
+            (None, Kind::SavedModel { tf2: true }) => Err(self.no_eval()),
+            (None, _) => Ok(&self.train_signature),
+        }
+    }
+
+    fn no_eval(&self) -> Error {
+        Error::BadGraph {
+            path: self.path.clone(),
+            reason: format!(
+                "cannot evaluate: a TF2 SavedModel's \"{SIGNATURE}\" signature updates the \
+                 variables whenever it runs; export an \"{EVAL_SIGNATURE}\" signature (the same \
+                 inputs and outputs, no update) for --eval"
+            ),
+        }
+    }
+
+    /// Checks, before any work, that the graph can do what `tf-train`'s options ask: evaluate,
+    /// start (init op or `restore`), and save.
+    pub fn check_can(&self, eval: bool, restore: bool, save: Option<&Path>) -> Result<()> {
+        if eval {
+            self.signature(false)?;
+        }
+        if !restore && matches!(self.kind, Kind::MetaGraph) && self.init.is_none() {
+            return Err(self.no_init());
+        }
+        if (restore || save.is_some()) && self.saver.is_none() {
+            return Err(self.no_saver());
+        }
+        if let (Some(out), Kind::SavedModel { .. }) = (save, &self.kind) {
+            check_saved_model_target(out)?;
+        }
+        Ok(())
+    }
+
+    fn no_init(&self) -> Error {
+        Error::BadGraph {
+            path: self.path.clone(),
+            reason: format!(
+                "no \"{INIT_COLLECTION}\" collection naming the initialisation op; export it \
+                 (tf.compat.v1.add_to_collection(\"{INIT_COLLECTION}\", \
+                 tf.compat.v1.global_variables_initializer())) or start from a checkpoint with \
+                 --restore"
+            ),
+        }
+    }
+
+    fn no_saver(&self) -> Error {
+        Error::BadGraph {
+            path: self.path.clone(),
+            reason: "no saver_def, needed by --save and --restore (export the graph with a \
+                     tf.compat.v1.train.Saver)"
+                .into(),
+        }
+    }
+
+    fn saver(&self) -> Result<&Saver> {
+        self.saver.as_ref().ok_or_else(|| self.no_saver())
     }
 
     /// The master the session connects to; `None` for a local session.
@@ -428,58 +759,125 @@ impl TrainGraph {
             .map_err(|s| run_error("closing the session", s))
     }
 
-    /// Runs the initialisation op once (the startup program).
+    /// Runs the initialisation op once (the startup program); a SavedModel's variables were
+    /// restored when it was loaded, so there it does nothing.
     pub fn init(&self) -> Result<()> {
+        if self.is_saved_model() {
+            return Ok(());
+        }
+        let init = self.init.as_ref().ok_or_else(|| self.no_init())?;
         let mut args = SessionRunArgs::new();
-        args.add_target(&self.init);
+        args.add_target(init);
         self.session.run(&mut args).map_err(|s| {
             run_error(
                 format!(
                     "running the init op \"{}\"",
-                    self.init.name().unwrap_or_default()
+                    init.name().unwrap_or_default()
                 ),
                 s,
             )
         })
     }
 
-    /// Saves every variable to the checkpoint `prefix` (files `prefix.index` and
-    /// `prefix.data-*`) through the graph's own saver, as `saver.save(sess, prefix)` does.
-    pub fn save(&self, prefix: &Path) -> Result<()> {
-        if let Some(dir) = prefix.parent().filter(|d| !d.as_os_str().is_empty()) {
+    /// Saves every variable where Python reads them back into this graph: for a MetaGraphDef,
+    /// to the checkpoint `out` (files `out.index` and `out.data-*`) as `saver.save(sess, out)`
+    /// does; for a SavedModel, to a new SavedModel directory `out` (the original's MetaGraphs
+    /// and assets, the trained variables), built beside `out` and moved into place complete.
+    pub fn save(&self, out: &Path) -> Result<()> {
+        if self.is_saved_model() {
+            return self.save_saved_model(out);
+        }
+        if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| Error::Io {
                 path: dir.into(),
                 source,
             })?;
         }
-        let during = || format!("saving checkpoint {}", prefix.display());
+        self.save_checkpoint(out, &format!("saving checkpoint {}", out.display()))
+    }
+
+    fn save_checkpoint(&self, prefix: &Path, during: &str) -> Result<()> {
+        let saver = self.saver()?;
         let filename = Tensor::from(prefix.display().to_string());
         let mut args = SessionRunArgs::new();
-        args.add_feed(
-            &self.saver.filename.op,
-            self.saver.filename.index,
-            &filename,
-        );
-        let token = args.request_fetch(&self.saver.save.op, self.saver.save.index);
+        args.add_feed(&saver.filename.op, saver.filename.index, &filename);
+        let token = args.request_fetch(&saver.save.op, saver.save.index);
         self.session
             .run(&mut args)
-            .map_err(|s| run_error(during(), s))?;
+            .map_err(|s| run_error(during, s))?;
         args.fetch::<String>(token)
-            .map_err(|s| run_error(during(), s))?;
+            .map_err(|s| run_error(during, s))?;
+        Ok(())
+    }
+
+    fn save_saved_model(&self, out: &Path) -> Result<()> {
+        check_saved_model_target(out)?;
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Io { path, source }
+        };
+        let parent = match out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        std::fs::create_dir_all(&parent).map_err(io(&parent))?;
+        let name = out
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "saved_model".into());
+        let pid = std::process::id();
+        let fresh = parent.join(format!(".{name}.hogwild-new-{pid}"));
+        let write = || -> Result<()> {
+            let variables = fresh.join("variables");
+            std::fs::create_dir_all(&variables).map_err(io(&variables))?;
+            let pb = self.path.join(SAVED_MODEL_PB);
+            std::fs::copy(&pb, fresh.join(SAVED_MODEL_PB)).map_err(io(&pb))?;
+            // fingerprint.pb is left out: its checkpoint hash describes the old variables.
+            for dir in ["assets", "assets.extra"] {
+                let from = self.path.join(dir);
+                if from.is_dir() {
+                    copy_dir(&from, &fresh.join(dir))?;
+                }
+            }
+            self.save_checkpoint(
+                &variables.join("variables"),
+                &format!("saving the variables of SavedModel {}", out.display()),
+            )
+        };
+        if let Err(e) = write() {
+            let _ = std::fs::remove_dir_all(&fresh);
+            return Err(e);
+        }
+        // The old `out` is moved aside only now that the new one is complete.
+        let old = parent.join(format!(".{name}.hogwild-old-{pid}"));
+        let had_old = out.exists();
+        if had_old {
+            std::fs::rename(out, &old).map_err(io(out))?;
+        }
+        if let Err(source) = std::fs::rename(&fresh, out) {
+            if had_old {
+                let _ = std::fs::rename(&old, out);
+            }
+            let _ = std::fs::remove_dir_all(&fresh);
+            return Err(Error::Io {
+                path: out.into(),
+                source,
+            });
+        }
+        if had_old {
+            std::fs::remove_dir_all(&old).map_err(io(&old))?;
+        }
         Ok(())
     }
 
     /// Restores every variable from the checkpoint `prefix` (in a cluster graph, also starts the
     /// finished workers' counter, which checkpoints leave out, at 0).
     pub fn restore(&self, prefix: &Path) -> Result<()> {
+        let saver = self.saver()?;
         let filename = Tensor::from(prefix.display().to_string());
         let mut args = SessionRunArgs::new();
-        args.add_feed(
-            &self.saver.filename.op,
-            self.saver.filename.index,
-            &filename,
-        );
-        args.add_target(&self.saver.restore);
+        args.add_feed(&saver.filename.op, saver.filename.index, &filename);
+        args.add_target(&saver.restore);
         if let Some(ops) = &self.cluster {
             args.add_target(&ops.finished_init);
         }
@@ -488,9 +886,10 @@ impl TrainGraph {
             .map_err(|s| run_error(format!("restoring checkpoint {}", prefix.display()), s))
     }
 
-    /// Runs one step: feeds `feeds` (input position in [`TrainGraph::inputs`], tensor), applies the
-    /// optimizer when `train`, and returns every output's value in [`TrainGraph::output_names`]
-    /// order. `during` names the step in errors.
+    /// Runs one step: feeds `feeds` (input position in the signature's inputs, tensor) to the
+    /// `train` signature and runs every train op when `train`, or to the evaluation signature
+    /// ([`TrainGraph::signature`]); returns every output's value in
+    /// [`TrainGraph::output_names`] order. `during` names the step in errors.
     pub(crate) fn step(
         &self,
         feeds: &[(usize, crate::inputs::FeedTensor)],
@@ -498,21 +897,25 @@ impl TrainGraph {
         during: &dyn Fn() -> String,
         out: &mut [f64],
     ) -> Result<()> {
+        let signature = self.signature(train)?;
         let mut args = SessionRunArgs::new();
         if !self.run_options.is_empty() {
             args.set_run_options(&self.run_options);
         }
         for (input, tensor) in feeds {
-            let t = &self.inputs[*input].tensor;
+            let t = &signature.inputs[*input].tensor;
             match tensor {
                 crate::inputs::FeedTensor::I64(x) => args.add_feed(&t.op, t.index, x),
+                crate::inputs::FeedTensor::I32(x) => args.add_feed(&t.op, t.index, x),
                 crate::inputs::FeedTensor::F32(x) => args.add_feed(&t.op, t.index, x),
             }
         }
         if train {
-            args.add_target(&self.train);
+            for op in &self.train {
+                args.add_target(op);
+            }
         }
-        let tokens: Vec<_> = self
+        let tokens: Vec<_> = signature
             .outputs
             .iter()
             .map(|o| args.request_fetch(&o.op, o.index))
@@ -520,7 +923,11 @@ impl TrainGraph {
         self.session
             .run(&mut args)
             .map_err(|s| run_error(during(), s))?;
-        for ((token, output), slot) in tokens.into_iter().zip(&self.outputs).zip(out.iter_mut()) {
+        for ((token, output), slot) in tokens
+            .into_iter()
+            .zip(&signature.outputs)
+            .zip(out.iter_mut())
+        {
             let value: Tensor<f32> = args
                 .fetch(token)
                 .map_err(|s| run_error(format!("{}: fetching \"{}\"", during(), output.name), s))?;
@@ -538,6 +945,137 @@ impl TrainGraph {
         }
         Ok(())
     }
+}
+
+/// The inputs a signature's `key` stands for: itself, or a `tf.RaggedTensor`'s flat values
+/// (`key`) and row splits (`key/row_splits`); anything else composite is refused.
+fn signature_inputs(
+    key: &str,
+    info: &TensorInfo,
+) -> std::result::Result<Vec<(String, TensorInfo)>, String> {
+    let Some(composite) = &info.composite_tensor else {
+        if info.name.is_empty() {
+            return Err(format!(
+                "input \"{key}\" is no dense tensor (a tf.SparseTensor?); the runner feeds \
+                 dense tensors and tf.RaggedTensors (docs/runner-contract.md)"
+            ));
+        }
+        return Ok(vec![(key.to_string(), info.clone())]);
+    };
+    let class = composite
+        .type_spec
+        .as_ref()
+        .map(|t| t.type_spec_class_name.as_str())
+        .unwrap_or_default();
+    match (class, composite.components.as_slice()) {
+        ("RaggedTensorSpec", [values, row_splits]) => Ok(vec![
+            (key.to_string(), values.clone()),
+            (format!("{key}{ROW_SPLITS_SUFFIX}"), row_splits.clone()),
+        ]),
+        ("RaggedTensorSpec", components) => Err(format!(
+            "input \"{key}\" is a tf.RaggedTensor of ragged rank {}; a slot is fed as ragged \
+             rank 1 (values and one row_splits)",
+            components.len().saturating_sub(1)
+        )),
+        (class, _) => Err(format!(
+            "input \"{key}\" is a composite tensor ({}); the runner feeds dense tensors and \
+             tf.RaggedTensors (docs/runner-contract.md)",
+            if class.is_empty() {
+                "unknown kind"
+            } else {
+                class
+            }
+        )),
+    }
+}
+
+/// Refuses, at load, an output that cannot be a printed value: not float32, or a known shape
+/// of more than one element.
+fn check_output(key: &str, info: &TensorInfo) -> std::result::Result<(), String> {
+    if info.name.is_empty() {
+        return Err(format!(
+            "output \"{key}\" is a composite tensor; fetched values must be float32 scalars"
+        ));
+    }
+    if info.dtype != proto::DT_FLOAT {
+        return Err(format!(
+            "output \"{key}\" ({}) is {}; fetched values must be float32 scalars",
+            info.name,
+            proto::dtype_name(info.dtype)
+        ));
+    }
+    if let Some(shape) = info.tensor_shape.as_ref().filter(|s| !s.unknown_rank) {
+        if shape.dim.iter().any(|d| d.size != 1) {
+            let dims: Vec<String> = shape
+                .dim
+                .iter()
+                .map(|d| match d.size {
+                    -1 => "?".to_string(),
+                    n => n.to_string(),
+                })
+                .collect();
+            return Err(format!(
+                "output \"{key}\" ({}) has shape [{}]; fetched values must be float32 scalars \
+                 (reduce it, e.g. with tf.reduce_mean)",
+                info.name,
+                dims.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses an existing `out` that `--save` of a SavedModel would replace but is no SavedModel
+/// (nor an empty directory).
+fn check_saved_model_target(out: &Path) -> Result<()> {
+    let refuse = |reason: &str| Error::BadOption {
+        option: "--save",
+        reason: format!("{}: {reason}", out.display()),
+    };
+    if out.file_name().is_none() {
+        return Err(refuse("names no directory to write the SavedModel to"));
+    }
+    if !out.exists() {
+        return Ok(());
+    }
+    if !out.is_dir() {
+        return Err(refuse(
+            "exists and is no directory; the SavedModel is written as a directory",
+        ));
+    }
+    let empty = std::fs::read_dir(out)
+        .map_err(|source| Error::Io {
+            path: out.into(),
+            source,
+        })?
+        .next()
+        .is_none();
+    if !empty && !out.join(SAVED_MODEL_PB).is_file() {
+        return Err(refuse(
+            "exists and holds no SavedModel; it is replaced only when it is a SavedModel or \
+             empty",
+        ));
+    }
+    Ok(())
+}
+
+/// Copies the directory `from` to `to` with everything under it.
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    std::fs::create_dir_all(to).map_err(io(to))?;
+    for entry in std::fs::read_dir(from).map_err(io(from))? {
+        let entry = entry.map_err(io(from))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type().map_err(io(&src))?.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst).map_err(io(&src))?;
+        }
+    }
+    Ok(())
 }
 
 fn rank(info: &TensorInfo) -> Option<usize> {
@@ -563,7 +1101,45 @@ fn load_library(path: &Path) -> Result<Library> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_tensor_name;
+    use super::{choose_meta_graph, parse_tensor_name};
+    use crate::proto::{MetaGraphDef, MetaInfoDef};
+
+    fn tagged(tags: &[&str], graph: u8) -> MetaGraphDef {
+        MetaGraphDef {
+            meta_info_def: Some(MetaInfoDef {
+                tags: tags.iter().map(|t| t.to_string()).collect(),
+            }),
+            graph_def: vec![graph],
+            ..MetaGraphDef::default()
+        }
+    }
+
+    fn chosen(metas: &[MetaGraphDef], tags: &[&str]) -> Result<u8, String> {
+        let tags: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+        choose_meta_graph(metas.to_vec(), &tags).map(|m| m.graph_def[0])
+    }
+
+    #[test]
+    fn a_saved_models_meta_graph_is_chosen_by_its_tags() {
+        let one = [tagged(&["serve"], 1)];
+        assert_eq!(chosen(&one, &[]), Ok(1));
+        assert_eq!(chosen(&one, &["serve"]), Ok(1));
+        assert_eq!(
+            chosen(&one, &["train"]),
+            Err("the SavedModel has no MetaGraph tagged [train]; its tag sets: [serve]".into())
+        );
+        let two = [tagged(&["serve"], 1), tagged(&["train", "gpu"], 2)];
+        assert_eq!(chosen(&two, &[]), Ok(2));
+        assert_eq!(chosen(&two, &["gpu", "train", "gpu"]), Ok(2));
+        let untrained = [tagged(&["serve"], 1), tagged(&["eval"], 2)];
+        assert_eq!(
+            chosen(&untrained, &[]),
+            Err(
+                "the SavedModel has MetaGraphs tagged [serve], [eval]; choose one with --tag"
+                    .into()
+            )
+        );
+    }
 
     #[test]
     fn tensor_names_split_into_op_and_output() {

@@ -1,16 +1,18 @@
 //! From data-feed slots to the graph's input tensors.
 //!
-//! A slot named `s` feeds the signature input `s`. If the signature also has `s/row_splits`, the
-//! slot is sparse: `s` gets all values of the batch concatenated (`[N]`) and `s/row_splits` the
-//! row offsets (`[B+1]`, int64), the layout of `tf.RaggedTensor.from_row_splits`. Otherwise the
+//! A slot named `s` feeds the signature input `s`. If the signature also has `s/row_splits` (or,
+//! as a TF2 signature names a `tf.RaggedTensorSpec` argument's row splits, `s_1`), the slot is
+//! sparse: `s` gets all values of the batch concatenated (`[N]`) and the row splits input the
+//! row offsets (`[B+1]`, int64 or int32), the layout of `tf.RaggedTensor.from_row_splits`; a
+//! ragged placeholder in a TF1 signature is read as those two inputs. Otherwise the
 //! slot is dense: every instance holds the same number `w` of values, fed as `[B]` when the input
 //! has rank 1 (so `w` must be 1) and as `[B, w]` when it has rank 2. `uint64` slots feed int64
 //! tensors, `float` slots float32 ones.
 
 use tensorflow::Tensor;
 
-use crate::graph::{TrainGraph, ROW_SPLITS_SUFFIX};
-use crate::proto::{dtype_name, DT_FLOAT, DT_INT64};
+use crate::graph::{Input, ROW_SPLITS_SUFFIX};
+use crate::proto::{dtype_name, DT_FLOAT, DT_INT32, DT_INT64};
 use crate::{Error, Result};
 
 /// A slot's value type, as declared in the data feed description.
@@ -40,7 +42,15 @@ pub struct SlotRef<'a> {
 /// A tensor ready to feed.
 pub(crate) enum FeedTensor {
     I64(Tensor<i64>),
+    I32(Tensor<i32>),
     F32(Tensor<f32>),
+}
+
+/// How a slot's row offsets are fed.
+#[derive(Debug, Clone, Copy)]
+struct RowSplits {
+    input: usize,
+    int32: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -48,12 +58,12 @@ struct SlotFeed {
     name: String,
     kind: SlotKind,
     values: usize,
-    row_splits: Option<usize>,
+    row_splits: Option<RowSplits>,
     /// Rank of the values input, for dense slots (`None`: unknown).
     rank: Option<usize>,
 }
 
-/// Which graph input each used slot feeds; built once per run.
+/// Which input of one signature each used slot feeds; built once per run.
 #[derive(Debug, Clone)]
 pub struct Binding {
     slots: Vec<SlotFeed>,
@@ -66,73 +76,111 @@ fn mismatch(slot: &str, reason: String) -> Error {
     }
 }
 
+/// Whether `key` looks like a name TensorFlow made up for one component of a flattened
+/// argument (`batch_1`), as it does for a `tf.RaggedTensorSpec` inside a dict.
+fn is_flattened_name(key: &str) -> bool {
+    key.rsplit_once('_')
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 impl Binding {
-    /// Binds the used slots `slots` (name and kind, in batch order) to `graph`'s inputs. Every
-    /// graph input needs a slot and every slot an input, with matching types.
-    pub fn new(graph: &TrainGraph, slots: &[(String, SlotKind)]) -> Result<Self> {
-        let inputs = graph.inputs();
+    /// Binds the used slots `slots` (name and kind, in batch order) to a signature's `inputs`.
+    /// Every input needs a slot and every slot an input, with matching types.
+    pub(crate) fn new(inputs: &[Input], slots: &[(String, SlotKind)]) -> Result<Self> {
         let find = |key: &str| inputs.iter().position(|i| i.key == key);
-        for input in inputs {
-            let slot = input
-                .key
-                .strip_suffix(ROW_SPLITS_SUFFIX)
-                .unwrap_or(&input.key);
-            if !slots.iter().any(|(name, _)| name == slot) {
-                return Err(mismatch(
-                    slot,
-                    format!(
-                        "the graph takes input \"{}\" ({}) but the data feed has no used slot \
-                         \"{slot}\"",
-                        input.key, input.tensor.name
-                    ),
-                ));
-            }
-        }
-        let feeds = slots
+        let is_slot = |key: &str| slots.iter().any(|(name, _)| name == key);
+        let keys = || {
+            inputs
+                .iter()
+                .map(|i| i.key.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        // Inputs TensorFlow named after a flattened argument: the slot names were lost.
+        let hint = if inputs
             .iter()
-            .map(|(name, kind)| {
-                let values = find(name).ok_or_else(|| {
-                    mismatch(
-                        name,
-                        format!(
-                            "the graph has no input for this slot (its inputs: {}); mark the \
-                             slot is_used: false",
-                            graph.input_keys().join(", ")
-                        ),
-                    )
-                })?;
-                let input = &inputs[values];
-                let want = match kind {
-                    SlotKind::U64 => DT_INT64,
-                    SlotKind::F32 => DT_FLOAT,
-                };
-                if input.dtype != want {
+            .any(|i| is_flattened_name(&i.key) && !is_slot(&i.key))
+        {
+            " (a tf.RaggedTensorSpec inside a dict or list argument of a TF2 signature loses \
+             its key: declare each slot's values and row splits as tf.TensorSpecs named \
+             \"<slot>\" and \"<slot>/row_splits\", see docs/runner-contract.md)"
+        } else {
+            ""
+        };
+        let mut used = vec![false; inputs.len()];
+        let mut feeds = Vec::with_capacity(slots.len());
+        for (name, kind) in slots {
+            let splits_key = format!("{name}{ROW_SPLITS_SUFFIX}");
+            let Some(values) = find(name) else {
+                if let Some(r) = find(&splits_key) {
                     return Err(mismatch(
                         name,
                         format!(
-                            "a {} slot cannot feed input \"{}\" ({}) of type {}; it feeds {}",
-                            match kind {
-                                SlotKind::U64 => "uint64",
-                                SlotKind::F32 => "float",
-                            },
-                            input.key,
-                            input.tensor.name,
-                            dtype_name(input.dtype),
-                            dtype_name(want)
+                            "the graph takes input \"{splits_key}\" ({}) but no input \"{name}\" \
+                             for the values; a variable-length slot feeds both",
+                            inputs[r].tensor.name
                         ),
                     ));
                 }
-                let row_splits = find(&format!("{name}{ROW_SPLITS_SUFFIX}"));
-                if let Some(r) = row_splits {
+                return Err(mismatch(
+                    name,
+                    format!(
+                        "the graph has no input for this slot (its inputs: {}); mark the slot \
+                         is_used: false{hint}",
+                        keys()
+                    ),
+                ));
+            };
+            // `<slot>_1` is how a TF2 signature names the row splits of a tf.RaggedTensorSpec
+            // argument `<slot>`; a slot of that name keeps it.
+            let ragged_key = format!("{name}_1");
+            let row_splits =
+                find(&splits_key).or_else(|| find(&ragged_key).filter(|_| !is_slot(&ragged_key)));
+            let input = &inputs[values];
+            let want = match kind {
+                SlotKind::U64 => DT_INT64,
+                SlotKind::F32 => DT_FLOAT,
+            };
+            if input.dtype != want {
+                return Err(mismatch(
+                    name,
+                    format!(
+                        "a {} slot cannot feed input \"{}\" ({}) of type {}; it feeds {}",
+                        match kind {
+                            SlotKind::U64 => "uint64",
+                            SlotKind::F32 => "float",
+                        },
+                        input.key,
+                        input.tensor.name,
+                        dtype_name(input.dtype),
+                        dtype_name(want)
+                    ),
+                ));
+            }
+            let row_splits = match row_splits {
+                Some(r) => {
                     let splits = &inputs[r];
-                    if splits.dtype != DT_INT64 {
+                    if splits.dtype != DT_INT64 && splits.dtype != DT_INT32 {
                         return Err(mismatch(
                             name,
                             format!(
-                                "input \"{}\" ({}) is {}; row splits are fed as int64",
+                                "input \"{}\" ({}), the row splits of \"{name}\", is {}; row \
+                                 splits are fed as int64 (or int32)",
                                 splits.key,
                                 splits.tensor.name,
                                 dtype_name(splits.dtype)
+                            ),
+                        ));
+                    }
+                    if splits.rank.is_some_and(|r| r != 1) {
+                        return Err(mismatch(
+                            name,
+                            format!(
+                                "input \"{}\" ({}), the row splits of \"{name}\", has rank {}; \
+                                 row splits are fed as [B+1], rank 1",
+                                splits.key,
+                                splits.tensor.name,
+                                splits.rank.unwrap_or_default()
                             ),
                         ));
                     }
@@ -140,35 +188,58 @@ impl Binding {
                         return Err(mismatch(
                             name,
                             format!(
-                                "input \"{}\" ({}) has rank {}; sparse values are fed flat, \
-                                 rank 1",
+                                "input \"{}\" ({}) has rank {}; the values of a slot fed with \
+                                 row splits (\"{}\") are fed flat, rank 1",
                                 input.key,
                                 input.tensor.name,
-                                input.rank.unwrap_or_default()
+                                input.rank.unwrap_or_default(),
+                                splits.key
                             ),
                         ));
                     }
-                } else if input.rank.is_some_and(|r| r == 0 || r > 2) {
+                    used[r] = true;
+                    Some(RowSplits {
+                        input: r,
+                        int32: splits.dtype == DT_INT32,
+                    })
+                }
+                None if input.rank.is_some_and(|r| r == 0 || r > 2) => {
                     return Err(mismatch(
                         name,
                         format!(
-                            "input \"{}\" ({}) has rank {}; a dense slot feeds rank 1 ([B]) or \
-                             2 ([B, width])",
+                            "input \"{}\" ({}) has rank {}; a slot without row splits feeds \
+                             rank 1 ([B]) or 2 ([B, width])",
                             input.key,
                             input.tensor.name,
                             input.rank.unwrap_or_default()
                         ),
                     ));
                 }
-                Ok(SlotFeed {
-                    name: name.clone(),
-                    kind: *kind,
-                    values,
-                    row_splits,
-                    rank: input.rank,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+                None => None,
+            };
+            used[values] = true;
+            feeds.push(SlotFeed {
+                name: name.clone(),
+                kind: *kind,
+                values,
+                row_splits,
+                rank: input.rank,
+            });
+        }
+        if let Some(input) = inputs.iter().zip(&used).find(|(_, u)| !**u).map(|(i, _)| i) {
+            let slot = input
+                .key
+                .strip_suffix(ROW_SPLITS_SUFFIX)
+                .unwrap_or(&input.key);
+            return Err(mismatch(
+                slot,
+                format!(
+                    "the graph takes input \"{}\" ({}) but the data feed has no used slot \
+                     \"{slot}\"{hint}",
+                    input.key, input.tensor.name
+                ),
+            ));
+        }
         Ok(Binding { slots: feeds })
     }
 
@@ -269,9 +340,27 @@ impl Binding {
             };
             out.push((feed.values, values));
             if let Some(r) = feed.row_splits {
-                let splits: Vec<i64> = slot.offsets.iter().map(|&o| o as i64).collect();
-                let t = tensor(&[splits.len() as u64], &splits, &feed.name, batch)?;
-                out.push((r, FeedTensor::I64(t)));
+                let dims = [slot.offsets.len() as u64];
+                let t = if r.int32 {
+                    let splits = slot
+                        .offsets
+                        .iter()
+                        .map(|&o| i32::try_from(o))
+                        .collect::<std::result::Result<Vec<i32>, _>>()
+                        .map_err(|_| {
+                            bad(
+                                &feed.name,
+                                format!(
+                                    "{n} values do not fit the graph's int32 row splits;                                      export them as int64"
+                                ),
+                            )
+                        })?;
+                    FeedTensor::I32(tensor(&dims, &splits, &feed.name, batch)?)
+                } else {
+                    let splits: Vec<i64> = slot.offsets.iter().map(|&o| o as i64).collect();
+                    FeedTensor::I64(tensor(&dims, &splits, &feed.name, batch)?)
+                };
+                out.push((r.input, t));
             }
         }
         Ok(out)

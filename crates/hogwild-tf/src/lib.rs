@@ -1,9 +1,12 @@
 //! Hogwild training of TensorFlow graphs: a graph exported from Python (a MetaGraphDef with a
-//! `train` signature, `init_op` and `train_op` collections and a saver) is imported into one
-//! session, initialised once, and trained by several threads that call `Session::run` on it at
-//! the same time: [`TfModel`] is a model of the `hogwild` executor, which runs its steps in its
-//! worker threads from the data feed, as it runs the native models. Checkpoints go through the graph's
-//! own saver, so Python TensorFlow restores them with `saver.restore(sess, prefix)`.
+//! `train` signature, `init_op` and `train_op` collections and a saver, or a TF1 or TF2
+//! SavedModel directory; the contract is docs/runner-contract.md) is loaded into one session,
+//! initialised once, and trained by several threads that call `Session::run` on it at the same
+//! time: [`TfModel`] is a model of the `hogwild` executor, which runs its steps in its worker
+//! threads from the data feed, as it runs the native models. Variables are saved through the
+//! graph's own saver, so Python TensorFlow reads them back: a checkpoint for
+//! `saver.restore(sess, prefix)`, or for a SavedModel a new SavedModel for
+//! `tf.saved_model.load`.
 //!
 //! `hogwild tf-train` also trains as a worker of a TensorFlow parameter-server cluster: the
 //! variables live on the ps tasks, the runner serves its own worker task in-process and is its own

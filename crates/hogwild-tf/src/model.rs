@@ -21,10 +21,12 @@ pub struct TfModel {
     path: PathBuf,
 }
 
-/// One thread's state: the slot binding and the number of batches it ran (for error messages).
+/// One thread's state: the slot bindings of the training and the evaluation signature and the
+/// number of batches it ran (for error messages).
 #[derive(Debug)]
 pub struct TfWorker {
-    binding: Binding,
+    train: Binding,
+    eval: Option<Binding>,
     batches: u64,
 }
 
@@ -69,8 +71,16 @@ impl TfModel {
 
     /// A worker for batches whose used slots are `slots` (name, kind), in batch order.
     pub fn slot_worker(&self, slots: &[(String, SlotKind)]) -> Result<TfWorker> {
+        let train = Binding::new(&self.graph.signature(true)?.inputs, slots)?;
+        // None when the graph cannot evaluate (a TF2 SavedModel without an `eval` signature):
+        // an evaluation step then fails with the graph's reason.
+        let eval = match self.graph.signature(false) {
+            Ok(s) => Some(Binding::new(&s.inputs, slots)?),
+            Err(_) => None,
+        };
         Ok(TfWorker {
-            binding: Binding::new(&self.graph, slots)?,
+            train,
+            eval,
             batches: 0,
         })
     }
@@ -108,7 +118,15 @@ impl TfModel {
     ) -> Result<()> {
         let batch = worker.batches;
         worker.batches += 1;
-        let feeds = worker.binding.tensors(slots, instances, batch)?;
+        let binding = match (train, &worker.eval) {
+            (true, _) => &worker.train,
+            (false, Some(eval)) => eval,
+            (false, None) => {
+                self.graph.signature(false)?;
+                &worker.train
+            }
+        };
+        let feeds = binding.tensors(slots, instances, batch)?;
         let during = || {
             format!(
                 "{} batch {batch} of this thread ({instances} instances)",

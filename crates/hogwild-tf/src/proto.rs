@@ -5,9 +5,27 @@
 
 use std::collections::HashMap;
 
+/// `SavedModel`: the file `saved_model.pb` of a SavedModel directory.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SavedModel {
+    #[prost(int64, tag = "1")]
+    pub saved_model_schema_version: i64,
+    #[prost(message, repeated, tag = "2")]
+    pub meta_graphs: Vec<MetaGraphDef>,
+}
+
+/// `MetaGraphDef.MetaInfoDef`, of which only the tags are read.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MetaInfoDef {
+    #[prost(string, repeated, tag = "4")]
+    pub tags: Vec<String>,
+}
+
 /// `MetaGraphDef`: the graph plus the names the runner needs.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct MetaGraphDef {
+    #[prost(message, optional, tag = "1")]
+    pub meta_info_def: Option<MetaInfoDef>,
     /// The serialized `GraphDef`, kept as bytes and handed to TensorFlow as is.
     #[prost(bytes = "vec", tag = "2")]
     pub graph_def: Vec<u8>,
@@ -17,6 +35,9 @@ pub struct MetaGraphDef {
     pub collection_def: HashMap<String, CollectionDef>,
     #[prost(map = "string, message", tag = "5")]
     pub signature_def: HashMap<String, SignatureDef>,
+    /// The `SavedObjectGraph` of a TF2 SavedModel (kept as bytes: only its presence is read).
+    #[prost(bytes = "vec", optional, tag = "7")]
+    pub object_graph_def: Option<Vec<u8>>,
 }
 
 /// `SaverDef`: the tensors and op of a `tf.compat.v1.train.Saver`.
@@ -55,17 +76,35 @@ pub struct SignatureDef {
     pub method_name: String,
 }
 
-/// `TensorInfo` for a dense tensor (its `name` is the first case of a oneof, which has the same
-/// wire format as a plain field).
+/// `TensorInfo`: a dense tensor's `name`, or a composite tensor's components (the cases of a
+/// oneof, each with the wire format of a plain field).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct TensorInfo {
     #[prost(string, tag = "1")]
     pub name: String,
+    #[prost(message, optional, tag = "5")]
+    pub composite_tensor: Option<CompositeTensor>,
     /// A `DataType` enum value (1 float, 9 int64).
     #[prost(int32, tag = "2")]
     pub dtype: i32,
     #[prost(message, optional, tag = "3")]
     pub tensor_shape: Option<TensorShapeProto>,
+}
+
+/// `TensorInfo.CompositeTensor`: e.g. a `tf.RaggedTensor`'s flat values and row splits.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CompositeTensor {
+    #[prost(message, optional, tag = "1")]
+    pub type_spec: Option<TypeSpecProto>,
+    #[prost(message, repeated, tag = "2")]
+    pub components: Vec<TensorInfo>,
+}
+
+/// `TypeSpecProto`, of which only the class name is read (`RaggedTensorSpec`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TypeSpecProto {
+    #[prost(string, tag = "3")]
+    pub type_spec_class_name: String,
 }
 
 /// `TensorShapeProto`.
@@ -154,6 +193,8 @@ pub struct RunOptions {
 
 /// `DataType` values the runner feeds and fetches.
 pub const DT_FLOAT: i32 = 1;
+/// `DataType` of 32-bit integers.
+pub const DT_INT32: i32 = 3;
 /// `DataType` of 64-bit integers.
 pub const DT_INT64: i32 = 9;
 

@@ -5,7 +5,10 @@
 //! (the TensorFlow graph runner does): each thread gathers its batches' values in its own
 //! [`LocalWindow`] and hands them to the shared reporter every
 //! [`flush_every`](Reporter::flush_every) batches, so the reporter's lock is taken a few times per
-//! printed line, not once per batch.
+//! printed line, not once per batch. The step count is one shared atomic counter, so the thread
+//! whose batch is the period's prints that line: lines come at steps `period`, `2 * period`, ...
+//! exactly at any thread count, each with the metrics of the batches handed over since the
+//! previous line.
 //!
 //! ```
 //! use std::time::Instant;
@@ -17,17 +20,16 @@
 //! let mut local = LocalWindow::new(names.len());
 //! for _ in 0..250 {
 //!     local.add(&[0.69, 0.5], 32);
-//!     if local.batches() >= reporter.flush_every(1) {
-//!         // Prints `step      100  elapsed     0.00s  ... instances/s  loss 0.69000  accuracy
-//!         // 0.50000`, then step 200.
-//!         reporter.record(&mut local);
-//!     }
+//!     // Prints `step      100  elapsed     0.00s  ... instances/s  loss 0.69000  accuracy
+//!     // 0.50000`, then step 200.
+//!     reporter.batch_done(&mut local, reporter.flush_every(1));
 //! }
 //! reporter.record(&mut local);
 //! reporter.finish();
 //! ```
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -108,7 +110,12 @@ pub struct Reporter {
     start: Instant,
     bar: Option<ProgressBar>,
     quiet: bool,
+    /// Batches finished by all threads, counted one by one ([`Reporter::batch_done`]).
+    steps: AtomicU64,
     window: Mutex<Window>,
+    /// The steps of the lines printed, for the tests.
+    #[cfg(test)]
+    printed: Mutex<Vec<u64>>,
 }
 
 impl Reporter {
@@ -133,6 +140,9 @@ impl Reporter {
             start,
             bar,
             quiet: progress == Progress::Quiet,
+            steps: AtomicU64::new(0),
+            #[cfg(test)]
+            printed: Mutex::new(Vec::new()),
             window: Mutex::new(Window {
                 batches: 0,
                 instances: 0,
@@ -155,16 +165,35 @@ impl Reporter {
         (self.period / (4 * threads.max(1) as u64)).clamp(1, 64)
     }
 
-    /// Records `local`'s batches (metric sums, batch and instance counts) and empties it; prints
-    /// when the step passes a multiple of the period. Call it once more with what is left when a
-    /// thread ends.
+    /// Counts the batch just added to `local`: when it is the period's batch (step `period`,
+    /// `2 * period`, ... of all threads), records `local` and prints the line of that step; else
+    /// records `local` once it holds `flush_every` batches.
+    pub fn batch_done(&self, local: &mut LocalWindow, flush_every: u64) {
+        if self.is_quiet() {
+            local.clear();
+            return;
+        }
+        let step = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
+        if step.is_multiple_of(self.period) {
+            self.record_at(local, Some(step));
+        } else if local.batches >= flush_every {
+            self.record_at(local, None);
+        }
+    }
+
+    /// Records `local`'s batches (metric sums, batch and instance counts) and empties it, without
+    /// printing; call it with what is left when a thread ends.
     pub fn record(&self, local: &mut LocalWindow) {
-        if self.is_quiet() || local.batches == 0 {
+        self.record_at(local, None);
+    }
+
+    /// Records `local`, then prints the line of `step` when given.
+    fn record_at(&self, local: &mut LocalWindow, step: Option<u64>) {
+        if self.is_quiet() || (local.batches == 0 && step.is_none()) {
             local.clear();
             return;
         }
         let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
-        let before = w.batches / self.period;
         w.batches += local.batches;
         w.instances += local.instances;
         w.window_batches += local.batches;
@@ -176,15 +205,15 @@ impl Reporter {
         if let Some(bar) = &self.bar {
             bar.set_message(format!("step {} {} instances", w.batches, w.instances));
         }
-        if w.batches / self.period == before {
+        let Some(step) = step else {
             return;
-        }
+        };
         let now = Instant::now();
         let rate =
             w.window_instances as f64 / now.duration_since(w.window_start).as_secs_f64().max(1e-9);
         let mut line = format!(
             "step {:>8}  elapsed {:>8.2}s  {:>10.0} instances/s",
-            w.batches,
+            step,
             now.duration_since(self.start).as_secs_f64(),
             rate
         );
@@ -197,6 +226,8 @@ impl Reporter {
         w.window_instances = 0;
         w.window_start = now;
         drop(w);
+        #[cfg(test)]
+        self.printed.lock().unwrap().push(step);
         match &self.bar {
             Some(bar) => bar.println(line),
             None => eprintln!("{line}"),
@@ -249,6 +280,31 @@ mod tests {
         );
         let w = reporter.window.lock().unwrap();
         assert_eq!((w.batches, w.instances, w.sums[0]), (2, 10, 7.0));
+    }
+
+    #[test]
+    fn lines_come_every_period_steps_at_any_thread_count() {
+        for threads in [1, 2, 3, 8] {
+            let reporter = Reporter::new(&["loss"], 10, Progress::Lines, Instant::now());
+            let flush = reporter.flush_every(threads);
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    s.spawn(|| {
+                        let mut local = LocalWindow::new(1);
+                        for _ in 0..37 {
+                            local.add(&[1.0], 4);
+                            reporter.batch_done(&mut local, flush);
+                        }
+                        reporter.record(&mut local);
+                    });
+                }
+            });
+            let mut printed = reporter.printed.lock().unwrap().clone();
+            printed.sort();
+            let want: Vec<u64> = (1..=37 * threads as u64 / 10).map(|k| 10 * k).collect();
+            assert_eq!(printed, want, "{threads} threads");
+            assert_eq!(reporter.window.lock().unwrap().batches, 37 * threads as u64);
+        }
     }
 
     // flush_every = period / (4 threads), within [1, 64].

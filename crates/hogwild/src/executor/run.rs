@@ -463,9 +463,7 @@ impl<M: Model, S: BatchSource> Shared<'_, M, S> {
         t.instances += batch.len as u64;
         if !self.reporter.is_quiet() {
             t.local.add(&t.out, batch.len);
-            if t.local.batches() >= self.flush_every {
-                self.reporter.record(&mut t.local);
-            }
+            self.reporter.batch_done(&mut t.local, self.flush_every);
         }
         Ok(())
     }
