@@ -194,6 +194,11 @@ def test_a_tf1_saved_model_trains_and_saves_a_saved_model(hogwild_bin, data):
     assert [p.name for p in d.iterdir() if p.name.startswith(".tf1_trained")] == []
 
 
+# A top-level tf.RaggedTensorSpec argument: the signature takes `words` and `words_1` (its row
+# splits, int32 here: the runner feeds them as the input's dtype).
+WORDS = tf.RaggedTensorSpec([None, None], tf.int64, 1, tf.int32)
+
+
 class Bow(tf.Module):
     """A TF2 bag-of-words logistic model trained by plain Adagrad in its `train` function."""
 
@@ -209,8 +214,7 @@ class Bow(tf.Module):
         logit = tf.linalg.matvec(bag(self.emb, words.values, words.row_splits), self.w)
         return logistic(logit, label)
 
-    @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.int64, 1, tf.int64),
-                                  tf.TensorSpec([None], tf.int64, name="label")])
+    @tf.function(input_signature=[WORDS, tf.TensorSpec([None], tf.int64, name="label")])
     def train(self, words, label):
         with tf.GradientTape() as tape:
             loss, accuracy = self.metrics(words, label)
@@ -222,8 +226,7 @@ class Bow(tf.Module):
         self.steps.assign_add(1)
         return {"loss": loss, "accuracy": accuracy}
 
-    @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.int64, 1, tf.int64),
-                                  tf.TensorSpec([None], tf.int64, name="label")])
+    @tf.function(input_signature=[WORDS, tf.TensorSpec([None], tf.int64, name="label")])
     def eval(self, words, label):
         loss, accuracy = self.metrics(words, label)
         return {"loss": loss, "accuracy": accuracy}
@@ -250,7 +253,7 @@ def test_a_tf2_saved_model_trains_through_its_train_signature(hogwild_bin, data)
 
     trained = tf.saved_model.load(str(out))
     assert trained.steps.numpy() == STEPS
-    results = [trained.eval(tf.RaggedTensor.from_row_splits(w, s), y)
+    results = [trained.eval(tf.RaggedTensor.from_row_splits(w, s.astype(np.int32)), y)
                for w, s, y in read_batches(files)]
     loss = np.mean([x["loss"].numpy() for x in results])
     accuracy = np.mean([x["accuracy"].numpy() for x in results])
@@ -324,8 +327,7 @@ def test_a_ragged_spec_inside_a_dict_is_refused_with_the_fix(hogwild_bin, data, 
     d, files = data
     m = Bow()
 
-    @tf.function(input_signature=[{"words": tf.RaggedTensorSpec([None, None], tf.int64, 1,
-                                                                  tf.int64),
+    @tf.function(input_signature=[{"words": WORDS,
                                    "label": tf.TensorSpec([None], tf.int64, name="label")}])
     def train(batch):
         return m.train(batch["words"], batch["label"])
