@@ -368,3 +368,55 @@ def test_keras_variables_saved_as_copies_are_named(hogwild_bin, data, tmp_path):
     assert "signature \"train\" uses variables that the SavedModel does not save or restore" \
         in r.stderr
     assert "track the backing tf.Variables" in r.stderr
+
+
+def test_a_keras_model_exported_with_its_backing_variables_trains(hogwild_bin, data, tmp_path):
+    """A Keras 3 embedding model and Keras Adam, exported as docs/runner-contract.md says (the
+    backing tf.Variables tracked on a tf.Module): trained at 2 threads, its optimizer counts every
+    step, and Keras predicts with the trained weights what the runner's --eval measured."""
+    import keras
+
+    d, files = data
+    emb, dense = keras.layers.Embedding(VOCAB, DIM), keras.layers.Dense(1)
+    emb.build((None,))
+    dense.build((None, DIM))
+    opt = keras.optimizers.Adam(0.05)
+    weights = emb.trainable_variables + dense.trainable_variables
+    opt.build(weights)
+    holder = tf.Module()
+    holder.vars = [v.value for v in emb.variables + dense.variables + opt.variables]
+    spec = [tf.TensorSpec([None], tf.int64, name="words"),
+            tf.TensorSpec([None], tf.int64, name="words/row_splits"),
+            tf.TensorSpec([None], tf.int64, name="label")]
+
+    def metrics(words, row_splits, label):
+        return logistic(dense(bag(emb.embeddings, words, row_splits))[:, 0], label)
+
+    @tf.function(input_signature=spec)
+    def train(words, row_splits, label):
+        with tf.GradientTape() as tape:
+            loss, accuracy = metrics(words, row_splits, label)
+        opt.apply_gradients(zip(tape.gradient(loss, weights), weights))
+        return {"loss": loss, "accuracy": accuracy}
+
+    @tf.function(input_signature=spec)
+    def evaluate(words, row_splits, label):
+        loss, accuracy = metrics(words, row_splits, label)
+        return {"loss": loss, "accuracy": accuracy}
+
+    tf.saved_model.save(holder, str(tmp_path / "sm"),
+                        signatures={"train": train, "eval": evaluate})
+    out = tmp_path / "trained"
+    r = tf_train(hogwild_bin, "--graph", tmp_path / "sm", "--feed", d / "data.prototxt",
+                 "--threads", 2, "--epochs", EPOCHS, "--print-period", 0, "--save", out,
+                 "--eval", files[0], "--eval", files[1], *files)
+    ev = summary(r.stdout, "eval")
+    assert ev["accuracy"] > 0.8, r.stdout
+
+    trained = tf.saved_model.load(str(out)).vars
+    for v, value in zip(emb.variables + dense.variables + opt.variables, trained):
+        v.assign(value)
+    assert int(opt.iterations.numpy()) == STEPS
+    results = np.array([[float(x) for x in metrics(w, s, y)] for w, s, y in read_batches(files)])
+    np.testing.assert_allclose(results[:, 1].mean(), ev["accuracy"], atol=1e-7)
+    np.testing.assert_allclose(results[:, 0].mean(), ev["loss"], rtol=1e-5)
