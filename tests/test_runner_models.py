@@ -420,3 +420,49 @@ def test_a_keras_model_exported_with_its_backing_variables_trains(hogwild_bin, d
     results = np.array([[float(x) for x in metrics(w, s, y)] for w, s, y in read_batches(files)])
     np.testing.assert_allclose(results[:, 1].mean(), ev["accuracy"], atol=1e-7)
     np.testing.assert_allclose(results[:, 0].mean(), ev["loss"], rtol=1e-5)
+
+
+def test_the_saver_is_needed_only_to_save_and_the_init_op_only_without_restore(
+        hogwild_bin, data, tmp_path):
+    d, files = data
+    g = tf.Graph()
+    with g.as_default():
+        words = tf.compat.v1.placeholder(tf.int64, [None], "words")
+        splits = tf.compat.v1.placeholder(tf.int64, [None], "words_row_splits")
+        label = tf.compat.v1.placeholder(tf.int64, [None], "label")
+        loss, accuracy, _ = wide_and_deep(words, splits, label)
+        sig = signature({"words": words, "words/row_splits": splits, "label": label},
+                        {"loss": loss, "accuracy": accuracy})
+        init = tf.compat.v1.global_variables_initializer()
+        saver_def = tf.compat.v1.train.Saver().as_saver_def()
+    feed = ["--feed", d / "data.prototxt", "--print-period", 1]
+
+    def export(name, with_init, with_saver):
+        with g.as_default():
+            g.clear_collection("init_op")
+            if with_init:
+                tf.compat.v1.add_to_collection("init_op", init)
+            meta = tf.compat.v1.train.export_meta_graph(
+                graph=g, saver_def=saver_def if with_saver else None)
+        meta.signature_def["train"].CopyFrom(sig)
+        path = tmp_path / name
+        path.write_bytes(meta.SerializeToString())
+        return path
+
+    no_saver = export("no_saver.meta", with_init=True, with_saver=False)
+    r = tf_train(hogwild_bin, "--graph", no_saver, *feed, *files)
+    assert summary(r.stdout, "train")["batches"] == STEPS // EPOCHS
+    r = tf_train(hogwild_bin, "--graph", no_saver, *feed, "--save", tmp_path / "ckpt", *files,
+                 check=False)
+    assert r.returncode != 0
+    assert f"{no_saver}: no saver_def, needed by --save and --restore" in r.stderr
+    assert not re.search(r"step +\d", r.stderr)
+
+    full = export("full.meta", with_init=True, with_saver=True)
+    tf_train(hogwild_bin, "--graph", full, *feed, "--save", tmp_path / "ckpt", *files)
+    no_init = export("no_init.meta", with_init=False, with_saver=True)
+    r = tf_train(hogwild_bin, "--graph", no_init, *feed, "--restore", tmp_path / "ckpt", *files)
+    assert summary(r.stdout, "train")["batches"] == STEPS // EPOCHS
+    r = tf_train(hogwild_bin, "--graph", no_init, *feed, *files, check=False)
+    assert r.returncode != 0
+    assert f"{no_init}: no \"init_op\" collection naming the initialisation op" in r.stderr
