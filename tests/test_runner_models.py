@@ -466,3 +466,21 @@ def test_the_saver_is_needed_only_to_save_and_the_init_op_only_without_restore(
     r = tf_train(hogwild_bin, "--graph", no_init, *feed, *files, check=False)
     assert r.returncode != 0
     assert f"{no_init}: no \"init_op\" collection naming the initialisation op" in r.stderr
+
+
+def test_an_eval_signature_that_does_not_fit_the_slots_is_named(hogwild_bin, data, tmp_path):
+    d, files = data
+    m = Bow()
+
+    @tf.function(input_signature=[WORDS])
+    def evaluate(words):
+        return {"loss": tf.reduce_mean(tf.gather(m.w, words.values % DIM)),
+                "accuracy": tf.constant(0.0)}
+
+    tf.saved_model.save(m, str(tmp_path / "sm"), signatures={
+        "train": m.train.get_concrete_function(), "eval": evaluate})
+    r = tf_train(hogwild_bin, "--graph", tmp_path / "sm", "--feed", d / "data.prototxt", *files,
+                 check=False)
+    assert r.returncode != 0
+    assert "slot \"label\": signature \"eval\": the graph has no input for this slot (its " \
+        "inputs: words, words_1)" in r.stderr, r.stderr
