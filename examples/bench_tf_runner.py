@@ -13,10 +13,20 @@ The Python loop gets its batches pre-parsed in numpy (no file reading is timed);
 includes reading and parsing the files in its feed threads. Each configuration runs `--repeats`
 times back to back and the median is reported.
 
+With --feed-cost it measures what the runner's data feed costs instead, for the bag-of-words
+graph and a DeepFM-like graph (8 one-id fields, FM + a 64-32 MLP, AdamAsync), at 1 and 2 threads:
+the runner (`hogwild tf-train` from the files) against (a) its bare step rate (the
+`bare_steps` example: the same graph stepped from Rust through the runner's own step on one batch
+parsed once, no file reading or parsing), (b) the Python `sess.run(train_op, feed_dict)` loop on
+pre-parsed batches (1 thread), (c) the graph with that one batch built in as constants (no feed
+at all; grappler may fold what depends only on them: an upper bound).
+
 Usage (after `make plugin`):
     PKG_CONFIG_PATH=build/tf cargo build --release -p hogwild-cli --features tf
     .venv/bin/python examples/bench_tf_runner.py [--lines 4000] [--batch 32] [--repeats 3] \
         [--epochs 1]
+    PKG_CONFIG_PATH=build/tf cargo build --release -p hogwild-tf --example bare_steps
+    .venv/bin/python examples/bench_tf_runner.py --feed-cost [--lines 8000] [--batch 64]
 """
 
 import argparse
@@ -161,6 +171,142 @@ def native(binary, config, d, paths, threads, epochs, stream):
     return instances / secs
 
 
+DEEPFM_FIELDS, DEEPFM_VOCAB = 8, 1000
+
+
+def write_deepfm_data(d, files, lines, batch, seed=0):
+    """Lines of 8 one-id fields and a label that two of the fields decide (with 10 % noise)."""
+    rng = np.random.default_rng(seed)
+    paths, batches = [], []
+    for f in range(files):
+        rows = []
+        for start in range(0, lines, batch):
+            n = min(batch, lines - start)
+            ids = rng.integers(0, DEEPFM_VOCAB, (n, DEEPFM_FIELDS))
+            label = ((ids[:, 0] + ids[:, 1]) % 2 ^ (rng.random(n) < 0.1)).astype(np.int64)
+            rows += [" ".join(f"1 {x}" for x in row) + f" 1 {y}" for row, y in zip(ids, label)]
+            b = {f"c{i}": ids[:, i].astype(np.int64) for i in range(DEEPFM_FIELDS)}
+            b["label"] = label
+            batches.append(b)
+        p = d / f"deepfm-{f}"
+        p.write_text("\n".join(rows) + "\n")
+        paths.append(p)
+    slots = "".join(f'  slots {{ name: "c{i}" type: "uint64" is_dense: false is_used: true }}\n'
+                    for i in range(DEEPFM_FIELDS))
+    (d / "deepfm.prototxt").write_text(
+        f'name: "MultiSlotDataFeed"\nbatch_size: {batch}\nmulti_slot_desc {{\n{slots}'
+        '  slots { name: "label" type: "uint64" is_dense: false is_used: true }\n}\n')
+    return paths, batches
+
+
+def export_deepfm(out, dim=8, seed=1):
+    """A DeepFM-like compat.v1 graph: first-order weights, FM second order and a 64-32 MLP over
+    the fields' embeddings, sigmoid cross-entropy, AdamAsync; inputs `c0`..`c7` and `label`."""
+    v1 = tf.compat.v1
+    g = tf.Graph()
+    with g.as_default():
+        v1.set_random_seed(seed)
+        ids = [v1.placeholder(tf.int64, [None], f"c{i}") for i in range(DEEPFM_FIELDS)]
+        label = v1.placeholder(tf.int64, [None], "label")
+        rows = DEEPFM_FIELDS * DEEPFM_VOCAB
+        init = v1.random_uniform_initializer(-0.05, 0.05)
+        emb = v1.get_variable("emb", [rows, dim], initializer=init)
+        lin = v1.get_variable("lin", [rows, 1], initializer=init)
+        idx = tf.stack([x + i * DEEPFM_VOCAB for i, x in enumerate(ids)], 1)
+        e = tf.gather(emb, idx)
+        first = tf.reduce_sum(tf.gather(lin, idx), [1, 2])
+        total = tf.reduce_sum(e, 1)
+        fm = 0.5 * tf.reduce_sum(total * total - tf.reduce_sum(e * e, 1), 1)
+        h = tf.reshape(e, [-1, DEEPFM_FIELDS * dim])
+        for k, width in enumerate([64, 32, 1]):
+            w = v1.get_variable(f"mlp/w{k}", [h.shape[1], width],
+                                initializer=v1.glorot_uniform_initializer())
+            b = v1.get_variable(f"mlp/b{k}", [width], initializer=v1.zeros_initializer())
+            h = tf.matmul(h, w) + b
+            if width > 1:
+                h = tf.nn.relu(h)
+        logit = first + fm + tf.squeeze(h, 1)
+        y = tf.cast(label, tf.float32)
+        loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=logit),
+                              name="loss")
+        accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.cast(logit > 0, tf.float32), y),
+                                          tf.float32), name="accuracy")
+        adam_async.AdamAsyncOptimizer(0.001).minimize(loss, name="train")
+        v1.add_to_collection("init_op", v1.global_variables_initializer())
+        saver = v1.train.Saver()
+        info = v1.saved_model.utils.build_tensor_info
+        sig = v1.saved_model.signature_def_utils.build_signature_def(
+            inputs={**{f"c{i}": info(x) for i, x in enumerate(ids)}, "label": info(label)},
+            outputs={"loss": info(loss), "accuracy": info(accuracy)}, method_name="hogwild/train")
+        meta = saver.export_meta_graph()
+    meta.signature_def["train"].CopyFrom(sig)
+    pathlib.Path(out).write_bytes(meta.SerializeToString())
+
+
+def by_tensor(meta_graph, batch):
+    """A batch keyed by signature input key, keyed by tensor name instead."""
+    sig = meta_graph.signature_def["train"]
+    return {sig.inputs[k].name: v for k, v in batch.items()}
+
+
+def rust_bare_steps(graph, desc, paths, threads, seconds=3.0):
+    example = ROOT / "target/release/examples/bare_steps"
+    r = subprocess.run([str(example), "--graph", str(graph), "--op-library", str(PLUGIN),
+                        "--feed", str(desc), "--threads", str(threads), "--seconds",
+                        str(seconds), *map(str, paths)], capture_output=True, text=True,
+                       check=True)
+    return float(re.search(r"bare steps: ([\d.]+) instances/s", r.stdout).group(1))
+
+
+def runner_on(binary, graph, desc, paths, threads, epochs):
+    r = subprocess.run([str(binary), "tf-train", "--graph", str(graph), "--op-library",
+                        str(PLUGIN), "--feed", str(desc), "--threads", str(threads), "--epochs",
+                        str(epochs), "--print-period", "0", *map(str, paths)],
+                       capture_output=True, text=True, check=True)
+    line = next(x for x in r.stdout.splitlines() if x.startswith("train:"))
+    return float(re.search(r"([\d.]+) instances/s", line).group(1))
+
+
+def feed_cost(a):
+    """The --feed-cost tables (see the module docstring)."""
+    print(f"{a.files} files x {a.lines} lines, batch {a.batch}, {a.epochs} epoch(s), AdamAsync; "
+          f"median of {a.repeats}; command: examples/bench_tf_runner.py --feed-cost "
+          f"--files {a.files} --lines {a.lines} --batch {a.batch} --epochs {a.epochs} "
+          f"--repeats {a.repeats}")
+    with tempfile.TemporaryDirectory() as tmp:
+        d = pathlib.Path(tmp)
+        graphs = {}
+        paths, batches = write_data(d, a.files, a.lines, a.vocab, a.batch)
+        graphs["bow"] = (d / "bow.meta", d / "data.prototxt", paths,
+                         [{k.split(":")[0].replace("words_row_splits", "words/row_splits"): v
+                           for k, v in b.items()} for b in batches])
+        export_bow_graph.export(graphs["bow"][0], vocab=a.vocab, dim=a.dim,
+                                optimizer="adam_async")
+        paths, batches = write_deepfm_data(d, a.files, a.lines, a.batch)
+        graphs["deepfm"] = (d / "deepfm.meta", d / "deepfm.prototxt", paths, batches)
+        export_deepfm(graphs["deepfm"][0])
+        print("| graph | threads | runner | (a) bare steps | runner / (a) | (b) Python loop | "
+              "runner / (b) | (c) constants | runner / (c) |")
+        print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+        for name, (graph, desc, paths, batches) in graphs.items():
+            meta = tf.compat.v1.MetaGraphDef()
+            meta.ParseFromString(graph.read_bytes())
+            fed = [by_tensor(meta, b) for b in batches]
+            rows = {k: [] for k in ("python", "r1", "r2", "a1", "a2", "c1", "c2")}
+            for _ in range(a.repeats):
+                rows["python"].append(python_loop(graph, fed))
+                for t in (1, 2):
+                    rows[f"r{t}"].append(runner_on(a.binary, graph, desc, paths, t, a.epochs))
+                    rows[f"a{t}"].append(rust_bare_steps(graph, desc, paths, t))
+                    rows[f"c{t}"].append(bare_steps(graph, fed[0], t))
+            med = {k: statistics.median(v) for k, v in rows.items()}
+            for t in (1, 2):
+                r, bare, const = med[f"r{t}"], med[f"a{t}"], med[f"c{t}"]
+                py = med["python"]
+                print(f"| {name} | {t} | {r:.0f} | {bare:.0f} | {r / bare:.2f}x | {py:.0f} | "
+                      f"{r / py:.2f}x | {const:.0f} | {r / const:.2f}x |")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--files", type=int, default=2)
@@ -173,7 +319,11 @@ def main():
     p.add_argument("--skip-python", action="store_true",
                    help="only the runner vs the native executor")
     p.add_argument("--binary", default=str(ROOT / "target/release/hogwild"))
+    p.add_argument("--feed-cost", action="store_true",
+                   help="the runner against its bare steps, the Python loop and constants")
     a = p.parse_args()
+    if a.feed_cost:
+        return feed_cost(a)
     with tempfile.TemporaryDirectory() as tmp:
         d = pathlib.Path(tmp)
         paths, batches = write_data(d, a.files, a.lines, a.vocab, a.batch)

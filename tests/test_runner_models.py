@@ -194,6 +194,11 @@ def test_a_tf1_saved_model_trains_and_saves_a_saved_model(hogwild_bin, data):
     assert [p.name for p in d.iterdir() if p.name.startswith(".tf1_trained")] == []
 
 
+# A top-level tf.RaggedTensorSpec argument: the signature takes `words` and `words_1` (its row
+# splits, int32 here: the runner feeds them as the input's dtype).
+WORDS = tf.RaggedTensorSpec([None, None], tf.int64, 1, tf.int32)
+
+
 class Bow(tf.Module):
     """A TF2 bag-of-words logistic model trained by plain Adagrad in its `train` function."""
 
@@ -209,8 +214,7 @@ class Bow(tf.Module):
         logit = tf.linalg.matvec(bag(self.emb, words.values, words.row_splits), self.w)
         return logistic(logit, label)
 
-    @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.int64, 1, tf.int64),
-                                  tf.TensorSpec([None], tf.int64, name="label")])
+    @tf.function(input_signature=[WORDS, tf.TensorSpec([None], tf.int64, name="label")])
     def train(self, words, label):
         with tf.GradientTape() as tape:
             loss, accuracy = self.metrics(words, label)
@@ -222,8 +226,7 @@ class Bow(tf.Module):
         self.steps.assign_add(1)
         return {"loss": loss, "accuracy": accuracy}
 
-    @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.int64, 1, tf.int64),
-                                  tf.TensorSpec([None], tf.int64, name="label")])
+    @tf.function(input_signature=[WORDS, tf.TensorSpec([None], tf.int64, name="label")])
     def eval(self, words, label):
         loss, accuracy = self.metrics(words, label)
         return {"loss": loss, "accuracy": accuracy}
@@ -250,7 +253,7 @@ def test_a_tf2_saved_model_trains_through_its_train_signature(hogwild_bin, data)
 
     trained = tf.saved_model.load(str(out))
     assert trained.steps.numpy() == STEPS
-    results = [trained.eval(tf.RaggedTensor.from_row_splits(w, s), y)
+    results = [trained.eval(tf.RaggedTensor.from_row_splits(w, s.astype(np.int32)), y)
                for w, s, y in read_batches(files)]
     loss = np.mean([x["loss"].numpy() for x in results])
     accuracy = np.mean([x["accuracy"].numpy() for x in results])
@@ -324,8 +327,7 @@ def test_a_ragged_spec_inside_a_dict_is_refused_with_the_fix(hogwild_bin, data, 
     d, files = data
     m = Bow()
 
-    @tf.function(input_signature=[{"words": tf.RaggedTensorSpec([None, None], tf.int64, 1,
-                                                                  tf.int64),
+    @tf.function(input_signature=[{"words": WORDS,
                                    "label": tf.TensorSpec([None], tf.int64, name="label")}])
     def train(batch):
         return m.train(batch["words"], batch["label"])
@@ -366,3 +368,119 @@ def test_keras_variables_saved_as_copies_are_named(hogwild_bin, data, tmp_path):
     assert "signature \"train\" uses variables that the SavedModel does not save or restore" \
         in r.stderr
     assert "track the backing tf.Variables" in r.stderr
+
+
+def test_a_keras_model_exported_with_its_backing_variables_trains(hogwild_bin, data, tmp_path):
+    """A Keras 3 embedding model and Keras Adam, exported as docs/runner-contract.md says (the
+    backing tf.Variables tracked on a tf.Module): trained at 2 threads, its optimizer counts every
+    step, and Keras predicts with the trained weights what the runner's --eval measured."""
+    import keras
+
+    d, files = data
+    emb, dense = keras.layers.Embedding(VOCAB, DIM), keras.layers.Dense(1)
+    emb.build((None,))
+    dense.build((None, DIM))
+    opt = keras.optimizers.Adam(0.05)
+    weights = emb.trainable_variables + dense.trainable_variables
+    opt.build(weights)
+    holder = tf.Module()
+    holder.vars = [v.value for v in emb.variables + dense.variables + opt.variables]
+    spec = [tf.TensorSpec([None], tf.int64, name="words"),
+            tf.TensorSpec([None], tf.int64, name="words/row_splits"),
+            tf.TensorSpec([None], tf.int64, name="label")]
+
+    def metrics(words, row_splits, label):
+        return logistic(dense(bag(emb.embeddings, words, row_splits))[:, 0], label)
+
+    @tf.function(input_signature=spec)
+    def train(words, row_splits, label):
+        with tf.GradientTape() as tape:
+            loss, accuracy = metrics(words, row_splits, label)
+        opt.apply_gradients(zip(tape.gradient(loss, weights), weights))
+        return {"loss": loss, "accuracy": accuracy}
+
+    @tf.function(input_signature=spec)
+    def evaluate(words, row_splits, label):
+        loss, accuracy = metrics(words, row_splits, label)
+        return {"loss": loss, "accuracy": accuracy}
+
+    tf.saved_model.save(holder, str(tmp_path / "sm"),
+                        signatures={"train": train, "eval": evaluate})
+    out = tmp_path / "trained"
+    r = tf_train(hogwild_bin, "--graph", tmp_path / "sm", "--feed", d / "data.prototxt",
+                 "--threads", 2, "--epochs", EPOCHS, "--print-period", 0, "--save", out,
+                 "--eval", files[0], "--eval", files[1], *files)
+    ev = summary(r.stdout, "eval")
+    assert ev["accuracy"] > 0.8, r.stdout
+
+    trained = tf.saved_model.load(str(out)).vars
+    for v, value in zip(emb.variables + dense.variables + opt.variables, trained):
+        v.assign(value)
+    assert int(opt.iterations.numpy()) == STEPS
+    results = np.array([[float(x) for x in metrics(w, s, y)] for w, s, y in read_batches(files)])
+    np.testing.assert_allclose(results[:, 1].mean(), ev["accuracy"], atol=1e-7)
+    np.testing.assert_allclose(results[:, 0].mean(), ev["loss"], rtol=1e-5)
+
+
+def test_the_saver_is_needed_only_to_save_and_the_init_op_only_without_restore(
+        hogwild_bin, data, tmp_path):
+    d, files = data
+    g = tf.Graph()
+    with g.as_default():
+        words = tf.compat.v1.placeholder(tf.int64, [None], "words")
+        splits = tf.compat.v1.placeholder(tf.int64, [None], "words_row_splits")
+        label = tf.compat.v1.placeholder(tf.int64, [None], "label")
+        loss, accuracy, _ = wide_and_deep(words, splits, label)
+        sig = signature({"words": words, "words/row_splits": splits, "label": label},
+                        {"loss": loss, "accuracy": accuracy})
+        init = tf.compat.v1.global_variables_initializer()
+        saver_def = tf.compat.v1.train.Saver().as_saver_def()
+    feed = ["--feed", d / "data.prototxt", "--print-period", 1]
+
+    def export(name, with_init, with_saver):
+        with g.as_default():
+            g.clear_collection("init_op")
+            if with_init:
+                tf.compat.v1.add_to_collection("init_op", init)
+            meta = tf.compat.v1.train.export_meta_graph(
+                graph=g, saver_def=saver_def if with_saver else None)
+        meta.signature_def["train"].CopyFrom(sig)
+        path = tmp_path / name
+        path.write_bytes(meta.SerializeToString())
+        return path
+
+    no_saver = export("no_saver.meta", with_init=True, with_saver=False)
+    r = tf_train(hogwild_bin, "--graph", no_saver, *feed, *files)
+    assert summary(r.stdout, "train")["batches"] == STEPS // EPOCHS
+    r = tf_train(hogwild_bin, "--graph", no_saver, *feed, "--save", tmp_path / "ckpt", *files,
+                 check=False)
+    assert r.returncode != 0
+    assert f"{no_saver}: no saver_def, needed by --save and --restore" in r.stderr
+    assert not re.search(r"step +\d", r.stderr)
+
+    full = export("full.meta", with_init=True, with_saver=True)
+    tf_train(hogwild_bin, "--graph", full, *feed, "--save", tmp_path / "ckpt", *files)
+    no_init = export("no_init.meta", with_init=False, with_saver=True)
+    r = tf_train(hogwild_bin, "--graph", no_init, *feed, "--restore", tmp_path / "ckpt", *files)
+    assert summary(r.stdout, "train")["batches"] == STEPS // EPOCHS
+    r = tf_train(hogwild_bin, "--graph", no_init, *feed, *files, check=False)
+    assert r.returncode != 0
+    assert f"{no_init}: no \"init_op\" collection naming the initialisation op" in r.stderr
+
+
+def test_an_eval_signature_that_does_not_fit_the_slots_is_named(hogwild_bin, data, tmp_path):
+    d, files = data
+    m = Bow()
+
+    @tf.function(input_signature=[WORDS])
+    def evaluate(words):
+        return {"loss": tf.reduce_mean(tf.gather(m.w, words.values % DIM)),
+                "accuracy": tf.constant(0.0)}
+
+    tf.saved_model.save(m, str(tmp_path / "sm"), signatures={
+        "train": m.train.get_concrete_function(), "eval": evaluate})
+    r = tf_train(hogwild_bin, "--graph", tmp_path / "sm", "--feed", d / "data.prototxt", *files,
+                 check=False)
+    assert r.returncode != 0
+    assert "slot \"label\": signature \"eval\": the graph has no input for this slot (its " \
+        "inputs: words, words_1)" in r.stderr, r.stderr

@@ -98,9 +98,13 @@ pub fn quiet_tensorflow_runtime() {
     if !SET_LEVEL.swap(false, Ordering::SeqCst) {
         return;
     }
+    // The executable's path, not /proc/self/exe, which would name the process "exe".
+    let Ok(program) = std::env::current_exe() else {
+        return;
+    };
     let mut args = std::env::args_os();
     let arg0 = args.next().unwrap_or_default();
-    let _error = std::process::Command::new("/proc/self/exe")
+    let _error = std::process::Command::new(program)
         .arg0(arg0)
         .args(args)
         .env("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -616,6 +616,11 @@ impl TrainGraph {
             .collect()
     }
 
+    /// Whether the graph has an `eval` signature, which evaluation steps then run.
+    pub fn has_eval_signature(&self) -> bool {
+        self.eval_signature.is_some()
+    }
+
     /// The signature a training (`train`) or evaluation step runs: evaluation runs the `eval`
     /// signature when the graph has one, else `train`'s outputs without the train ops.
     pub(crate) fn signature(&self, train: bool) -> Result<&Signature> {

@@ -9,7 +9,7 @@ use hogwild::model::{Model, StageTimes};
 use hogwild::Table;
 
 use crate::files::used_slots;
-use crate::graph::{SessionConfig, TrainGraph};
+use crate::graph::{SessionConfig, TrainGraph, EVAL_SIGNATURE};
 use crate::inputs::{Binding, SlotKind, SlotRef, SlotValuesRef};
 use crate::Result;
 
@@ -75,7 +75,16 @@ impl TfModel {
         // None when the graph cannot evaluate (a TF2 SavedModel without an `eval` signature):
         // an evaluation step then fails with the graph's reason.
         let eval = match self.graph.signature(false) {
-            Ok(s) => Some(Binding::new(&s.inputs, slots)?),
+            Ok(s) if self.graph.has_eval_signature() => {
+                Some(Binding::new(&s.inputs, slots).map_err(|e| match e {
+                    crate::Error::SlotMismatch { slot, reason } => crate::Error::SlotMismatch {
+                        slot,
+                        reason: format!("signature \"{EVAL_SIGNATURE}\": {reason}"),
+                    },
+                    e => e,
+                })?)
+            }
+            Ok(_) => Some(train.clone()),
             Err(_) => None,
         };
         Ok(TfWorker {
