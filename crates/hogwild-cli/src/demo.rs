@@ -181,7 +181,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let saved = dir.join("model.ckpt");
     model.save(&saved, args.epochs)?;
-    let (_, reloaded) = AnyModel::load(&saved)?;
+    let (_, reloaded) = crate::models::load(&saved)?;
     for (name, files) in [("train", &train), ("test", &test)] {
         let r = with_model!(&reloaded, m =>
             executor::eval_from_files(m, &desc, files, threads, &[], &quiet, None))?;

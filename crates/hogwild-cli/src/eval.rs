@@ -12,7 +12,7 @@ use hogwild::feed::DataFeedDesc;
 
 use crate::bad_lines::BadLineArgs;
 use crate::labels::{self, general_metrics, label_line, TopArgs};
-use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
+use crate::models::{expand_files, prepare_inputs, Purpose};
 use crate::paths;
 use crate::preflight::{self, parse_threads};
 use crate::train::ReportArgs;
@@ -51,7 +51,7 @@ pub fn run(args: Args) -> Result<()> {
     // The inputs before the model, which may take long to load.
     let files = expand_files(&args.files)?;
     paths::check_inputs("data file", files.iter().map(PathBuf::as_path))?;
-    let (config, mut model) = AnyModel::load(&args.model)?;
+    let (config, mut model) = crate::models::load(&args.model)?;
     let counting = args.top.given() || args.per_label;
     let top = args.top.top();
     match model.labels_mut() {

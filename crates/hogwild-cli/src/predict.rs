@@ -14,7 +14,7 @@ use hogwild::models::PredictionFormat;
 
 use crate::bad_lines::BadLineArgs;
 use crate::labels::{self, TopArgs};
-use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
+use crate::models::{expand_files, prepare_inputs, Purpose};
 use crate::paths;
 use crate::preflight::{self, parse_threads};
 use crate::train::ReportArgs;
@@ -69,7 +69,7 @@ pub fn run(args: Args) -> Result<()> {
         "the output",
         inputs.into_iter().chain(files.iter().map(PathBuf::as_path)),
     )?;
-    let (config, mut model) = AnyModel::load(&args.model)?;
+    let (config, mut model) = crate::models::load(&args.model)?;
     match model.labels_mut() {
         Some(labels) if args.all_probs => labels.set_format(PredictionFormat::Table),
         Some(labels) => {

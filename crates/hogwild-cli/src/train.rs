@@ -158,7 +158,7 @@ pub fn run(args: Args) -> Result<()> {
     let (config, saved, done) = match (&args.config, &args.resume) {
         (Some(path), None) => (ModelConfig::from_file(path)?, None, 0),
         (None, Some(path)) => {
-            let (config, model, done) = AnyModel::load_trained(path)?;
+            let (config, model, done) = crate::models::load_trained(path)?;
             (config, Some(model), done)
         }
         _ => bail!("give --config (a new model) or --resume (a saved one)"),
@@ -387,7 +387,7 @@ pub fn run(args: Args) -> Result<()> {
             };
             let (report, best) = run.train(path, |epoch| save(path, epoch))?;
             if best < report.epochs.len() && !test.is_empty() {
-                best_model = Some(AnyModel::load(path)?.1);
+                best_model = Some(crate::models::load(path)?.1);
             }
             report
         }

@@ -140,6 +140,19 @@ pub struct LineError {
     pub kind: LineErrorKind,
 }
 
+/// `slot 2: count 0 ...` (the slot by its index in the desc; the feed's own errors,
+/// [`crate::Error::Parse`], name the file, the line and the slot's name instead).
+impl fmt::Display for LineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.slot {
+            Some(slot) => write!(f, "slot {slot}: {}", self.kind),
+            None => write!(f, "{}", self.kind),
+        }
+    }
+}
+
+impl std::error::Error for LineError {}
+
 #[derive(Debug, Clone)]
 struct SlotSpec {
     kind: SlotType,

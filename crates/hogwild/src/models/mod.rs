@@ -24,6 +24,7 @@
 //! their slots are named); see
 //! `examples/word2vec/` and `examples/ctr/` for complete configurations.
 
+mod any;
 mod bow;
 mod ctr;
 mod huffman;
@@ -31,6 +32,7 @@ mod labels;
 mod loss;
 mod word2vec;
 
+pub use any::AnyModel;
 pub use bow::{Bow, BowConfig, BowWorker, LrSchedule, Pool};
 pub use ctr::{Ctr, CtrConfig, CtrKind, CtrWorker};
 pub use huffman::{Huffman, Node};

@@ -169,6 +169,14 @@ pub struct Word2VecConfig {
     pub subword_buckets: usize,
 }
 
+/// The defaults of a configuration file's `[model]` keys, except `vocab_file`, which has none
+/// (empty here: set it, or build the model with a [`Vocab`] of your own, [`Word2Vec::new`]).
+impl Default for Word2VecConfig {
+    fn default() -> Self {
+        Self::new(PathBuf::new())
+    }
+}
+
 fn default_words() -> String {
     "words".into()
 }
