@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args as ClapArgs;
-use hogwild::executor::{self, RunReport};
+use hogwild::executor::{Run, RunReport};
 use hogwild::feed::DataFeedDesc;
 
 use crate::bad_lines::BadLineArgs;
@@ -76,7 +76,7 @@ pub fn run(args: Args) -> Result<()> {
     let prepared = prepare_inputs(&config, &desc, files, Purpose::Eval(&model))?;
     options.feed.errors = args.bad_lines.policy();
     let report = with_model!(&model, m =>
-        executor::eval_from_files(m, &desc, &prepared.files, threads, &[], &options, None))?;
+        Run::new(m, &desc).threads(threads).options(&options).eval(&prepared.files))?;
     args.bad_lines
         .warn_skipped("evaluation files", &report.feed);
     println!("{}", test_line(&report));

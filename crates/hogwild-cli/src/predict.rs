@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args as ClapArgs;
-use hogwild::executor;
+use hogwild::executor::Run;
 use hogwild::feed::DataFeedDesc;
 use hogwild::models::PredictionFormat;
 
@@ -96,8 +96,7 @@ pub fn run(args: Args) -> Result<()> {
     let to_stdout = paths::is_stdio(&args.output);
     let mut out = paths::output(&args.output, to_stdout)?;
     options.feed.errors = args.bad_lines.policy();
-    let report = with_model!(&model, m => executor::eval_from_files(
-        m, &desc, &prepared.files, threads, &[], &options, Some(&mut out)))?;
+    let report = with_model!(&model, m => Run::new(m, &desc).threads(threads).options(&options).predict(&prepared.files, &mut out))?;
     let name = out.name().to_string();
     out.commit()?;
     args.bad_lines.warn_skipped("input files", &report.feed);

@@ -30,9 +30,7 @@ pub mod tools;
 pub mod vectors;
 
 pub use error::{Error, Result};
-pub use executor::{
-    eval_from_files, run_from_files, startup, train_dataset, RunOptions, RunReport,
-};
+pub use executor::{startup, Run, RunOptions, RunReport};
 pub use feed::{Batch, DataFeedDesc, FeedMode, FeedOptions, SlotBatch, SlotValues};
 pub use model::Model;
 pub use store::{Drawn, Table};

@@ -4,7 +4,7 @@ use std::io::Cursor;
 
 use std::path::Path;
 
-use hogwild::executor::{self, Progress, RunOptions};
+use hogwild::executor::{self, Progress, Run, RunOptions};
 use hogwild::feed::DataFeedDesc;
 use hogwild::models::{Ctr, CtrKind, ModelConfig, ModelKind};
 use hogwild::subwords::Subwords;
@@ -398,8 +398,16 @@ fn converted_auc(dir: &Path, format: &str, kind: &str, keys: &str, train: &str, 
     };
     options.feed.epochs = 5;
     executor::startup(&m);
-    executor::run_from_files(&m, &desc, &train, 2, &[], &options, None).unwrap();
-    let r = executor::eval_from_files(&m, &desc, &test, 1, &[], &options, None).unwrap();
+    Run::new(&m, &desc)
+        .threads(2)
+        .options(&options)
+        .train(&train)
+        .unwrap();
+    let r = Run::new(&m, &desc)
+        .threads(1)
+        .options(&options)
+        .eval(&test)
+        .unwrap();
     r.get("auc").unwrap()
 }
 

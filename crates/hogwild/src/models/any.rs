@@ -3,9 +3,7 @@
 
 use std::path::Path;
 
-use super::{
-    Bow, Ctr, CtrKind, Labels, ModelConfig, ModelKind, OptimizerConfig, Vocab, Word2Vec,
-};
+use super::{Bow, Ctr, CtrKind, Labels, ModelConfig, ModelKind, OptimizerConfig, Vocab, Word2Vec};
 use crate::checkpoint::{self, Section};
 use crate::files::StaleTemps;
 use crate::model::Model;

@@ -325,7 +325,13 @@ impl FastTextOptions {
     }
 
     /// Appends the ids of `token` (a word) to `words` and its hash to `hashes`.
-    fn push_word(&self, vocab: &Vocabulary, token: &str, words: &mut Vec<u64>, hashes: &mut Vec<u32>) {
+    fn push_word(
+        &self,
+        vocab: &Vocabulary,
+        token: &str,
+        words: &mut Vec<u64>,
+        hashes: &mut Vec<u32>,
+    ) {
         let hash = fasttext_hash(token);
         hashes.push(hash);
         let id = match self.word_ids {
