@@ -272,7 +272,7 @@ pub enum WordIds {
 /// let mut out = Vec::new();
 /// convert_fasttext(text.as_bytes(), "train.txt", &mut out, &vocab, &opts)?;
 /// // words 1..=4 (0 is the unknown word), then bigram ids from word_ids() = 5 on
-/// assert_eq!(vocab.word_id("film"), Some(4));
+/// assert_eq!(vocab.word_id("dull"), Some(4));
 /// assert!(String::from_utf8(out).unwrap().starts_with("5 1 2 3 "));
 /// assert_eq!(opts.id_space(&vocab), 5 + 100); // the bag-of-words model's `vocab`
 /// # Ok::<(), hogwild::Error>(())
