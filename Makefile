@@ -29,7 +29,7 @@ py-test: setup plugin
 test: setup lint rust-test miri py-test
 
 bench:
-	cargo bench -p hogwild
+	cargo bench -p hogwild-train
 
 # The TensorFlow plugin (build/plugin/libadam_async_ops.so), rebuilt only when a source changed.
 PLUGIN := build/plugin/libadam_async_ops.so
@@ -54,16 +54,16 @@ miri:
 	@cargo +nightly miri --version >/dev/null 2>&1 || \
 		rustup component add miri rust-src --toolchain nightly >/dev/null 2>&1 || true
 	@if cargo +nightly miri --version >/dev/null 2>&1; then \
-		cargo +nightly miri test -p hogwild --lib store:: && \
-		cargo +nightly miri test -p hogwild --lib optim::shared:: && \
-		cargo +nightly miri test -p hogwild --lib optim::mixed::; \
+		cargo +nightly miri test -p hogwild-train --lib store:: && \
+		cargo +nightly miri test -p hogwild-train --lib optim::shared:: && \
+		cargo +nightly miri test -p hogwild-train --lib optim::mixed::; \
 	else \
 		echo "miri: NOT RUN: no nightly toolchain with miri on this machine (rustup toolchain install nightly -c miri,rust-src)"; \
 	fi
 
 # Coverage-guided fuzzing of the MultiSlot line parser and the data.prototxt reader with cargo-fuzz
 # (nightly; 30 s a target). `make test` runs the same targets without it: the Rust tests replay the
-# corpus in fuzz/corpus and seeded mutations of it (crates/hogwild/tests/fuzz_corpus.rs), which
+# corpus in crates/hogwild/tests/corpus and seeded mutations of it (crates/hogwild/tests/fuzz_corpus.rs), which
 # needs no extra toolchain and takes seconds.
 fuzz:
 	bash scripts/fuzz.sh 30

@@ -58,7 +58,9 @@ const ELEMENTS_PER_WRITER: usize = 1 << 20;
 /// A named string of bytes a model stores besides its tables ([`crate::Model::sections`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Section {
+    /// The section's name, unique in a checkpoint.
     pub name: String,
+    /// Its contents.
     pub bytes: Vec<u8>,
 }
 
@@ -68,9 +70,11 @@ pub struct Section {
 pub struct Checkpoint {
     /// The file it was loaded from (for errors).
     pub path: PathBuf,
+    /// The model's description ([`crate::Model::describe`]: its configuration).
     pub meta: String,
     /// Empty in files written before sections existed (format versions 1 and 2).
     pub sections: Vec<Section>,
+    /// The tables, in the order the model listed them.
     pub tables: Vec<Table>,
 }
 

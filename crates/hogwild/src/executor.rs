@@ -162,6 +162,7 @@ pub struct EpochReport {
     /// epoch's instances; then the model's run metrics ([`Model::run_metrics`]) gathered since the
     /// previous epoch's report.
     pub fetched: Vec<(String, f64)>,
+    /// Instances trained in the epoch, by all threads.
     pub instances: u64,
     /// Time from the start of the run to the end of this epoch.
     pub elapsed: Duration,
@@ -215,8 +216,11 @@ pub struct RunReport {
     /// scores; then the model's run metrics ([`Model::run_metrics`]) over the whole run (the sum
     /// of the epochs' values).
     pub fetched: Vec<(String, f64)>,
+    /// Batches run, by all threads.
     pub batches: u64,
+    /// Instances run, by all threads.
     pub instances: u64,
+    /// Wall-clock time of the run.
     pub elapsed: Duration,
     /// Per-stage times summed over threads (debug mode only).
     pub stages: Option<StageTimes>,

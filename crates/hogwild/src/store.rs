@@ -122,8 +122,11 @@ pub struct Table {
 /// not as every row (`checkpoint.rs`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Drawn {
+    /// The generator's seed.
     pub seed: u64,
+    /// The half-width of the uniform range.
     pub scale: f32,
+    /// The first weight drawn in a row (those before it start at zero).
     pub from: usize,
 }
 
@@ -506,7 +509,7 @@ impl Table {
 
     /// Applies `opt`'s rule to row `row` with gradient `scale * grad` (`dim` long): each weight and
     /// its slots are loaded into locals, updated, and stored back (plain SGD's rule 16 bytes at a
-    /// time where the processor allows, [`bulk::sgd_step`]: the same arithmetic, the same bits).
+    /// time where the processor allows, `bulk::sgd_step`: the same arithmetic, the same bits).
     #[inline(always)]
     pub fn update_row<O: Optimizer<f32>>(
         &self,
