@@ -5,7 +5,7 @@ export LD_LIBRARY_PATH := $(CURDIR)/build/tf/lib:$(LD_LIBRARY_PATH)
 # TensorFlow's informational log lines (oneDNN notices) drown test output.
 export TF_CPP_MIN_LOG_LEVEL ?= 1
 
-.PHONY: demo test setup lint rust-test py-test bench plugin wheel miri fuzz
+.PHONY: demo test setup lint rust-test rust-docs rust-user package-test py-test bench plugin wheel miri fuzz
 
 demo:
 	cargo run --release -q -p hogwild-cli -- demo
@@ -26,7 +26,24 @@ rust-test: setup plugin
 py-test: setup plugin
 	PYTHONPATH=$(CURDIR)/python .venv/bin/python -m pytest -q tests
 
-test: setup lint rust-test miri py-test
+test: setup lint rust-test rust-docs rust-user package-test miri py-test
+
+# The library's documentation, every public item documented and every link resolved.
+rust-docs:
+	RUSTDOCFLAGS="-D warnings -W missing_docs" cargo doc --no-deps -p hogwild-train
+
+# A crate of a user's own outside the workspace (examples/rust-user, depending on crates/hogwild
+# by path): a text classifier trained, saved, loaded and asked, and a model of its own, with the
+# public API alone. target/ is shared so that nothing is built twice.
+rust-user:
+	out=$$(mktemp -d) && cd examples/rust-user && cargo fmt --check && \
+	CARGO_TARGET_DIR=$(CURDIR)/target cargo run --locked -q --bin text -- "$$out" && \
+	CARGO_TARGET_DIR=$(CURDIR)/target cargo run --locked -q --bin linear_regression -- "$$out" && \
+	rm -rf "$$out"
+
+# `cargo package` of each published crate, and its tests run from the package.
+package-test:
+	bash scripts/package_test.sh
 
 bench:
 	cargo bench -p hogwild-train

@@ -21,51 +21,64 @@
 //! use hogwild::optim::Sgd;
 //! use hogwild::{executor::Run, Error, Result, Table};
 //!
-//! struct LinReg { params: Table, opt: Sgd<f32> } // row 0: the weights of x, then the bias
-//! struct Worker { x: usize, y: usize, grad: Vec<f32> }
+//! /// Row 0 of `params`: the weights of `x`, then the bias.
+//! struct LinReg {
+//!     params: Table,
+//!     opt: Sgd<f32>,
+//! }
+//! /// A thread's slot positions and gradient buffer.
+//! struct Worker {
+//!     x: usize,
+//!     y: usize,
+//!     grad: Vec<f32>,
+//! }
 //!
 //! impl LinReg {
-//!     /// The error of instance `i` (prediction minus label).
-//!     fn error(&self, w: &Worker, batch: &Batch, i: usize) -> Result<f32> {
-//!         let x = batch.slots[w.x].f32s(i).unwrap(); // used_slot checked the type
+//!     /// The error of instance `i` (prediction minus label), and its `x`.
+//!     fn error<'b>(&self, w: &Worker, batch: &'b Batch, i: usize) -> Result<(f32, &'b [f32])> {
+//!         let x = batch.slots[w.x].f32s(i).unwrap(); // `used_slot` checked the type
 //!         if x.len() + 1 != self.params.dim() {
 //!             return Err(Error::model(format!("slot \"x\", instance {i}: {} values", x.len())));
 //!         }
 //!         let bias = self.params.weights(0)[x.len()].load();
-//!         Ok(self.params.dot(0, x) + bias - batch.slots[w.y].f32s(i).unwrap()[0])
+//!         Ok((self.params.dot(0, x) + bias - batch.slots[w.y].f32s(i).unwrap()[0], x))
 //!     }
 //! }
 //!
 //! impl Model for LinReg {
 //!     type Worker = Worker;
-//!     fn metrics(&self) -> Vec<String> { vec!["mse".into()] }
+//!     fn metrics(&self) -> Vec<String> {
+//!         vec!["mse".into()]
+//!     }
 //!     fn startup(&self) {} // zero weights are a fine start
 //!     fn worker(&self, desc: &DataFeedDesc) -> Result<Worker> {
 //!         let (x, y) = (used_slot(desc, "x", SlotType::F32)?, used_slot(desc, "y", SlotType::F32)?);
-//!         Ok(Worker { x, y, grad: vec![0.0; self.params.dim()] })
+//!         Ok(Worker { x, y, grad: vec![1.0; self.params.dim()] }) // the bias's gradient stays 1
 //!     }
 //!     fn train_batch(&self, w: &mut Worker, batch: &Batch, out: &mut [f64], _: Option<&mut StageTimes>) -> Result<()> {
 //!         let step = self.params.begin(&self.opt, false)?; // dense: every weight moves
 //!         let mut squares = 0.0;
 //!         for i in 0..batch.len {
-//!             let e = self.error(w, batch, i)?;
+//!             let (e, x) = self.error(w, batch, i)?;
 //!             squares += f64::from(e * e);
-//!             let x = batch.slots[w.x].f32s(i).unwrap();
 //!             w.grad[..x.len()].copy_from_slice(x);
-//!             *w.grad.last_mut().unwrap() = 1.0;
-//!             self.params.update_row(&self.opt, &step, 0, &w.grad, 2.0 * e); // gradient = scale * grad
+//!             self.params.update_row(&self.opt, &step, 0, &w.grad, 2.0 * e); // gradient 2e·(x, 1)
 //!         }
 //!         self.params.finish(&self.opt, false, 1); // one row touched
 //!         out[0] = squares / batch.len as f64;
 //!         Ok(())
 //!     }
 //!     fn eval_batch(&self, w: &mut Worker, batch: &Batch, out: &mut [f64], _: Option<&mut String>) -> Result<()> {
-//!         let squares: Result<f64> = (0..batch.len).map(|i| self.error(w, batch, i).map(|e| f64::from(e * e))).sum();
+//!         let squares: Result<f64> = (0..batch.len).map(|i| Ok(f64::from(self.error(w, batch, i)?.0.powi(2)))).sum();
 //!         out[0] = squares? / batch.len as f64;
 //!         Ok(())
 //!     }
-//!     fn tables(&self) -> Vec<&Table> { vec![&self.params] }
-//!     fn describe(&self) -> String { format!("linreg {}", self.params.dim() - 1) }
+//!     fn tables(&self) -> Vec<&Table> {
+//!         vec![&self.params]
+//!     }
+//!     fn describe(&self) -> String {
+//!         format!("linreg {}", self.params.dim() - 1)
+//!     }
 //! }
 //!
 //! # fn main() -> Result<()> {
@@ -86,9 +99,9 @@
 //! }
 //! let mse = Run::new(&model, &desc).options(&quiet).eval(&[&file])?.get("mse").unwrap();
 //! assert!(mse < 1e-3, "mse {mse}");
-//! let mut weights = [0.0f32; 3];
-//! model.params.read_weights(0, &mut weights);
-//! assert!((weights[0] - 2.0).abs() < 0.1 && (weights[2] - 0.5).abs() < 0.1, "{weights:?}");
+//! let mut w = [0.0f32; 3];
+//! model.params.read_weights(0, &mut w);
+//! assert!((w[0] - 2.0).abs() < 0.1 && (w[1] + 1.0).abs() < 0.1 && (w[2] - 0.5).abs() < 0.1, "{w:?}");
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok(()) }
 //! ```
