@@ -301,7 +301,8 @@ pub fn save(
 
 /// Saves everything `model` needs to be rebuilt: its description, sections and tables (see
 /// [`save`]).
-pub fn save_model<M: Model>(path: &Path, model: &M) -> Result<StaleTemps> {
+pub fn save_model<M: Model>(path: impl AsRef<Path>, model: &M) -> Result<StaleTemps> {
+    let path = path.as_ref();
     save(path, &model.describe(), &model.sections(), &model.tables())
 }
 
@@ -434,7 +435,8 @@ fn new_table(
 
 /// Loads a checkpoint written by [`save`]; a truncated or corrupt file is refused with an error
 /// naming the file and what is wrong.
-pub fn load(path: &Path) -> Result<Checkpoint> {
+pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
+    let path = path.as_ref();
     let file = File::open(path).map_err(|e| err(path, format!("cannot open: {e}")))?;
     let len = file
         .metadata()
@@ -720,9 +722,9 @@ mod tests {
     #[test]
     fn missing_files_and_tables_are_named() {
         let dir = tempfile::tempdir().unwrap();
-        let e = load(&dir.path().join("nope.bin")).unwrap_err().to_string();
+        let e = load(dir.path().join("nope.bin")).unwrap_err().to_string();
         assert!(e.contains("nope.bin") && e.contains("cannot open"), "{e}");
-        let mut ck = load(&saved(dir.path())).unwrap();
+        let mut ck = load(saved(dir.path())).unwrap();
         let e = ck.take_table("emb", 6, 3).unwrap_err().to_string();
         assert!(e.contains("5 x 3"), "{e}");
         let e = ck.take_table("other", 1, 1).unwrap_err().to_string();

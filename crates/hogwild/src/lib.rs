@@ -26,9 +26,9 @@
 //! executor::startup(&model);
 //! let quiet = RunOptions { print_period: 0, ..RunOptions::default() };
 //! Run::new(&model, &fasttext_desc()).options(&quiet).train(&[&train])?;
-//! checkpoint::save_model(&dir.join("model.ckpt"), &model)?;
+//! checkpoint::save_model(dir.join("model.ckpt"), &model)?;
 //!
-//! let (_config, loaded) = AnyModel::load(&dir.join("model.ckpt"))?;
+//! let (_config, loaded) = AnyModel::load(dir.join("model.ckpt"))?;
 //! let top = loaded.predict_text(&vocab, "what a match", 1)?;
 //! assert_eq!(top[0].0, "__label__sport");
 //! # std::fs::remove_dir_all(&dir)?;

@@ -20,9 +20,9 @@ use crate::{Error, Result};
 /// use hogwild::tools::convert::Vocabulary;
 ///
 /// # fn main() -> hogwild::Result<()> {
-/// let (config, model) = AnyModel::load("model.ckpt".as_ref())?; // any kind, any optimizer
+/// let (config, model) = AnyModel::load("model.ckpt")?; // any kind, any optimizer
 /// println!("{}", config.to_toml());
-/// let vocab = Vocabulary::load("vocab.txt".as_ref())?;
+/// let vocab = Vocabulary::load("vocab.txt")?;
 /// for (label, p) in model.predict_text(&vocab, "a quiet, moving film", 2)? {
 ///     println!("{label} {p:.3}");
 /// }
@@ -57,7 +57,7 @@ pub enum AnyModel {
 /// use hogwild::{with_model, Model};
 ///
 /// # fn main() -> hogwild::Result<()> {
-/// let (_, model) = AnyModel::load("model.ckpt".as_ref())?;
+/// let (_, model) = AnyModel::load("model.ckpt")?;
 /// let tables = with_model!(&model, m => m.tables().len());
 /// # Ok(()) }
 /// ```
@@ -173,13 +173,14 @@ impl AnyModel {
 
     /// A model saved by [`AnyModel::save`] or [`crate::checkpoint::save_model`], whatever its
     /// kind and optimizer, with the configuration stored in the checkpoint.
-    pub fn load(path: &Path) -> Result<(ModelConfig, Self)> {
+    pub fn load(path: impl AsRef<Path>) -> Result<(ModelConfig, Self)> {
         Self::load_trained(path).map(|(config, model, _)| (config, model))
     }
 
     /// [`AnyModel::load`], with the epochs the model was trained for (0 for a checkpoint saved
     /// without them, by [`crate::checkpoint::save_model`] or an older hogwild).
-    pub fn load_trained(path: &Path) -> Result<(ModelConfig, Self, usize)> {
+    pub fn load_trained(path: impl AsRef<Path>) -> Result<(ModelConfig, Self, usize)> {
+        let path = path.as_ref();
         let mut ck = checkpoint::load(path)?;
         let config =
             ModelConfig::from_stored(&ck.meta, &format!("{} (stored config)", path.display()))?;
@@ -200,7 +201,8 @@ impl AnyModel {
     /// Saves the model (atomically, with a checksum) and the number of epochs it was trained
     /// for, all runs together (`hogwild train --resume` numbers its epochs after them); returns
     /// the temporaries of interrupted earlier saves of `path` that were removed.
-    pub fn save(&self, path: &Path, epochs: usize) -> Result<StaleTemps> {
+    pub fn save(&self, path: impl AsRef<Path>, epochs: usize) -> Result<StaleTemps> {
+        let path = path.as_ref();
         let trained = Section {
             name: EPOCHS_SECTION.into(),
             bytes: (epochs as u64).to_le_bytes().to_vec(),

@@ -434,7 +434,8 @@ impl ModelConfig {
     }
 
     /// Reads and parses a configuration file.
-    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
             path: path.display().to_string(),
             message: format!("cannot read the model config: {e}"),

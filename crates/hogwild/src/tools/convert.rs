@@ -151,7 +151,8 @@ impl Vocabulary {
     /// Writes the vocabulary to `path` (replaced whole, see [`crate::files`]):
     /// `label<TAB>name<TAB>count` and `word<TAB>token` lines, ids in line order, after a
     /// `subwords<TAB>minn<TAB>maxn<TAB>buckets` line when the data has character n-grams.
-    pub fn save(&self, path: &Path) -> Result<()> {
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
         let mut out = Output::create(path)?;
         self.write(&mut out)?;
         out.commit()
@@ -179,7 +180,8 @@ impl Vocabulary {
     }
 
     /// Reads a vocabulary written by [`Vocabulary::save`].
-    pub fn load(path: &Path) -> Result<Self> {
+    pub fn load(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(&name, &e))?;
         let mut vocab = Vocabulary::default();

@@ -27,9 +27,9 @@ fn main() -> hogwild::Result<()> {
     };
     let report = Run::new(&model, &fasttext_desc()).options(&options).train(&[&ids])?;
     println!("trained on {} instances, loss {:.4}", report.instances, report.get("loss").unwrap_or(f64::NAN));
-    checkpoint::save_model(saved.as_ref(), &model)?;
+    checkpoint::save_model(&saved, &model)?;
 
-    let (_config, loaded) = AnyModel::load(saved.as_ref())?;
+    let (_config, loaded) = AnyModel::load(&saved)?;
     let asked = [("the striker scored a goal", "__label__sports"), ("snow and frost today", "__label__weather")];
     for (text, want) in asked {
         let (label, p) = loaded.predict_text(&vocab, text, 1)?.remove(0);
