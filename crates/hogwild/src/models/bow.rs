@@ -755,7 +755,9 @@ impl<O: Optimizer<f32>> Bow<O> {
     }
 
     /// The `k` most probable classes of an instance of word ids `ids` (as the data's words slot
-    /// holds them), most probable first, each with its probability.
+    /// holds them), most probable first, each with its probability. Each call makes a worker's
+    /// buffers; a caller asking about many instances keeps one ([`Bow::new_worker`]) and calls
+    /// [`Bow::predict_instance`].
     pub fn predict_ids(&self, ids: &[u64], k: usize) -> Result<Vec<(usize, f32)>> {
         let mut worker = self.new_worker();
         let probs = self.predict_instance(&mut worker, ids)?;
