@@ -13,7 +13,11 @@ for package in hogwild-train; do
     version=$(cargo pkgid -p "$package" | sed 's/.*[@#]//')
     # --allow-dirty: `make test` checks the working tree, committed or not.
     cargo package --quiet --allow-dirty --no-verify -p "$package"
-    tar xzf "target/package/$package-$version.crate" -C "$work"
+    # -m: the files get the time of extraction, not their packaged one. Cargo hashes a path
+    # package by its path relative to the workspace, so an earlier run's test binaries from
+    # another temporary directory would otherwise pass for fresh, with that directory's
+    # CARGO_MANIFEST_DIR compiled in.
+    tar -xzmf "target/package/$package-$version.crate" -C "$work"
     echo "== $package $version: tests from the package"
     (cd "$work/$package-$version" && CARGO_TARGET_DIR=$root/target cargo test --locked --quiet)
 done
