@@ -34,11 +34,13 @@ rust-docs:
 
 # A crate of a user's own outside the workspace (examples/rust-user, depending on crates/hogwild
 # by path): a text classifier trained, saved, loaded and asked, and a model of its own, with the
-# public API alone. target/ is shared so that nothing is built twice.
+# public API alone. Its lock file is the workspace's (the versions the project is tested with,
+# whatever dependency the core gains), and target/ is shared so that nothing is built twice.
 rust-user:
+	cp Cargo.lock examples/rust-user/Cargo.lock
 	out=$$(mktemp -d) && cd examples/rust-user && cargo fmt --check && \
-	CARGO_TARGET_DIR=$(CURDIR)/target cargo run --locked -q --bin text -- "$$out" && \
-	CARGO_TARGET_DIR=$(CURDIR)/target cargo run --locked -q --bin linear_regression -- "$$out" && \
+	CARGO_TARGET_DIR=$(CURDIR)/target cargo run -q --bin text -- "$$out" && \
+	CARGO_TARGET_DIR=$(CURDIR)/target cargo run -q --bin linear_regression -- "$$out" && \
 	rm -rf "$$out"
 
 # `cargo package` of each published crate, and its tests run from the package.
