@@ -8,7 +8,7 @@
 //! ```
 //! use hogwild::models::{AnyModel, Bow, BowConfig};
 //! use hogwild::optim::AdamAsync;
-//! use hogwild::tools::convert::{convert_fasttext, fasttext_desc, FastTextOptions, Vocabulary};
+//! use hogwild::tools::convert::{fasttext_desc, FastTextOptions, Vocabulary};
 //! use hogwild::{checkpoint, executor, Run, RunOptions};
 //!
 //! # fn main() -> hogwild::Result<()> {
@@ -19,7 +19,7 @@
 //! vocab.scan(text.as_bytes(), "train.txt", true)?;
 //! let opts = FastTextOptions::default();
 //! let train = dir.join("train.ids");
-//! convert_fasttext(text.as_bytes(), "train.txt", std::fs::File::create(&train)?, &vocab, &opts)?;
+//! opts.convert(&vocab, text.as_bytes(), "train.txt", std::fs::File::create(&train)?)?;
 //!
 //! let cfg = BowConfig { vocab: opts.id_space(&vocab), classes: vocab.labels(), ..BowConfig::default() };
 //! let model = Bow::new(cfg, AdamAsync::new(0.1f32, 0.9, 0.999, 1e-8))?;

@@ -10,9 +10,7 @@ use hogwild::model::{used_slot, Model};
 use hogwild::models::{AnyModel, Bow, BowConfig, Ctr, CtrConfig, CtrKind, Loss};
 use hogwild::optim::{AdamAsync, Sgd};
 use hogwild::subwords::Subwords;
-use hogwild::tools::convert::{
-    convert_fasttext, fasttext_desc, FastTextOptions, Vocabulary, WordIds, UNKNOWN_WORD,
-};
+use hogwild::tools::convert::{fasttext_desc, FastTextOptions, Vocabulary, WordIds, UNKNOWN_WORD};
 use hogwild::Error;
 
 const TRAIN: &str = "__label__sports a great match today\n__label__film a great film today\n\
@@ -24,10 +22,11 @@ fn vocabulary() -> Vocabulary {
     vocab
 }
 
-/// The words slot of each line `convert_fasttext` writes.
+/// The words slot of each line `FastTextOptions::convert` writes.
 fn converted_words(text: &str, vocab: &Vocabulary, opts: &FastTextOptions) -> Vec<Vec<u64>> {
     let mut out = Vec::new();
-    convert_fasttext(Cursor::new(text), "in", &mut out, vocab, opts).unwrap();
+    opts.convert(vocab, Cursor::new(text), "in", &mut out)
+        .unwrap();
     String::from_utf8(out)
         .unwrap()
         .lines()
@@ -112,14 +111,8 @@ fn trained(vocab: &Vocabulary) -> (Bow<AdamAsync<f32>>, tempfile::TempDir) {
     let ids = dir.path().join("train.ids");
     let opts = FastTextOptions::default();
     let file = std::fs::File::create(&ids).unwrap();
-    convert_fasttext(
-        Cursor::new(TRAIN.repeat(20)),
-        "train.txt",
-        file,
-        vocab,
-        &opts,
-    )
-    .unwrap();
+    opts.convert(vocab, Cursor::new(TRAIN.repeat(20)), "train.txt", file)
+        .unwrap();
     let cfg = BowConfig {
         vocab: opts.id_space(vocab),
         classes: vocab.labels(),

@@ -81,7 +81,7 @@ pub struct BowConfig {
     #[serde(default = "default_label")]
     pub label_slot: String,
     /// Number of word ids: ids must be below it (no default; with data from
-    /// [`convert_fasttext`](crate::tools::convert::convert_fasttext), its
+    /// [`FastTextOptions::convert`](crate::tools::convert::FastTextOptions::convert), its
     /// [`FastTextOptions::id_space`](crate::tools::convert::FastTextOptions::id_space)).
     pub vocab: usize,
     /// Number of classes: labels must be below it (no default).
@@ -709,7 +709,7 @@ impl<O: Optimizer<f32>> Bow<O> {
     /// The `k` most probable labels of text `text` (fastText-style: words separated by
     /// whitespace, `__label__` tokens skipped), most probable first, each with its name and
     /// probability (for `ova`, each label's own sigmoid). The text becomes word ids as
-    /// [`convert_fasttext`](crate::tools::convert::convert_fasttext) converts it with `vocab`,
+    /// [`FastTextOptions::convert`](crate::tools::convert::FastTextOptions::convert) converts it with `vocab`,
     /// its words by the vocabulary and its character n-grams by the vocabulary's
     /// [`subwords`](Vocabulary::subwords): the training data's conversion, unless that hashed
     /// its words or added bigram ids (`hogwild convert --buckets`, `--bigram-buckets`), whose

@@ -265,14 +265,14 @@ pub enum WordIds {
 /// bigrams or subwords:
 ///
 /// ```
-/// use hogwild::tools::convert::{convert_fasttext, FastTextOptions, Vocabulary};
+/// use hogwild::tools::convert::{FastTextOptions, Vocabulary};
 ///
 /// let text = "__label__pos a fine film\n__label__neg a dull film\n";
 /// let mut vocab = Vocabulary::default();
 /// vocab.scan(text.as_bytes(), "train.txt", true)?;
 /// let opts = FastTextOptions { bigram_buckets: Some(100), ..FastTextOptions::default() };
 /// let mut out = Vec::new();
-/// convert_fasttext(text.as_bytes(), "train.txt", &mut out, &vocab, &opts)?;
+/// opts.convert(&vocab, text.as_bytes(), "train.txt", &mut out)?;
 /// // words 1..=4 (0 is the unknown word), then bigram ids from word_ids() = 5 on
 /// assert_eq!(vocab.word_id("dull"), Some(4));
 /// assert!(String::from_utf8(out).unwrap().starts_with("5 1 2 3 "));
@@ -301,7 +301,7 @@ impl FastTextOptions {
         }
     }
 
-    /// The ids of words and bigrams that [`convert_fasttext`] writes with `vocab`: the words, then
+    /// The ids of words and bigrams that [`FastTextOptions::convert`] writes with `vocab`: the words, then
     /// the bigram buckets; n-gram buckets follow. This is the bag-of-words model's `vocab` for the
     /// converted data (its end-of-text row is no id of the data and comes on top), and its
     /// `subword_buckets` are the n-grams' buckets.
@@ -309,9 +309,52 @@ impl FastTextOptions {
         (self.word_space(vocab) + self.bigram_buckets.map_or(0, |b| b.max(1))) as usize
     }
 
-    /// The word ids of one line of text as [`convert_fasttext`] writes them (its `words` slot),
-    /// `__label__` tokens skipped: what a bag-of-words model trained on the converted data reads
-    /// (see [`crate::models::Bow::predict_text`]).
+    /// Converts fastText-style lines of `input` (named `name` in errors) to MultiSlot lines
+    /// ([`fasttext_desc`]'s `words` and `label`) written to `out`, with `vocab` (labels must be
+    /// known to it); returns the lines converted.
+    pub fn convert(
+        &self,
+        vocab: &Vocabulary,
+        input: impl BufRead,
+        name: &str,
+        mut out: impl Write,
+    ) -> Result<u64> {
+        let word_space = self.word_space(vocab);
+        let mut words = Vec::new();
+        let mut hashes = Vec::new();
+        let mut labels = Vec::new();
+        // A blank line has no label: an error, as any line without one.
+        convert_lines(input, name, false, |line, err| {
+            words.clear();
+            hashes.clear();
+            labels.clear();
+            for token in line.split_whitespace() {
+                if token.starts_with(LABEL_PREFIX) {
+                    let id = vocab
+                        .labels
+                        .get(token)
+                        .ok_or_else(|| err(format!("unknown label \"{token}\"")))?;
+                    labels.push(*id);
+                    continue;
+                }
+                self.push_word(vocab, token, &mut words, &mut hashes);
+            }
+            if labels.is_empty() {
+                return Err(err("no __label__ on the line".to_string()));
+            }
+            self.push_bigrams(word_space, &hashes, &mut words);
+            if words.is_empty() {
+                words.push(UNKNOWN_WORD);
+            }
+            write_slot(&mut out, &words, name)?;
+            write_slot(&mut out, &labels, name)?;
+            end_line(&mut out, name)
+        })
+    }
+
+    /// The word ids of one line of text as [`FastTextOptions::convert`] writes them (its
+    /// `words` slot), `__label__` tokens skipped: what a bag-of-words model trained on the
+    /// converted data reads (see [`crate::models::Bow::predict_text`]).
     pub fn text_ids(&self, vocab: &Vocabulary, text: &str) -> Vec<u64> {
         let (mut words, mut hashes) = (Vec::new(), Vec::new());
         for token in text.split_whitespace() {
@@ -360,47 +403,6 @@ impl FastTextOptions {
             }
         }
     }
-}
-
-/// Converts fastText-style lines with `vocab` (labels must be known to it).
-pub fn convert_fasttext(
-    input: impl BufRead,
-    name: &str,
-    mut out: impl Write,
-    vocab: &Vocabulary,
-    opts: &FastTextOptions,
-) -> Result<u64> {
-    let word_space = opts.word_space(vocab);
-    let mut words = Vec::new();
-    let mut hashes = Vec::new();
-    let mut labels = Vec::new();
-    // A blank line has no label: an error, as any line without one.
-    convert_lines(input, name, false, |line, err| {
-        words.clear();
-        hashes.clear();
-        labels.clear();
-        for token in line.split_whitespace() {
-            if token.starts_with(LABEL_PREFIX) {
-                let id = vocab
-                    .labels
-                    .get(token)
-                    .ok_or_else(|| err(format!("unknown label \"{token}\"")))?;
-                labels.push(*id);
-                continue;
-            }
-            opts.push_word(vocab, token, &mut words, &mut hashes);
-        }
-        if labels.is_empty() {
-            return Err(err("no __label__ on the line".to_string()));
-        }
-        opts.push_bigrams(word_space, &hashes, &mut words);
-        if words.is_empty() {
-            words.push(UNKNOWN_WORD);
-        }
-        write_slot(&mut out, &words, name)?;
-        write_slot(&mut out, &labels, name)?;
-        end_line(&mut out, name)
-    })
 }
 
 /// The desc of fastText output: `words` and `label`, both uint64.

@@ -5,7 +5,7 @@ use std::{fs::File, io::BufReader};
 use hogwild::feed::FeedOptions;
 use hogwild::models::{AnyModel, Bow, BowConfig};
 use hogwild::optim::AdamAsync;
-use hogwild::tools::convert::{convert_fasttext, fasttext_desc, FastTextOptions, Vocabulary};
+use hogwild::tools::convert::{fasttext_desc, FastTextOptions, Vocabulary};
 use hogwild::{checkpoint, executor, Error, Run, RunOptions};
 
 fn main() -> hogwild::Result<()> {
@@ -15,7 +15,7 @@ fn main() -> hogwild::Result<()> {
     let mut vocab = Vocabulary::default();
     vocab.scan(BufReader::new(File::open(train)?), train, true)?;
     let opts = FastTextOptions::default();
-    convert_fasttext(BufReader::new(File::open(train)?), train, File::create(&ids)?, &vocab, &opts)?;
+    opts.convert(&vocab, BufReader::new(File::open(train)?), train, File::create(&ids)?)?;
 
     let cfg = BowConfig { vocab: opts.id_space(&vocab), classes: vocab.labels(), ..BowConfig::default() };
     let model = Bow::new(cfg, AdamAsync::new(0.05f32, 0.9, 0.999, 1e-8))?;
