@@ -82,7 +82,7 @@ miri:
 
 # Coverage-guided fuzzing of the MultiSlot line parser and the data.prototxt reader with cargo-fuzz
 # (nightly; 30 s a target). `make test` runs the same targets without it: the Rust tests replay the
-# corpus in crates/hogwild/tests/corpus and seeded mutations of it (crates/hogwild/tests/fuzz_corpus.rs), which
-# needs no extra toolchain and takes seconds.
+# corpus in crates/hogwild/tests/corpus and seeded mutations of it
+# (crates/hogwild/tests/fuzz_corpus.rs), which needs no extra toolchain and takes seconds.
 fuzz:
 	bash scripts/fuzz.sh 30
