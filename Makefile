@@ -5,7 +5,7 @@ export LD_LIBRARY_PATH := $(CURDIR)/build/tf/lib:$(LD_LIBRARY_PATH)
 # TensorFlow's informational log lines (oneDNN notices) drown test output.
 export TF_CPP_MIN_LOG_LEVEL ?= 1
 
-.PHONY: demo test setup lint rust-test py-test bench plugin wheel miri fuzz
+.PHONY: demo test setup lint rust-test rust-docs rust-user package-test py-test bench plugin wheel miri fuzz
 
 demo:
 	cargo run --release -q -p hogwild-cli -- demo
@@ -26,10 +26,29 @@ rust-test: setup plugin
 py-test: setup plugin
 	PYTHONPATH=$(CURDIR)/python .venv/bin/python -m pytest -q tests
 
-test: setup lint rust-test miri py-test
+test: setup lint rust-test rust-docs rust-user package-test miri py-test
+
+# The library's documentation, every public item documented and every link resolved.
+rust-docs:
+	RUSTDOCFLAGS="-D warnings -W missing_docs" cargo doc --no-deps -p hogwild-train
+
+# A crate of a user's own outside the workspace (examples/rust-user, depending on crates/hogwild
+# by path): a text classifier trained, saved, loaded and asked, and a model of its own, with the
+# public API alone. Its lock file is the workspace's (the versions the project is tested with,
+# whatever dependency the core gains), and target/ is shared so that nothing is built twice.
+rust-user:
+	cp Cargo.lock examples/rust-user/Cargo.lock
+	out=$$(mktemp -d) && cd examples/rust-user && cargo fmt --check && \
+	CARGO_TARGET_DIR=$(CURDIR)/target cargo run -q --bin text -- "$$out" && \
+	CARGO_TARGET_DIR=$(CURDIR)/target cargo run -q --bin linear_regression -- "$$out" && \
+	rm -rf "$$out"
+
+# `cargo package` of each published crate, and its tests run from the package.
+package-test:
+	bash scripts/package_test.sh
 
 bench:
-	cargo bench -p hogwild
+	cargo bench -p hogwild-train
 
 # The TensorFlow plugin (build/plugin/libadam_async_ops.so), rebuilt only when a source changed.
 PLUGIN := build/plugin/libadam_async_ops.so
@@ -54,16 +73,16 @@ miri:
 	@cargo +nightly miri --version >/dev/null 2>&1 || \
 		rustup component add miri rust-src --toolchain nightly >/dev/null 2>&1 || true
 	@if cargo +nightly miri --version >/dev/null 2>&1; then \
-		cargo +nightly miri test -p hogwild --lib store:: && \
-		cargo +nightly miri test -p hogwild --lib optim::shared:: && \
-		cargo +nightly miri test -p hogwild --lib optim::mixed::; \
+		cargo +nightly miri test -p hogwild-train --lib store:: && \
+		cargo +nightly miri test -p hogwild-train --lib optim::shared:: && \
+		cargo +nightly miri test -p hogwild-train --lib optim::mixed::; \
 	else \
 		echo "miri: NOT RUN: no nightly toolchain with miri on this machine (rustup toolchain install nightly -c miri,rust-src)"; \
 	fi
 
 # Coverage-guided fuzzing of the MultiSlot line parser and the data.prototxt reader with cargo-fuzz
 # (nightly; 30 s a target). `make test` runs the same targets without it: the Rust tests replay the
-# corpus in fuzz/corpus and seeded mutations of it (crates/hogwild/tests/fuzz_corpus.rs), which
-# needs no extra toolchain and takes seconds.
+# corpus in crates/hogwild/tests/corpus and seeded mutations of it
+# (crates/hogwild/tests/fuzz_corpus.rs), which needs no extra toolchain and takes seconds.
 fuzz:
 	bash scripts/fuzz.sh 30

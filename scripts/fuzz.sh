@@ -18,7 +18,7 @@ for target in multislot_line desc_text; do
     work="$(mktemp -d)"
     log="$work.log"
     set +e
-    cargo +nightly fuzz run -O "$target" "$work" "corpus/$target" -- \
+    cargo +nightly fuzz run -O "$target" "$work" "../crates/hogwild/tests/corpus/$target" -- \
         -max_total_time="$SECONDS_PER_TARGET" -max_len=4096 -timeout=10 -print_final_stats=1 \
         >"$log" 2>&1
     status=$?

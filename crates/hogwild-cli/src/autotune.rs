@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
-use hogwild::executor::{self, Progress, RunOptions, Stop};
+use hogwild::executor::{self, Progress, Run, RunOptions, Stop};
 use hogwild::feed::{DataFeedDesc, InMemoryDataset};
 use hogwild::models::{ModelConfig, ModelKind};
 use hogwild::rng::SplitMix64;
@@ -450,7 +450,7 @@ impl Search<'_> {
         options.feed.epochs = trial.epochs;
         options.stop = stop;
         let report = with_model!(model, m =>
-            executor::train_dataset(m, self.desc, self.data, self.threads, &[], &options, None))
+            Run::new(m, self.desc).threads(self.threads).options(&options).train_dataset(self.data))
         .context("training a trial")?;
         if report.stopped {
             return Ok(Outcome::Stopped);
@@ -463,8 +463,7 @@ impl Search<'_> {
         if !loss.is_finite() {
             return Ok(Outcome::Diverged(loss));
         }
-        let report = match with_model!(model, m => executor::eval_from_files(
-            m, self.desc, self.validation, self.threads, &[], &options, None))
+        let report = match with_model!(model, m => Run::new(m, self.desc).threads(self.threads).options(&options).eval(self.validation))
         {
             // An evaluation cut short is an error (its metrics would be of part of the data).
             Err(_) if options.stop.requested() => return Ok(Outcome::Stopped),

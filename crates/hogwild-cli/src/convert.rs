@@ -10,8 +10,8 @@ use anyhow::{bail, Context, Result};
 use hogwild::feed::DataFeedDesc;
 use hogwild::subwords::Subwords;
 use hogwild::tools::convert::{
-    convert_csv, convert_fasttext, convert_libsvm, convert_vw, fasttext_desc, libsvm_ctr_keys,
-    libsvm_desc, vw_ctr_keys, vw_desc, CsvOptions, FastTextOptions, Vocabulary, WordIds,
+    convert_csv, convert_libsvm, convert_vw, fasttext_desc, libsvm_ctr_keys, libsvm_desc,
+    vw_ctr_keys, vw_desc, CsvOptions, FastTextOptions, Vocabulary, WordIds,
 };
 
 use crate::paths;
@@ -316,7 +316,7 @@ pub fn run(args: Args) -> Result<()> {
                 bigram_buckets: args.bigram_buckets,
                 subwords: vocab.subwords(),
             };
-            let lines = convert_fasttext(open(&input)?, &name, &mut out, &vocab, &opts)?;
+            let lines = opts.convert(&vocab, open(&input)?, &name, &mut out)?;
             let subword_buckets = opts.subwords.map_or(0, |sw| sw.buckets());
             bow_ids = Some((opts.id_space(&vocab), vocab.labels(), subword_buckets));
             (lines, None)

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
-use hogwild::executor::{self, EpochReport, Progress, RunOptions};
+use hogwild::executor::{self, EpochReport, Progress, Run, RunOptions};
 use hogwild::feed::{DataFeedDesc, FeedMode, InMemoryDataset};
 use hogwild::models::{BowConfig, Loss, LrSchedule, ModelConfig, ModelKind, OptimizerConfig, Pool};
 use hogwild::rng::{unit_f64, XorShift64Star};
@@ -169,7 +169,7 @@ pub fn run(args: Args) -> Result<()> {
         Ok(())
     };
     let r = with_model!(&model, m =>
-        executor::train_dataset(m, &desc, &data, threads, &[], &options, Some(&print)))?;
+        Run::new(m, &desc).threads(threads).options(&options).on_epoch(&print).train_dataset(&data))?;
     println!(
         "trained {} documents/s on {threads} threads",
         r.instances_per_sec().round()
@@ -181,10 +181,10 @@ pub fn run(args: Args) -> Result<()> {
     };
     let saved = dir.join("model.ckpt");
     model.save(&saved, args.epochs)?;
-    let (_, reloaded) = AnyModel::load(&saved)?;
+    let (_, reloaded) = crate::models::load(&saved)?;
     for (name, files) in [("train", &train), ("test", &test)] {
         let r = with_model!(&reloaded, m =>
-            executor::eval_from_files(m, &desc, files, threads, &[], &quiet, None))?;
+            Run::new(m, &desc).threads(threads).options(&quiet).eval(files))?;
         println!(
             "{name}: {} documents  loss {:.4}  accuracy {:.4}",
             r.instances,

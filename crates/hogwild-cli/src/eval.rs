@@ -7,12 +7,13 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args as ClapArgs;
-use hogwild::executor::{self, RunReport};
+use hogwild::executor::{Run, RunReport};
+use hogwild::feed::DataFeedDesc;
 
 use crate::bad_lines::BadLineArgs;
 use crate::feed_args::{self, LinePrefixArgs};
 use crate::labels::{self, general_metrics, label_line, TopArgs};
-use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
+use crate::models::{expand_files, prepare_inputs, Purpose};
 use crate::paths;
 use crate::preflight::{self, parse_threads};
 use crate::train::ReportArgs;
@@ -54,7 +55,7 @@ pub fn run(args: Args) -> Result<()> {
     // The inputs before the model, which may take long to load.
     let files = expand_files(&args.files)?;
     paths::check_inputs("data file", files.iter().map(PathBuf::as_path))?;
-    let (config, mut model) = AnyModel::load(&args.model)?;
+    let (config, mut model) = crate::models::load(&args.model)?;
     let counting = args.top.given() || args.per_label;
     let top = args.top.top();
     match model.labels_mut() {
@@ -79,7 +80,7 @@ pub fn run(args: Args) -> Result<()> {
     options.feed.errors = args.bad_lines.policy();
     options.feed.line_prefix = args.prefix.prefix();
     let report = with_model!(&model, m =>
-        executor::eval_from_files(m, &desc, &prepared.files, threads, &[], &options, None))?;
+        Run::new(m, &desc).threads(threads).options(&options).eval(&prepared.files))?;
     args.bad_lines
         .warn_skipped("evaluation files", &report.feed);
     println!("{}", test_line(&report));

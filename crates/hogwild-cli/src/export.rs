@@ -21,7 +21,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let (_, model) = AnyModel::load(&args.model)?;
+    let (_, model) = crate::models::load(&args.model)?;
     let AnyModel::Word2vecSgd(m) = &model else {
         bail!(
             "{}: only word2vec models have word vectors to export",

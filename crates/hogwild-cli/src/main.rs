@@ -22,6 +22,9 @@ mod word_vectors;
 
 use std::process::ExitCode;
 
+// The library's macro over its `AnyModel`, as `crate::with_model` for every command.
+use hogwild::with_model;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]

@@ -2,241 +2,39 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Context, Result};
-use hogwild::checkpoint::{self, Section};
+use anyhow::{bail, Context, Result};
 use hogwild::feed::DataFeedDesc;
-use hogwild::files::StaleTemps;
-use hogwild::model::Model;
 use hogwild::models::{
-    text_to_ids, Bow, Ctr, CtrKind, Input, Labels, ModelConfig, ModelKind, OptimizerConfig, Vocab,
-    VocabSource, Word2Vec, Word2VecConfig,
+    text_to_ids, Input, ModelConfig, ModelKind, Vocab, VocabSource, Word2VecConfig,
 };
-use hogwild::optim::{Adagrad, AdamAsync, Sgd};
 
 use crate::paths;
 
-/// A model of any built-in kind with any optimizer (each combination is its own compiled type).
-#[allow(clippy::enum_variant_names)] // model and optimizer, both part of each name
-#[allow(clippy::large_enum_variant)] // one model per process: the enum's size does not matter
-pub enum AnyModel {
-    BowSgd(Bow<Sgd<f32>>),
-    BowAdagrad(Bow<Adagrad<f32>>),
-    BowAdam(Bow<AdamAsync<f32>>),
-    /// word2vec trains with plain SGD and a decaying learning rate.
-    Word2vecSgd(Word2Vec),
-    /// Logistic regression or a factorization machine.
-    CtrSgd(Ctr<Sgd<f32>>),
-    CtrAdagrad(Ctr<Adagrad<f32>>),
-    CtrAdam(Ctr<AdamAsync<f32>>),
+// The one model type of every command, and `with_model!`, are the library's.
+pub use hogwild::models::AnyModel;
+
+/// [`AnyModel::load`], with a note on standard error when the model is a word2vec model saved
+/// without its vocabulary.
+pub fn load(path: &Path) -> Result<(ModelConfig, AnyModel)> {
+    load_trained(path).map(|(config, model, _)| (config, model))
 }
 
-/// Runs `$body` with `$m` bound to the concrete model.
-#[macro_export]
-macro_rules! with_model {
-    ($any:expr, $m:ident => $body:expr) => {
-        match $any {
-            $crate::models::AnyModel::BowSgd($m) => $body,
-            $crate::models::AnyModel::BowAdagrad($m) => $body,
-            $crate::models::AnyModel::BowAdam($m) => $body,
-            $crate::models::AnyModel::Word2vecSgd($m) => $body,
-            $crate::models::AnyModel::CtrSgd($m) => $body,
-            $crate::models::AnyModel::CtrAdagrad($m) => $body,
-            $crate::models::AnyModel::CtrAdam($m) => $body,
-        }
-    };
-}
-
-/// The checkpoint section holding the epochs a model was trained for (a little-endian u64).
-const EPOCHS_SECTION: &str = "trained_epochs";
-
-/// Where a checkpoint's tables come from: none (a fresh model) or a loaded checkpoint.
-type Source<'a> = Option<&'a mut checkpoint::Checkpoint>;
-
-fn word2vec_sgd(opt: &OptimizerConfig) -> Result<Sgd<f32>> {
-    opt.sgd().context(
-        "word2vec trains with plain SGD and a linearly decaying learning rate: \
-         set [optimizer] kind = \"sgd\"",
-    )
-}
-
-impl AnyModel {
-    /// A fresh model (parameters not yet initialised: run the startup step). A word2vec model
-    /// takes `vocab` ([`Prepared::vocab`]), or reads its vocabulary file when none is given.
-    pub fn new(config: &ModelConfig, vocab: Option<Vocab>) -> Result<Self> {
-        Self::build(config, None, vocab)
-    }
-
-    fn build(config: &ModelConfig, mut ck: Source<'_>, vocab: Option<Vocab>) -> Result<Self> {
-        let opt = config.optimizer;
-        Ok(match &config.model {
-            ModelKind::Bow(bow) => {
-                let bow = bow.clone();
-                match opt {
-                    OptimizerConfig::Sgd { .. } => {
-                        let o = opt.sgd().context("sgd settings")?;
-                        Self::BowSgd(match ck {
-                            Some(ck) => Bow::from_checkpoint(bow, o, ck)?,
-                            None => Bow::new(bow, o)?,
-                        })
-                    }
-                    OptimizerConfig::Adagrad { .. } => {
-                        let o = opt.adagrad().context("adagrad settings")?;
-                        Self::BowAdagrad(match ck {
-                            Some(ck) => Bow::from_checkpoint(bow, o, ck)?,
-                            None => Bow::new(bow, o)?,
-                        })
-                    }
-                    OptimizerConfig::AdamAsync { .. } => {
-                        let o = opt.adam_async().context("adam_async settings")?;
-                        Self::BowAdam(match ck {
-                            Some(ck) => Bow::from_checkpoint(bow, o, ck)?,
-                            None => Bow::new(bow, o)?,
-                        })
-                    }
-                }
-            }
-            ModelKind::Word2vec(cfg) => {
-                let o = word2vec_sgd(&opt)?;
-                Self::Word2vecSgd(match (ck.as_deref_mut(), vocab) {
-                    (Some(ck), _) => Word2Vec::from_checkpoint(cfg.clone(), o, ck)?,
-                    (None, Some(vocab)) => Word2Vec::new(cfg.clone(), o, vocab)?,
-                    (None, None) => {
-                        Word2Vec::new(cfg.clone(), o, Vocab::from_file(&cfg.vocab_file)?)?
-                    }
-                })
-            }
-            ModelKind::Lr(cfg) | ModelKind::Fm(cfg) | ModelKind::Ffm(cfg) => {
-                let kind = match config.model {
-                    ModelKind::Lr(_) => CtrKind::Lr,
-                    ModelKind::Fm(_) => CtrKind::Fm,
-                    _ => CtrKind::Ffm,
-                };
-                let cfg = cfg.clone();
-                match opt {
-                    OptimizerConfig::Sgd { .. } => {
-                        let o = opt.sgd().context("sgd settings")?;
-                        Self::CtrSgd(match ck {
-                            Some(ck) => Ctr::from_checkpoint(kind, cfg, o, ck)?,
-                            None => Ctr::new(kind, cfg, o)?,
-                        })
-                    }
-                    OptimizerConfig::Adagrad { .. } => {
-                        let o = opt.adagrad().context("adagrad settings")?;
-                        Self::CtrAdagrad(match ck {
-                            Some(ck) => Ctr::from_checkpoint(kind, cfg, o, ck)?,
-                            None => Ctr::new(kind, cfg, o)?,
-                        })
-                    }
-                    OptimizerConfig::AdamAsync { .. } => {
-                        let o = opt.adam_async().context("adam_async settings")?;
-                        Self::CtrAdam(match ck {
-                            Some(ck) => Ctr::from_checkpoint(kind, cfg, o, ck)?,
-                            None => Ctr::new(kind, cfg, o)?,
-                        })
-                    }
-                }
-            }
-        })
-    }
-
-    /// A model saved by [`AnyModel::save`]; its configuration comes from the checkpoint.
-    pub fn load(path: &Path) -> Result<(ModelConfig, Self)> {
-        Self::load_trained(path).map(|(config, model, _)| (config, model))
-    }
-
-    /// [`AnyModel::load`], with the epochs the model was trained for (0 for a checkpoint saved
-    /// before they were stored).
-    pub fn load_trained(path: &Path) -> Result<(ModelConfig, Self, usize)> {
-        let mut ck = checkpoint::load(path)?;
-        let config =
-            ModelConfig::from_stored(&ck.meta, &format!("{} (stored config)", path.display()))?;
-        let epochs = match ck.take_section(EPOCHS_SECTION) {
-            Some(bytes) => {
-                let bytes: [u8; 8] = bytes.try_into().map_err(|b: Vec<u8>| {
-                    anyhow!(
-                        "{}: section {EPOCHS_SECTION} holds {} bytes, not 8",
-                        path.display(),
-                        b.len()
-                    )
-                })?;
-                u64::from_le_bytes(bytes) as usize
-            }
-            None => 0,
-        };
-        let model = Self::build(&config, Some(&mut ck), None)?;
-        if let Self::Word2vecSgd(m) = &model {
-            if let VocabSource::File { checkpoint, file } = m.vocab_source() {
-                eprintln!(
-                    "note: {} was saved by an older hogwild without its vocabulary: the words \
-                     are read from {}, and are right only if that file is still the one the \
-                     model was trained with; saving the model again (train --resume ... --save) \
-                     stores them in the checkpoint",
-                    checkpoint.display(),
-                    file.display()
-                );
-            }
-        }
-        Ok((config, model, epochs))
-    }
-
-    /// A bag-of-words model's labels.
-    pub fn labels(&self) -> Option<&Labels> {
-        match self {
-            Self::BowSgd(m) => Some(m.labels()),
-            Self::BowAdagrad(m) => Some(m.labels()),
-            Self::BowAdam(m) => Some(m.labels()),
-            _ => None,
+/// [`AnyModel::load_trained`], with [`load`]'s note.
+pub fn load_trained(path: &Path) -> Result<(ModelConfig, AnyModel, usize)> {
+    let (config, model, epochs) = AnyModel::load_trained(path)?;
+    if let AnyModel::Word2vecSgd(m) = &model {
+        if let VocabSource::File { checkpoint, file } = m.vocab_source() {
+            eprintln!(
+                "note: {} was saved by an older hogwild without its vocabulary: the words \
+                 are read from {}, and are right only if that file is still the one the \
+                 model was trained with; saving the model again (train --resume ... --save) \
+                 stores them in the checkpoint",
+                checkpoint.display(),
+                file.display()
+            );
         }
     }
-
-    /// Sets a new bag-of-words model's label counts ([`Bow::set_label_counts`]); other models
-    /// have no labels to count.
-    pub fn set_label_counts(&mut self, counts: Vec<u64>) -> hogwild::Result<()> {
-        match self {
-            Self::BowSgd(m) => m.set_label_counts(counts),
-            Self::BowAdagrad(m) => m.set_label_counts(counts),
-            Self::BowAdam(m) => m.set_label_counts(counts),
-            _ => Ok(()),
-        }
-    }
-
-    /// A bag-of-words model's labels (names, prediction format, evaluation counts).
-    pub fn labels_mut(&mut self) -> Option<&mut Labels> {
-        match self {
-            Self::BowSgd(m) => Some(m.labels_mut()),
-            Self::BowAdagrad(m) => Some(m.labels_mut()),
-            Self::BowAdam(m) => Some(m.labels_mut()),
-            _ => None,
-        }
-    }
-
-    /// A word2vec model's vocabulary.
-    fn vocab(&self) -> Option<&Vocab> {
-        match self {
-            Self::Word2vecSgd(m) => Some(m.vocab()),
-            _ => None,
-        }
-    }
-
-    /// Saves the model (atomically, with a checksum) and the number of epochs it was trained
-    /// for, all runs together (`hogwild train --resume` numbers its epochs after them); returns
-    /// the temporaries of interrupted earlier saves of `path` that were removed.
-    pub fn save(&self, path: &Path, epochs: usize) -> Result<StaleTemps> {
-        let trained = Section {
-            name: EPOCHS_SECTION.into(),
-            bytes: (epochs as u64).to_le_bytes().to_vec(),
-        };
-        Ok(with_model!(self, m => {
-            let mut sections = m.sections();
-            sections.push(trained);
-            checkpoint::save(path, &m.describe(), &sections, &m.tables())
-        })?)
-    }
-
-    /// Bytes held by the parameter tables and their optimizer state.
-    pub fn memory_bytes(&self) -> usize {
-        with_model!(self, m => m.tables().iter().map(|t| t.memory_bytes()).sum())
-    }
+    Ok((config, model, epochs))
 }
 
 /// What files are prepared for ([`prepare_inputs`]).

@@ -8,13 +8,14 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args as ClapArgs;
-use hogwild::executor;
+use hogwild::executor::Run;
+use hogwild::feed::DataFeedDesc;
 use hogwild::models::PredictionFormat;
 
 use crate::bad_lines::BadLineArgs;
 use crate::feed_args::{self, LinePrefixArgs};
 use crate::labels::{self, TopArgs};
-use crate::models::{expand_files, prepare_inputs, AnyModel, Purpose};
+use crate::models::{expand_files, prepare_inputs, Purpose};
 use crate::paths;
 use crate::preflight::{self, parse_threads};
 use crate::train::ReportArgs;
@@ -74,7 +75,7 @@ pub fn run(args: Args) -> Result<()> {
         "the output",
         inputs.into_iter().chain(files.iter().map(PathBuf::as_path)),
     )?;
-    let (config, mut model) = AnyModel::load(&args.model)?;
+    let (config, mut model) = crate::models::load(&args.model)?;
     match model.labels_mut() {
         Some(labels) if args.all_probs => labels.set_format(PredictionFormat::Table),
         Some(labels) => {
@@ -101,8 +102,10 @@ pub fn run(args: Args) -> Result<()> {
     let mut out = paths::output(&args.output, to_stdout)?;
     options.feed.errors = args.bad_lines.policy();
     options.feed.line_prefix = args.prefix.prefix();
-    let report = with_model!(&model, m => executor::eval_from_files(
-        m, &desc, &prepared.files, threads, &[], &options, Some(&mut out)))?;
+    let report = with_model!(&model, m => Run::new(m, &desc)
+        .threads(threads)
+        .options(&options)
+        .predict(&prepared.files, &mut out))?;
     let name = out.name().to_string();
     out.commit()?;
     args.bad_lines.warn_skipped("input files", &report.feed);

@@ -146,7 +146,7 @@ impl Source {
                 model: None,
             });
         }
-        let (config, model) = AnyModel::load(path).map_err(|e| {
+        let (config, model) = crate::models::load(path).map_err(|e| {
             if looks_like_text_vectors(path) {
                 anyhow::anyhow!(
                     "{e:#}; it looks like vectors in word2vec's text format: give it with \

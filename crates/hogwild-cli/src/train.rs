@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args as ClapArgs;
-use hogwild::executor::{self, EpochReport, Progress, RunOptions, RunReport, Span, Stop};
+use hogwild::executor::{self, EpochReport, Progress, Run, RunOptions, RunReport, Span, Stop};
 use hogwild::feed::{DataFeedDesc, FeedMode, InMemoryDataset};
 use hogwild::models::{ModelConfig, ModelKind};
 
@@ -161,7 +161,7 @@ pub fn run(args: Args) -> Result<()> {
     let (config, saved, done) = match (&args.config, &args.resume) {
         (Some(path), None) => (ModelConfig::from_file(path)?, None, 0),
         (None, Some(path)) => {
-            let (config, model, done) = AnyModel::load_trained(path)?;
+            let (config, model, done) = crate::models::load_trained(path)?;
             (config, Some(model), done)
         }
         _ => bail!("give --config (a new model) or --resume (a saved one)"),
@@ -400,16 +400,16 @@ pub fn run(args: Args) -> Result<()> {
             };
             let (report, best) = run.train(path, |epoch| save(path, epoch))?;
             if best < report.epochs.len() && !test.is_empty() {
-                best_model = Some(AnyModel::load(path)?.1);
+                best_model = Some(crate::models::load(path)?.1);
             }
             report
         }
         _ => match &data {
             Some(data) => with_model!(&model, m =>
-                executor::train_dataset(m, &desc, data, threads, &[], &options, Some(&call))),
+                Run::new(m, &desc).threads(threads).options(&options).on_epoch(&call).train_dataset(data)),
             // One run streams every epoch: the feed re-reads the files, nothing is held.
             None => with_model!(&model, m =>
-                executor::run_from_files(m, &desc, &prepared.files, threads, &[], &options, Some(&call))),
+                Run::new(m, &desc).threads(threads).options(&options).on_epoch(&call).train(&prepared.files)),
         }
         .context("training")?,
     };
@@ -479,7 +479,7 @@ fn test_model(
     eval.feed.errors = args.bad_lines.policy();
     eval.feed.line_prefix = args.prefix.prefix();
     let report = with_model!(model, m =>
-        executor::eval_from_files(m, desc, &test.files, threads, &[], &eval, None))
+        Run::new(m, desc).threads(threads).options(&eval).eval(&test.files))
     .context("evaluating on the test files")?;
     args.bad_lines.warn_skipped("test files", &report.feed);
     println!("{}", crate::eval::test_line(&report));
@@ -548,9 +548,9 @@ impl Validated<'_> {
             }
             let report = match self.data {
                 Some(data) => with_model!(self.model, m =>
-                    executor::train_dataset(m, self.desc, data, threads, &[], &one, None)),
+                    Run::new(m, self.desc).threads(threads).options(&one).train_dataset(data)),
                 None => with_model!(self.model, m =>
-                    executor::run_from_files(m, self.desc, self.files, threads, &[], &one, None)),
+                    Run::new(m, self.desc).threads(threads).options(&one).train(self.files)),
             }
             .context("training")?;
             if report.stopped {
@@ -569,7 +569,7 @@ impl Validated<'_> {
                 );
             }
             let checked = with_model!(self.model, m =>
-                executor::eval_from_files(m, self.desc, self.validation, threads, &[], &eval, None))
+                Run::new(m, self.desc).threads(threads).options(&eval).eval(self.validation))
             .context("evaluating on the validation files")?;
             if epoch == 1 {
                 args.bad_lines

@@ -37,7 +37,7 @@ pub fn run(args: Args) -> Result<()> {
     {
         bail!("WORD {bad:?}: a word is one or more characters without white space");
     }
-    let (_, model) = AnyModel::load(&args.model)?;
+    let (_, model) = crate::models::load(&args.model)?;
     let AnyModel::Word2vecSgd(m) = &model else {
         bail!(
             "{}: only word2vec models have word vectors",

@@ -134,7 +134,7 @@ fn test_instances(d: &Path) -> Vec<(Vec<usize>, usize)> {
 /// Every test line's class probabilities from the saved weights: `softmax(W h)` with `h` the
 /// mean of the line's embedding rows (the model of [`MODEL`]).
 fn softmax_of_checkpoint(d: &Path, model: &str) -> Vec<Vec<f64>> {
-    let mut ck = hogwild::checkpoint::load(&d.join(model)).unwrap();
+    let mut ck = hogwild::checkpoint::load(d.join(model)).unwrap();
     let (dim, classes) = (8, 3);
     let emb = ck.take_table("embedding", 13, dim).unwrap();
     let out = ck.take_table("output", classes, dim + 1).unwrap();
@@ -385,7 +385,7 @@ fn eval_prints_precision_and_recall_at_k_as_fasttext_test() {
 /// `model.ckpt` without its label names: the file an older hogwild wrote (which stored no such
 /// section), made from `named.ckpt` by saving it again without the section.
 fn strip_names(d: &Path, from: &str, to: &str) {
-    let ck = hogwild::checkpoint::load(&d.join(from)).unwrap();
+    let ck = hogwild::checkpoint::load(d.join(from)).unwrap();
     let sections: Vec<_> = ck
         .sections
         .iter()

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use hogwild::executor::{self, EpochReport, Progress, RunOptions, RunReport};
+use hogwild::executor::{EpochReport, Progress, Run, RunOptions, RunReport};
 use hogwild::feed::{DataFeedDesc, FeedMode, FeedOptions};
 
 use crate::cluster::{Cluster, ClusterArgs};
@@ -172,15 +172,11 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
         println!("{}", e.line(args.threads));
         Ok(())
     };
-    let train = executor::run_from_files(
-        &model,
-        &desc,
-        &args.files,
-        args.threads,
-        &[],
-        &options,
-        Some(&hook),
-    )?;
+    let train = Run::new(&model, &desc)
+        .threads(args.threads)
+        .options(&options)
+        .on_epoch(&hook)
+        .train(&args.files)?;
     println!("{}", summary_line("train", &train));
     let unfinished = match &cluster {
         Some(cluster) => cluster.finish(model.graph())?,
@@ -202,15 +198,10 @@ pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
             print_period: 0,
             ..options.clone()
         };
-        let r = executor::eval_from_files(
-            &model,
-            &desc,
-            &args.eval_files,
-            args.threads,
-            &[],
-            &quiet,
-            None,
-        )?;
+        let r = Run::new(&model, &desc)
+            .threads(args.threads)
+            .options(&quiet)
+            .eval(&args.eval_files)?;
         println!("{}", summary_line("eval", &r));
         Some(r)
     };

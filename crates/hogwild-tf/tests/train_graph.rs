@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use hogwild::executor::{eval_from_files, run_from_files, RunOptions};
+use hogwild::executor::{Run, RunOptions};
 use hogwild::feed::{DataFeedDesc, FeedMode};
 use hogwild::Model;
 use hogwild_tf::{SessionConfig, SlotKind, SlotRef, SlotValuesRef, TfModel};
@@ -161,16 +161,11 @@ fn quiet(epochs: usize, mode: FeedMode) -> RunOptions {
 fn eval(model: &TfModel, batches: &[TestBatch]) -> Vec<f64> {
     let dir = tempfile::tempdir().unwrap();
     let file = write_batches(dir.path(), "eval", batches);
-    let report = eval_from_files(
-        model,
-        &desc(),
-        &[file],
-        1,
-        &[],
-        &quiet(1, FeedMode::Stream),
-        None,
-    )
-    .expect("evaluate");
+    let report = Run::new(model, &desc())
+        .threads(1)
+        .options(&quiet(1, FeedMode::Stream))
+        .eval(&[file])
+        .expect("evaluate");
     report.fetched.iter().map(|x| x.1).collect()
 }
 
@@ -194,7 +189,11 @@ fn training_in_two_threads_learns_the_separable_data() {
     let dir = tempfile::tempdir().unwrap();
     let file = write_batches(dir.path(), "train", &data());
     let options = quiet(20, FeedMode::InMemory { shuffle: None });
-    let report = run_from_files(&model, &desc(), &[file], 2, &[], &options, None).unwrap();
+    let report = Run::new(&model, &desc())
+        .threads(2)
+        .options(&options)
+        .train(&[file])
+        .unwrap();
     assert_eq!(report.batches, 160);
     assert_eq!(report.instances, 640);
     assert_eq!(report.epochs.len(), 20);
@@ -208,16 +207,11 @@ fn a_checkpoint_restores_the_trained_variables() {
     let model = load();
     let dir = tempfile::tempdir().unwrap();
     let file = write_batches(dir.path(), "train", &data());
-    run_from_files(
-        &model,
-        &desc(),
-        &[file],
-        1,
-        &[],
-        &quiet(1, FeedMode::Stream),
-        None,
-    )
-    .unwrap();
+    Run::new(&model, &desc())
+        .threads(1)
+        .options(&quiet(1, FeedMode::Stream))
+        .train(&[file])
+        .unwrap();
     let trained = eval(&model, &data());
     let prefix = dir.path().join("ckpt/model");
     model.graph().save(&prefix).unwrap();
@@ -255,16 +249,11 @@ fn a_failing_thread_is_named_and_stops_the_run() {
     let mut batches = data();
     batches.insert(3, TestBatch::new(&[(&[99], 0)]));
     let file = write_batches(dir.path(), "bad", &batches);
-    let err = run_from_files(
-        &model,
-        &desc(),
-        &[file],
-        2,
-        &[],
-        &quiet(50, FeedMode::Stream),
-        None,
-    )
-    .unwrap_err();
+    let err = Run::new(&model, &desc())
+        .threads(2)
+        .options(&quiet(50, FeedMode::Stream))
+        .train(&[file])
+        .unwrap_err();
     let hogwild::Error::WorkerFailed { message, .. } = &err else {
         panic!("{err}")
     };

@@ -4,7 +4,7 @@
 //! 2-thread runs: on a virtual machine the cost changes with where the hypervisor places the two
 //! virtual cores (on this project's machine, 60-70 ns in some windows and about 300 in others).
 //!
-//! `cargo bench -p hogwild --bench core_to_core [-- MILLISECONDS]`: prints the round trip in ns
+//! `cargo bench -p hogwild-train --bench core_to_core [-- MILLISECONDS]`: prints the round trip in ns
 //! for each of five samples of MILLISECONDS (default 100) each, then their median.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

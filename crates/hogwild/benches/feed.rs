@@ -2,7 +2,7 @@
 //! baseline, same data, same run), the streaming feed end to end, and the bounded channel
 //! (throughput, and its peak bytes against its byte limit).
 //!
-//! Run: `cargo bench -p hogwild --bench feed` (prints a table; median of 3 runs; `cargo test --all-targets` runs a 1 MB smoke version).
+//! Run: `cargo bench -p hogwild-train --bench feed` (prints a table; median of 3 runs; `cargo test --all-targets` runs a 1 MB smoke version).
 
 use std::io::BufRead;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! 104 destinations, 19 hours, 38 half-hour slots, 20 distance bins), drawn uniformly, hashed into
 //! one table of 2^18 rows of 9 weights (an FM of 8 factors) with Adagrad.
 //!
-//! `cargo bench -p hogwild --bench local_rows` prints, median of the reps: planning a batch
+//! `cargo bench -p hogwild-train --bench local_rows` prints, median of the reps: planning a batch
 //! (in one batch of 64, counting uses to find the rows used 4 times or more; in every batch,
 //! copying those hot rows and looking up each feature's copy), merging its stepped copies, and
 //! the two together, in ns per feature; and the share of features that were copied.

@@ -1,6 +1,6 @@
 //! Optimizer kernels beside their memory baselines, in one run (the machine is noisy: read ratios).
 //!
-//! `cargo bench -p hogwild --bench optim` prints two tables:
+//! `cargo bench -p hogwild-train --bench optim` prints two tables:
 //! - dense AdamAsync on 16 Mi f32 elements (reads var, m, v, grad = 16 B and writes var, m, v =
 //!   12 B per element: 28 B) beside the copy baseline: a stream kernel with exactly that traffic on
 //!   the same arrays (`var -= g`, `m += g`, `v += g * g`: the same 4 reads and 3 writes, no division

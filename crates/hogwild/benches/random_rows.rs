@@ -12,7 +12,7 @@
 //! flight as the training loop does with its prefetches. The table is written once before the
 //! timing, so that page faults are not counted.
 //!
-//! `cargo bench -p hogwild --bench random_rows [-- MiB]`: prints rows/s per thread for 1 and 2
+//! `cargo bench -p hogwild-train --bench random_rows [-- MiB]`: prints rows/s per thread for 1 and 2
 //! threads (median of 5 samples of 20 M updates a thread) and the implied examples/s at 9 rows
 //! per example. Under `cargo test` (no `--bench`) the table is 64 MiB and the samples 200,000
 //! updates.

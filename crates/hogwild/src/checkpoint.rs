@@ -58,7 +58,9 @@ const ELEMENTS_PER_WRITER: usize = 1 << 20;
 /// A named string of bytes a model stores besides its tables ([`crate::Model::sections`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Section {
+    /// The section's name, unique in a checkpoint.
     pub name: String,
+    /// Its contents.
     pub bytes: Vec<u8>,
 }
 
@@ -68,9 +70,11 @@ pub struct Section {
 pub struct Checkpoint {
     /// The file it was loaded from (for errors).
     pub path: PathBuf,
+    /// The model's description ([`crate::Model::describe`]: its configuration).
     pub meta: String,
     /// Empty in files written before sections existed (format versions 1 and 2).
     pub sections: Vec<Section>,
+    /// The tables, in the order the model listed them.
     pub tables: Vec<Table>,
 }
 
@@ -297,7 +301,8 @@ pub fn save(
 
 /// Saves everything `model` needs to be rebuilt: its description, sections and tables (see
 /// [`save`]).
-pub fn save_model<M: Model>(path: &Path, model: &M) -> Result<StaleTemps> {
+pub fn save_model<M: Model>(path: impl AsRef<Path>, model: &M) -> Result<StaleTemps> {
+    let path = path.as_ref();
     save(path, &model.describe(), &model.sections(), &model.tables())
 }
 
@@ -430,7 +435,8 @@ fn new_table(
 
 /// Loads a checkpoint written by [`save`]; a truncated or corrupt file is refused with an error
 /// naming the file and what is wrong.
-pub fn load(path: &Path) -> Result<Checkpoint> {
+pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
+    let path = path.as_ref();
     let file = File::open(path).map_err(|e| err(path, format!("cannot open: {e}")))?;
     let len = file
         .metadata()
@@ -716,9 +722,9 @@ mod tests {
     #[test]
     fn missing_files_and_tables_are_named() {
         let dir = tempfile::tempdir().unwrap();
-        let e = load(&dir.path().join("nope.bin")).unwrap_err().to_string();
+        let e = load(dir.path().join("nope.bin")).unwrap_err().to_string();
         assert!(e.contains("nope.bin") && e.contains("cannot open"), "{e}");
-        let mut ck = load(&saved(dir.path())).unwrap();
+        let mut ck = load(saved(dir.path())).unwrap();
         let e = ck.take_table("emb", 6, 3).unwrap_err().to_string();
         assert!(e.contains("5 x 3"), "{e}");
         let e = ck.take_table("other", 1, 1).unwrap_err().to_string();

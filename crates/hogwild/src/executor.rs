@@ -18,32 +18,26 @@
 //! tables when the run returns.
 //!
 //! ```no_run
-//! use hogwild::executor::{self, RunOptions};
+//! use hogwild::executor::{self, Run};
 //! use hogwild::feed::DataFeedDesc;
-//! use hogwild::models::{Bow, BowConfig, Loss, LrSchedule, Pool};
+//! use hogwild::models::{Bow, BowConfig};
 //! use hogwild::optim::AdamAsync;
 //!
 //! # fn main() -> hogwild::Result<()> {
 //! let desc = DataFeedDesc::from_file("data.prototxt".as_ref())?;
-//! let cfg = BowConfig {
-//!     words_slot: "words".into(), label_slot: "label".into(), vocab: 30_000, classes: 2,
-//!     loss: Loss::Softmax, negative: 5, dim: 10, bigram_buckets: 1 << 20, subword_buckets: 0,
-//!     pool: Pool::Mean, end_of_text: true, bias: false, lr_schedule: LrSchedule::Linear, lr_hold: 0.25,
-//!     seed: 1,
-//! };
+//! let cfg = BowConfig { vocab: 30_000, classes: 2, bigram_buckets: 1 << 20, ..BowConfig::default() };
 //! let model = Bow::new(cfg, AdamAsync::new(0.01f32, 0.9, 0.999, 1e-8))?;
 //! executor::startup(&model);
-//! let files = vec!["part-0".into(), "part-1".into()];
-//! let report = executor::run_from_files(&model, &desc, &files, 4, &["loss"], &RunOptions::default(), None)?;
-//! println!("mean loss {}", report.fetched[0].1);
+//! let report = Run::new(&model, &desc).threads(4).train(&["part-0", "part-1"])?;
+//! println!("mean loss {}", report.get("loss").unwrap());
 //! # Ok(()) }
-//! ```
+//! //! ```
 
 mod report;
 mod run;
 mod sources;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,22 +54,38 @@ pub use run::MAX_THREADS;
 use run::{check_threads, Spec};
 use sources::{InOrder, Memory, Stream};
 
-/// How a run reports and reads.
+/// How a run reports and reads. [`RunOptions::default`] prints a progress line every 100
+/// batches ([`Progress::Auto`]: a spinner on a terminal, plain lines otherwise), measures no
+/// stage times, reads with [`FeedOptions::default`] (one epoch, streamed) and runs to its end:
+///
+/// ```
+/// use hogwild::executor::RunOptions;
+/// use hogwild::feed::{FeedMode, FeedOptions};
+///
+/// let options = RunOptions {
+///     print_period: 0, // quiet
+///     feed: FeedOptions { epochs: 5, mode: FeedMode::InMemory { shuffle: Some(1) }, ..FeedOptions::default() },
+///     ..RunOptions::default()
+/// };
+/// assert!(options.span.is_none());
+/// ```
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Print a line every this many batches (all threads together); 0 prints nothing.
+    /// Print a line every this many batches (all threads together); 0 prints nothing. Default
+    /// 100.
     pub print_period: usize,
-    /// Where and how progress is shown.
+    /// Where and how progress is shown. Default [`Progress::Auto`].
     pub progress: Progress,
-    /// Measure and print per-stage times (read, forward, backward, update).
+    /// Measure and print per-stage times (read, forward, backward, update). Default off.
     pub debug: bool,
     /// The data feed's options; its thread count is set to the run's. `feed.epochs` passes are made
     /// in one run; `feed.mode` says whether training streams the files or loads them once.
+    /// Default [`FeedOptions::default`].
     pub feed: FeedOptions,
     /// Asks the run to stop early (see [`Stop`]); by default nothing does.
     pub stop: Stop,
-    /// Where a training run sits in a longer schedule (see [`Span`]); `None`: the run is the
-    /// whole schedule.
+    /// Where a training run sits in a longer schedule (see [`Span`]); `None` (the default): the
+    /// run is the whole schedule.
     pub span: Option<Span>,
 }
 
@@ -85,7 +95,9 @@ pub struct RunOptions {
 /// them and not to zero in each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span {
+    /// Epochs of the schedule trained before this run.
     pub before: usize,
+    /// Epochs of the whole schedule.
     pub total: usize,
 }
 
@@ -150,6 +162,7 @@ pub struct EpochReport {
     /// epoch's instances; then the model's run metrics ([`Model::run_metrics`]) gathered since the
     /// previous epoch's report.
     pub fetched: Vec<(String, f64)>,
+    /// Instances trained in the epoch, by all threads.
     pub instances: u64,
     /// Time from the start of the run to the end of this epoch.
     pub elapsed: Duration,
@@ -203,8 +216,11 @@ pub struct RunReport {
     /// scores; then the model's run metrics ([`Model::run_metrics`]) over the whole run (the sum
     /// of the epochs' values).
     pub fetched: Vec<(String, f64)>,
+    /// Batches run, by all threads.
     pub batches: u64,
+    /// Instances run, by all threads.
     pub instances: u64,
+    /// Wall-clock time of the run.
     pub elapsed: Duration,
     /// Per-stage times summed over threads (debug mode only).
     pub stages: Option<StageTimes>,
@@ -262,6 +278,148 @@ impl RunReport {
     }
 }
 
+/// A run of a model over data laid out by a desc: training, evaluation or prediction, set up
+/// with builder calls and done by its last call ([`Run::train`], [`Run::train_dataset`],
+/// [`Run::eval`], [`Run::predict`]). By default it runs on every core ([`default_threads`]),
+/// fetches every metric the model reports, with [`RunOptions::default`] and no epoch hook.
+///
+/// ```no_run
+/// # use hogwild::{executor::{Run, RunOptions}, feed::DataFeedDesc, models::{Bow, BowConfig}, optim::Sgd};
+/// # fn main() -> hogwild::Result<()> {
+/// # let desc = DataFeedDesc::from_file("data.prototxt".as_ref())?;
+/// # let model = Bow::new(BowConfig { vocab: 10, classes: 2, ..BowConfig::default() }, Sgd { lr: 0.1f32 })?;
+/// let quiet = RunOptions { print_period: 0, ..RunOptions::default() };
+/// let hook = |e: &hogwild::executor::EpochReport| { println!("{}", e.line(2)); Ok(()) };
+/// let report = Run::new(&model, &desc).threads(2).options(&quiet).on_epoch(&hook).train(&["train.txt"])?;
+/// let test = Run::new(&model, &desc).fetch(&["accuracy"]).eval(&["test.txt"])?;
+/// println!("{} instances, accuracy {:?}", report.instances, test.get("accuracy"));
+/// # Ok(()) }
+/// ```
+pub struct Run<'a, M> {
+    model: &'a M,
+    desc: &'a DataFeedDesc,
+    threads: usize,
+    fetch: &'a [&'a str],
+    options: Option<&'a RunOptions>,
+    on_epoch: Option<&'a EpochHook<'a>>,
+}
+
+/// The number of threads a [`Run`] uses unless told: every core (at most [`MAX_THREADS`]).
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS))
+}
+
+impl<'a, M: Model> Run<'a, M> {
+    /// A run of `model` over data laid out by `desc`.
+    pub fn new(model: &'a M, desc: &'a DataFeedDesc) -> Self {
+        Self {
+            model,
+            desc,
+            threads: default_threads(),
+            fetch: &[],
+            options: None,
+            on_epoch: None,
+        }
+    }
+
+    /// Runs `threads` worker threads (1 to [`MAX_THREADS`]).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// Returns these metrics, in this order (an unknown name fails the run before it starts);
+    /// by default every metric the model reports.
+    pub fn fetch(mut self, names: &'a [&'a str]) -> Self {
+        self.fetch = names;
+        self
+    }
+
+    /// Reports and reads as `options` says (epochs, in-memory or streamed data, progress).
+    pub fn options(mut self, options: &'a RunOptions) -> Self {
+        self.options = Some(options);
+        self
+    }
+
+    /// Calls `hook` once per finished training epoch, in order (see [`EpochHook`]).
+    pub fn on_epoch(mut self, hook: &'a EpochHook<'a>) -> Self {
+        self.on_epoch = Some(hook);
+        self
+    }
+
+    /// Trains the model on `files` for `options.feed.epochs` passes: loaded once with
+    /// [`FeedMode::InMemory`], streamed (re-read every epoch) otherwise.
+    pub fn train<P: AsRef<Path>>(self, files: &[P]) -> Result<RunReport> {
+        let default = RunOptions::default();
+        let files = paths(files);
+        let options = self.options.unwrap_or(&default);
+        run_from_files(
+            self.model,
+            self.desc,
+            &files,
+            self.threads,
+            self.fetch,
+            options,
+            self.on_epoch,
+        )
+    }
+
+    /// Trains the model on `data`, a dataset loaded into memory ([`InMemoryDataset::load`]),
+    /// for `options.feed.epochs` epochs. [`FeedMode::InMemory`]'s seed shuffles the instances
+    /// (file order without one); `options.feed.batch_size` overrides the desc's. The same seed
+    /// and thread count give the same batches, whichever thread trains them.
+    pub fn train_dataset(self, data: &InMemoryDataset) -> Result<RunReport> {
+        let default = RunOptions::default();
+        let options = self.options.unwrap_or(&default);
+        train_dataset(
+            self.model,
+            self.desc,
+            data,
+            self.threads,
+            self.fetch,
+            options,
+            self.on_epoch,
+        )
+    }
+
+    /// Evaluates the model on `files` without changing it: the metrics over every instance.
+    pub fn eval<P: AsRef<Path>>(self, files: &[P]) -> Result<RunReport> {
+        let default = RunOptions::default();
+        let options = self.options.unwrap_or(&default);
+        eval_from_files(
+            self.model,
+            self.desc,
+            &paths(files),
+            self.threads,
+            self.fetch,
+            options,
+            None,
+        )
+    }
+
+    /// Writes the model's prediction for every instance of `files` to `out`, one line each, in
+    /// input order whatever the thread count (each file is loaded into memory in turn and its
+    /// batches shared by the threads); commit `out` ([`Output::commit`]) once this succeeded: a
+    /// file output dropped uncommitted leaves its target as it was.
+    pub fn predict<P: AsRef<Path>>(self, files: &[P], out: &mut Output) -> Result<RunReport> {
+        let default = RunOptions::default();
+        let options = self.options.unwrap_or(&default);
+        eval_from_files(
+            self.model,
+            self.desc,
+            &paths(files),
+            self.threads,
+            self.fetch,
+            options,
+            Some(out),
+        )
+    }
+}
+
+fn paths<P: AsRef<Path>>(files: &[P]) -> Vec<PathBuf> {
+    files.iter().map(|f| f.as_ref().to_path_buf()).collect()
+}
+
 /// The startup step, run once on a fresh model before its first training run (Paddle's startup
 /// program): initialises the parameters. A model loaded from a checkpoint skips it.
 pub fn startup<M: Model>(model: &M) {
@@ -273,7 +431,7 @@ pub fn startup<M: Model>(model: &M) {
 /// reports). With [`FeedMode::InMemory`] the files are loaded once and the run is
 /// [`train_dataset`]'s; otherwise the feed streams them, re-reading them every epoch.
 /// `on_epoch` is called once per finished epoch, in order (see [`EpochHook`]).
-pub fn run_from_files<M: Model>(
+pub(crate) fn run_from_files<M: Model>(
     model: &M,
     desc: &DataFeedDesc,
     files: &[PathBuf],
@@ -313,7 +471,7 @@ pub fn run_from_files<M: Model>(
 /// `options.feed.batch_size` overrides the desc's. The same seed and thread count give the same
 /// batches (whichever thread trains them). `on_epoch` is called once per finished epoch, in
 /// order (see [`EpochHook`]); the report lists every epoch's metrics.
-pub fn train_dataset<M: Model>(
+pub(crate) fn train_dataset<M: Model>(
     model: &M,
     desc: &DataFeedDesc,
     data: &InMemoryDataset,
@@ -339,7 +497,7 @@ pub fn train_dataset<M: Model>(
 /// in sequence (so memory holds one file at a time). The caller commits the output once the run
 /// succeeded ([`Output::commit`]); a file output dropped uncommitted leaves its target as it
 /// was. Without, the feed streams the files.
-pub fn eval_from_files<M: Model>(
+pub(crate) fn eval_from_files<M: Model>(
     model: &M,
     desc: &DataFeedDesc,
     files: &[PathBuf],

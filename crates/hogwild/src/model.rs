@@ -5,14 +5,139 @@
 //! all worker threads (`Sync`); everything a thread needs for itself (activations, gradients, scratch
 //! buffers) lives in its [`Model::Worker`], created once per thread and reused for every batch.
 //! A worker computes single-threaded: the executor's threads are the only parallelism.
+//!
+//! # A model of your own
+//!
+//! A linear regression `y ≈ w·x + b` over a dense float slot `x` (two values per instance) and
+//! a float label `y`, trained Hogwild-style from a MultiSlot file (each line holds every slot
+//! of the desc in order, as `<count> <values...>`: `2 0.5 1.0 1 1.5` is `x = [0.5, 1.0]`,
+//! `y = 1.5`). Its one [`Table`] row holds the weights and the bias; each batch is one
+//! optimizer step, the [`Table::begin`] -> [`Table::update_row`] -> [`Table::finish`]
+//! protocol of the store:
+//!
+//! ```
+//! use hogwild::feed::{Batch, DataFeedDesc, Slot, SlotType};
+//! use hogwild::model::{used_slot, Model, StageTimes};
+//! use hogwild::optim::Sgd;
+//! use hogwild::{executor::Run, Error, Result, Table};
+//!
+//! /// Row 0 of `params`: the weights of `x`, then the bias.
+//! struct LinReg {
+//!     params: Table,
+//!     opt: Sgd<f32>,
+//! }
+//! /// A thread's slot positions and gradient buffer.
+//! struct Worker {
+//!     x: usize,
+//!     y: usize,
+//!     grad: Vec<f32>,
+//! }
+//!
+//! impl LinReg {
+//!     /// The error of instance `i` (prediction minus label), and its `x`.
+//!     fn error<'b>(&self, w: &Worker, batch: &'b Batch, i: usize) -> Result<(f32, &'b [f32])> {
+//!         let x = batch.slots[w.x].f32s(i).unwrap(); // `used_slot` checked the type
+//!         if x.len() + 1 != self.params.dim() {
+//!             return Err(Error::model(format!("slot \"x\", instance {i}: {} values", x.len())));
+//!         }
+//!         let bias = self.params.weights(0)[x.len()].load();
+//!         Ok((self.params.dot(0, x) + bias - batch.slots[w.y].f32s(i).unwrap()[0], x))
+//!     }
+//! }
+//!
+//! impl Model for LinReg {
+//!     type Worker = Worker;
+//!     fn metrics(&self) -> Vec<String> {
+//!         vec!["mse".into()]
+//!     }
+//!     fn startup(&self) {} // zero weights are a fine start
+//!     fn worker(&self, desc: &DataFeedDesc) -> Result<Worker> {
+//!         let (x, y) = (used_slot(desc, "x", SlotType::F32)?, used_slot(desc, "y", SlotType::F32)?);
+//!         Ok(Worker { x, y, grad: vec![1.0; self.params.dim()] }) // the bias's gradient stays 1
+//!     }
+//!     fn train_batch(&self, w: &mut Worker, batch: &Batch, out: &mut [f64], _: Option<&mut StageTimes>) -> Result<()> {
+//!         let step = self.params.begin(&self.opt, false)?; // dense: every weight moves
+//!         let mut squares = 0.0;
+//!         for i in 0..batch.len {
+//!             let (e, x) = self.error(w, batch, i)?;
+//!             squares += f64::from(e * e);
+//!             w.grad[..x.len()].copy_from_slice(x);
+//!             self.params.update_row(&self.opt, &step, 0, &w.grad, 2.0 * e); // gradient 2e·(x, 1)
+//!         }
+//!         self.params.finish(&self.opt, false, 1); // one row touched
+//!         out[0] = squares / batch.len as f64;
+//!         Ok(())
+//!     }
+//!     fn eval_batch(&self, w: &mut Worker, batch: &Batch, out: &mut [f64], _: Option<&mut String>) -> Result<()> {
+//!         let squares: Result<f64> = (0..batch.len).map(|i| Ok(f64::from(self.error(w, batch, i)?.0.powi(2)))).sum();
+//!         out[0] = squares? / batch.len as f64;
+//!         Ok(())
+//!     }
+//!     fn tables(&self) -> Vec<&Table> {
+//!         vec![&self.params]
+//!     }
+//!     fn describe(&self) -> String {
+//!         format!("linreg {}", self.params.dim() - 1)
+//!     }
+//! }
+//!
+//! # fn main() -> Result<()> {
+//! let dir = std::env::temp_dir().join(format!("hogwild-linreg-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let file = dir.join("train.txt");
+//! let lines: String = (0..200).map(|i| {
+//!     let (a, b) = ((i % 10) as f32 / 10.0, (i % 7) as f32 / 7.0);
+//!     format!("2 {a} {b} 1 {}\n", 2.0 * a - b + 0.5)
+//! }).collect();
+//! std::fs::write(&file, lines)?;
+//! let desc = DataFeedDesc::multi_slot(10, vec![Slot::dense("x", SlotType::F32, &[2]), Slot::dense("y", SlotType::F32, &[1])]);
+//! let opt = Sgd { lr: 0.05f32 };
+//! let model = LinReg { params: Table::new("params", 1, 3, &opt)?, opt };
+//! let quiet = hogwild::RunOptions { print_period: 0, ..Default::default() };
+//! for _ in 0..30 {
+//!     Run::new(&model, &desc).threads(2).options(&quiet).train(&[&file])?;
+//! }
+//! let mse = Run::new(&model, &desc).options(&quiet).eval(&[&file])?.get("mse").unwrap();
+//! assert!(mse < 1e-3, "mse {mse}");
+//! let mut w = [0.0f32; 3];
+//! model.params.read_weights(0, &mut w);
+//! assert!((w[0] - 2.0).abs() < 0.1 && (w[1] + 1.0).abs() < 0.1 && (w[2] - 0.5).abs() < 0.1, "{w:?}");
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok(()) }
+//! ```
 
 use std::time::Duration;
 
 use crate::checkpoint::Section;
-use crate::feed::{Batch, DataFeedDesc, InMemoryDataset};
+use crate::feed::{Batch, DataFeedDesc, InMemoryDataset, SlotType};
 use crate::metrics::Auc;
 use crate::store::Table;
-use crate::Result;
+use crate::{Error, Result};
+
+/// The position of the used slot `name` of `desc` among its used slots: the index of its
+/// values in every [`Batch::slots`]. Fails, naming the slot, when `desc` has no such used slot
+/// or holds it with another type than `kind`: what [`Model::worker`] checks.
+pub fn used_slot(desc: &DataFeedDesc, name: &str, kind: SlotType) -> Result<usize> {
+    let used = desc.used_slots();
+    let at = used
+        .iter()
+        .position(|s| s.name == name)
+        .ok_or_else(|| Error::InvalidConfig {
+            field: format!("slot \"{name}\""),
+            reason: "the DataFeedDesc has no used slot of that name".into(),
+        })?;
+    if used[at].slot_type() != kind {
+        return Err(Error::InvalidConfig {
+            field: format!("slot \"{name}\""),
+            reason: format!(
+                "must be a {} slot in the DataFeedDesc, not {}",
+                kind.name(),
+                used[at].slot_type().name()
+            ),
+        });
+    }
+    Ok(at)
+}
 
 /// Time spent per stage, summed over batches (and threads, in a run's report). Filled only in
 /// debug mode.
@@ -20,8 +145,11 @@ use crate::Result;
 pub struct StageTimes {
     /// Waiting for a batch from the feed.
     pub read: Duration,
+    /// Computing the predictions.
     pub forward: Duration,
+    /// Computing the gradients.
     pub backward: Duration,
+    /// Applying them to the tables.
     pub update: Duration,
 }
 

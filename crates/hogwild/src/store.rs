@@ -57,6 +57,47 @@ pub const MAX_SLOTS: usize = 4;
 
 /// One parameter table: `rows` rows of `dim` weights, each row followed by its optimizer slots, and
 /// the table's optimizer scalars. See the module documentation for the layout and the sharing rules.
+///
+/// # Updating a table: one optimizer step
+///
+/// A model updates a table in steps, each of three calls, from any number of threads at once:
+///
+/// 1. [`Table::begin`]`(&opt, sparse)` reads the table's optimizer scalars (AdamAsync's beta
+///    powers) and computes what the step needs once (AdamAsync's bias-corrected rate). `sparse`
+///    says which rule applies, as TensorFlow's dense and sparse optimizer ops differ: `true` for a
+///    step that updates the rows an instance uses (embeddings: AdamAsync's lazy sparse rule, or
+///    RMSProp with `apply_sparse_rmsprop`), `false` for one that updates every weight it owns
+///    (a dense layer: Nesterov momentum applies when asked).
+/// 2. [`Table::update_row`]`(&opt, &step, row, grad, scale)` applies the rule to one row with
+///    gradient `scale * grad`, as many rows and times as the step needs ([`Table::update_runs`]
+///    for parts of a wide row). Each element's read-modify-write is Hogwild's: another thread's
+///    concurrent update of the same element may be lost, none is torn.
+/// 3. [`Table::finish`]`(&opt, sparse, touched)` ends the step and advances the scalars once,
+///    however many threads finish steps at the same time. `touched` is the rows (or elements)
+///    the step updated: a step that touched nothing (`touched = 0`) leaves AdamAsync's powers
+///    where they are, as DeepRec's sparse op does for an empty gradient.
+///
+/// A model's batch is typically one step per table (the built-in models' is), so the scalars
+/// advance once per batch, as a TensorFlow graph's do once per `minimize`.
+///
+/// ```
+/// use hogwild::optim::AdamAsync;
+/// use hogwild::Table;
+///
+/// let opt = AdamAsync::new(0.1f32, 0.9, 0.999, 1e-8);
+/// let table = Table::new("embedding", 4, 2, &opt)?; // 4 rows of 2 weights (+ m, v slots)
+/// assert_eq!((table.stride(), table.scalars()), (6, vec![0.9, 0.999]));
+/// let step = table.begin(&opt, true)?;
+/// table.update_row(&opt, &step, 3, &[1.0, -1.0], 1.0); // row 3 only: a lazy sparse update
+/// table.finish(&opt, true, 1);
+/// let mut row = [0.0f32; 2];
+/// table.read_weights(3, &mut row);
+/// assert!(row[0] < 0.0 && row[1] > 0.0); // moved against the gradient
+/// table.read_weights(0, &mut row);
+/// assert_eq!(row, [0.0, 0.0]); // untouched
+/// assert!((table.scalars()[0] - 0.81).abs() < 1e-6); // beta1_power advanced once
+/// # Ok::<(), hogwild::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Table {
     name: String,
@@ -81,8 +122,11 @@ pub struct Table {
 /// not as every row (`checkpoint.rs`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Drawn {
+    /// The generator's seed.
     pub seed: u64,
+    /// The half-width of the uniform range.
     pub scale: f32,
+    /// The first weight drawn in a row (those before it start at zero).
     pub from: usize,
 }
 
@@ -451,7 +495,9 @@ impl Table {
         Ok(())
     }
 
-    /// Starts an optimizer step: reads the scalars and computes the per-step values.
+    /// Starts an optimizer step: reads the scalars and computes the per-step values (see
+    /// [Updating a table](Table#updating-a-table-one-optimizer-step)). `sparse` picks the
+    /// optimizer's sparse rule (rows an instance uses) or its dense one (every weight).
     #[inline]
     pub fn begin<O: Optimizer<f32>>(&self, opt: &O, sparse: bool) -> Result<O::Step> {
         let mut scalars = [0.0f32; MAX_SLOTS];
@@ -463,7 +509,7 @@ impl Table {
 
     /// Applies `opt`'s rule to row `row` with gradient `scale * grad` (`dim` long): each weight and
     /// its slots are loaded into locals, updated, and stored back (plain SGD's rule 16 bytes at a
-    /// time where the processor allows, [`bulk::sgd_step`]: the same arithmetic, the same bits).
+    /// time where the processor allows, `bulk::sgd_step`: the same arithmetic, the same bits).
     #[inline(always)]
     pub fn update_row<O: Optimizer<f32>>(
         &self,
@@ -523,7 +569,9 @@ impl Table {
         self.write_runs(row, buf, runs);
     }
 
-    /// Ends an optimizer step that touched `touched` rows or elements: advances the scalars with a
+    /// Ends an optimizer step that touched `touched` rows or elements (0: the step changed nothing,
+    /// and AdamAsync's powers stay where they are; `sparse` as given to [`Table::begin`]):
+    /// advances the scalars with a
     /// compare-and-swap loop per scalar, so concurrent steps each advance them once. Each scalar's new
     /// value may depend on the scalars' current values (all of AdamAsync's do on their own only).
     pub fn finish<O: Optimizer<f32>>(&self, opt: &O, sparse: bool, touched: usize) {

@@ -52,7 +52,9 @@ pub struct WordVectors {
 /// A word of a ranking: its index and its cosine similarity with the query.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Neighbour {
+    /// The word's index among the vectors.
     pub index: usize,
+    /// Its cosine similarity with the query.
     pub similarity: f32,
 }
 
@@ -61,7 +63,9 @@ pub struct Neighbour {
 /// its vocabulary ([`Word2Vec::ngram_vector`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Term {
+    /// One of the vectors' words, by its index.
     Word(usize),
+    /// A vector of its own.
     Vector(Vec<f32>),
 }
 
@@ -84,6 +88,7 @@ impl Query {
 /// gensim's `load_word2vec_format` keeps it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Duplicate {
+    /// The word.
     pub word: String,
     /// The line of the ignored vector.
     pub line: u64,

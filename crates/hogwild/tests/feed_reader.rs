@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use hogwild::executor::{run_from_files, train_dataset, RunOptions};
+use hogwild::executor::{Run, RunOptions};
 use hogwild::feed::{
     start_feed, Batch, DataFeedDesc, ErrorPolicy, FeedMode, FeedOptions, InMemoryDataset,
     LinePrefix, SlotValues,
@@ -351,7 +351,11 @@ fn in_memory_epochs_are_shuffled_reproducibly_without_reloading() {
     drop(dir);
     let batches = |opts: &RunOptions| {
         let model = Recorder::new(2, 0);
-        train_dataset(&model, &imdb(), &dataset, 2, &[], opts, None).unwrap();
+        Run::new(&model, &imdb())
+            .threads(2)
+            .options(opts)
+            .train_dataset(&dataset)
+            .unwrap();
         model.batches()
     };
     let first = batches(&opts);
@@ -383,7 +387,11 @@ fn in_memory_training_serves_the_faster_worker_more() {
     let file = write(dir.path(), "a", &lines(0, 200));
     let model = Recorder::new(2, 2);
     let opts = in_memory(2, 2, Some(9));
-    let r = run_from_files(&model, &imdb(), &[file], 2, &[], &opts, None).unwrap();
+    let r = Run::new(&model, &imdb())
+        .threads(2)
+        .options(&opts)
+        .train(&[file])
+        .unwrap();
     assert_eq!(r.instances, 400);
     let seen = model.seen.lock().unwrap().clone();
     let per_worker: Vec<Vec<u64>> = seen.iter().map(|w| w.concat()).collect();
@@ -403,16 +411,11 @@ fn in_memory_through_run_from_files() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "a", &lines(0, 11));
     let model = Recorder::new(3, 0);
-    let r = run_from_files(
-        &model,
-        &imdb(),
-        &[file],
-        3,
-        &[],
-        &in_memory(3, 2, Some(7)),
-        None,
-    )
-    .unwrap();
+    let r = Run::new(&model, &imdb())
+        .threads(3)
+        .options(&in_memory(3, 2, Some(7)))
+        .train(&[file])
+        .unwrap();
     assert_eq!((r.instances, r.epochs.len()), (22, 2));
     let mut seen = BTreeMap::new();
     for id in model.batches().concat() {

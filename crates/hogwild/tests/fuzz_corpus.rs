@@ -1,5 +1,5 @@
 //! The fuzz targets on every `cargo test`, with no extra toolchain: each target's checked-in corpus
-//! (`fuzz/corpus/<target>/`) is replayed, then seeded random mutations of it (bit flips, bytes
+//! (`tests/corpus/<target>/`, inside the crate so that the packaged crate's tests read it too) is replayed, then seeded random mutations of it (bit flips, bytes
 //! and tokens inserted or replaced, ranges deleted, duplicated or spliced from another entry)
 //! run through the same target functions as cargo-fuzz (`tests/support/fuzz_targets.rs`) for a
 //! bounded number of inputs and time. Without coverage feedback this finds less than `make
@@ -67,7 +67,7 @@ const TOKENS: &[&[u8]] = &[
 /// The checked-in corpus of `target`, in name order.
 fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
+        .join("tests/corpus")
         .join(target);
     let mut entries: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use hogwild::executor::{self, Progress, RunOptions};
+use hogwild::executor::{self, Progress, Run, RunOptions};
 use hogwild::feed::DataFeedDesc;
 use hogwild::models::{text_to_ids, Input, Vocab, Word2Vec, Word2VecConfig};
 use hogwild::optim::Sgd;
@@ -89,7 +89,11 @@ fn text_to_vectors_in_two_threads() {
     };
     let mut losses = Vec::new();
     for _ in 0..4 {
-        let r = executor::run_from_files(&model, &desc, &ids, 2, &[], &quiet, None).unwrap();
+        let r = Run::new(&model, &desc)
+            .threads(2)
+            .options(&quiet)
+            .train(&ids)
+            .unwrap();
         assert_eq!(r.instances, 600);
         assert_eq!(r.get("effective_words"), Some(6000.0));
         losses.push(r.get("loss").unwrap());

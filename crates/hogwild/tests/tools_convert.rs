@@ -4,15 +4,14 @@ use std::io::Cursor;
 
 use std::path::Path;
 
-use hogwild::executor::{self, Progress, RunOptions};
+use hogwild::executor::{self, Progress, Run, RunOptions};
 use hogwild::feed::DataFeedDesc;
 use hogwild::models::{Ctr, CtrKind, ModelConfig, ModelKind};
 use hogwild::subwords::Subwords;
 use hogwild::tools::check_file;
 use hogwild::tools::convert::{
-    convert_csv, convert_fasttext, convert_libsvm, convert_vw, fasttext_desc, fasttext_hash,
-    libsvm_ctr_keys, libsvm_desc, vw_ctr_keys, vw_desc, CsvOptions, FastTextOptions, Vocabulary,
-    WordIds,
+    convert_csv, convert_libsvm, convert_vw, fasttext_desc, fasttext_hash, libsvm_ctr_keys,
+    libsvm_desc, vw_ctr_keys, vw_desc, CsvOptions, FastTextOptions, Vocabulary, WordIds,
 };
 
 #[path = "support/ctr_toy.rs"]
@@ -21,7 +20,8 @@ use ctr_toy::value_dependent;
 
 fn fasttext(input: &str, vocab: &Vocabulary, opts: &FastTextOptions) -> String {
     let mut out = Vec::new();
-    convert_fasttext(Cursor::new(input), "in", &mut out, vocab, opts).unwrap();
+    opts.convert(vocab, Cursor::new(input), "in", &mut out)
+        .unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -110,7 +110,7 @@ fn fasttext_errors_name_file_and_line() {
         subwords: None,
     };
     let run = |input: &str| {
-        convert_fasttext(Cursor::new(input), "test.txt", Vec::new(), &vocab, &opts)
+        opts.convert(&vocab, Cursor::new(input), "test.txt", Vec::new())
             .unwrap_err()
             .to_string()
     };
@@ -398,8 +398,16 @@ fn converted_auc(dir: &Path, format: &str, kind: &str, keys: &str, train: &str, 
     };
     options.feed.epochs = 5;
     executor::startup(&m);
-    executor::run_from_files(&m, &desc, &train, 2, &[], &options, None).unwrap();
-    let r = executor::eval_from_files(&m, &desc, &test, 1, &[], &options, None).unwrap();
+    Run::new(&m, &desc)
+        .threads(2)
+        .options(&options)
+        .train(&train)
+        .unwrap();
+    let r = Run::new(&m, &desc)
+        .threads(1)
+        .options(&options)
+        .eval(&test)
+        .unwrap();
     r.get("auc").unwrap()
 }
 

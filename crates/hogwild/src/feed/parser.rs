@@ -16,49 +16,94 @@ pub enum LineErrorKind {
     /// The line ends where a slot's count should be.
     MissingCount,
     /// The count is not an integer.
-    BadCount { text: String },
+    BadCount {
+        /// The count as written.
+        text: String,
+    },
     /// The count is negative.
-    NegativeCount { text: String },
+    NegativeCount {
+        /// The count as written.
+        text: String,
+    },
     /// The count is 0 (Paddle requires at least one value per slot).
     ZeroCount,
     /// The count cannot fit in the rest of the line.
-    CountTooLarge { text: String, room: usize },
+    CountTooLarge {
+        /// The count as written.
+        text: String,
+        /// The most values the rest of the line could hold.
+        room: usize,
+    },
     /// The line ends before the slot's values do.
-    Truncated { count: u64, found: u64 },
+    Truncated {
+        /// The slot's count.
+        count: u64,
+        /// The values found before the line ended.
+        found: u64,
+    },
     /// A value is not a number of the slot's type (`index` counts from 1).
     NotNumber {
+        /// The value's position in the slot, from 1.
         index: u64,
+        /// The value as written.
         text: String,
+        /// The slot's type.
         kind: SlotType,
     },
     /// A value is a number but outside the slot type's range (or not finite).
     OutOfRange {
+        /// The value's position in the slot, from 1.
         index: u64,
+        /// The value as written.
         text: String,
+        /// The slot's type.
         kind: SlotType,
     },
     /// A dense slot's count differs from its per-instance width.
     DenseWidth {
+        /// The slot's count on this line.
         count: u64,
+        /// The width expected.
         expected: u64,
+        /// Whether the width comes from the slot's shape (else from earlier lines of the batch).
         from_shape: bool,
     },
     /// Something follows the last slot.
-    TrailingGarbage { text: String },
+    TrailingGarbage {
+        /// What follows (possibly shortened).
+        text: String,
+    },
     /// The line starts with a byte order mark (`utf16`: a UTF-16 one), which would show as
     /// nothing in the token it spoils.
-    ByteOrderMark { utf16: bool },
+    ByteOrderMark {
+        /// Whether it is a UTF-16 one.
+        utf16: bool,
+    },
     /// The line holds a NUL byte at `column` (from 1): binary or corrupt data.
-    NulByte { column: usize },
+    NulByte {
+        /// The byte's column, from 1.
+        column: usize,
+    },
     /// The line ends before a field of its [`LinePrefix`] (`field`: `ins_id`, `content` or
     /// `logkey`).
-    PrefixMissing { field: &'static str },
+    PrefixMissing {
+        /// The field.
+        field: &'static str,
+    },
     /// A field of the [`LinePrefix`] does not start with the count 1 Paddle's layout has
     /// (`1 <id>`).
-    PrefixCount { field: &'static str, text: String },
+    PrefixCount {
+        /// The field.
+        field: &'static str,
+        /// What stands where the count should.
+        text: String,
+    },
     /// The first slot's first value is no number and the line starts `1 <token>`: the line
     /// likely starts with an instance id that no [`LinePrefix`] was set to read.
-    UnreadInstanceId { text: String },
+    UnreadInstanceId {
+        /// The token that looks like an instance id.
+        text: String,
+    },
 }
 
 impl LineErrorKind {
@@ -170,6 +215,19 @@ pub struct LineError {
     /// What is wrong.
     pub kind: LineErrorKind,
 }
+
+/// `slot 2: count 0 ...` (the slot by its index in the desc; the feed's own errors,
+/// [`crate::Error::Parse`], name the file, the line and the slot's name instead).
+impl fmt::Display for LineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.slot {
+            Some(slot) => write!(f, "slot {slot}: {}", self.kind),
+            None => write!(f, "{}", self.kind),
+        }
+    }
+}
+
+impl std::error::Error for LineError {}
 
 #[derive(Debug, Clone)]
 struct SlotSpec {

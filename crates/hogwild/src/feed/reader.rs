@@ -159,7 +159,10 @@ pub enum FeedMode {
     Stream,
     /// Load the files once; every epoch is served from memory. `shuffle: Some(seed)` shuffles
     /// the instances (the same seed, the same batches); `None` keeps file order.
-    InMemory { shuffle: Option<u64> },
+    InMemory {
+        /// The seed of the shuffle, or `None` for file order.
+        shuffle: Option<u64>,
+    },
 }
 
 /// What a feed did, reported by [`FeedHandle::join`].
@@ -472,7 +475,7 @@ impl WorkerQueue {
     }
 
     /// The next batch; `None` at the end of the data or once the feed is stopped. Its own
-    /// queue's first; when that stays empty for [`STEAL_AFTER`], the oldest batch of another
+    /// queue's first; when that stays empty for a short wait, the oldest batch of another
     /// worker's queue; once its own has ended (all producers done), the others' until they are
     /// empty too.
     pub fn recv(&mut self) -> Option<Batch> {

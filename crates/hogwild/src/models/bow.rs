@@ -35,6 +35,7 @@ use crate::model::{Model, RunPlan, StageTimes};
 use crate::optim::{LinearDecay, Optimizer};
 use crate::rng::{fasttext_bigram, mix64, unit_f32};
 use crate::store::{in_row_ranges, Table};
+use crate::tools::convert::{FastTextOptions, Vocabulary};
 use crate::{Error, Result};
 
 /// How the embedding rows of an instance are combined.
@@ -59,49 +60,62 @@ pub enum LrSchedule {
     Constant,
 }
 
-/// The bag-of-words model's settings.
+/// The bag-of-words model's settings. [`BowConfig::default`] holds the defaults of a
+/// configuration file's `[model]` keys (the values below), except `vocab` and `classes`, which
+/// have none: they are 0 there, which [`Bow::new`] refuses, so a Rust user writes them and what
+/// else differs:
+///
+/// ```
+/// use hogwild::models::{BowConfig, Loss};
+///
+/// let cfg = BowConfig { vocab: 30_000, classes: 4, loss: Loss::Softmax, ..BowConfig::default() };
+/// assert_eq!((cfg.dim, cfg.words_slot.as_str(), cfg.lr_hold), (10, "words", 0.25));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BowConfig {
-    /// The uint64 slot holding word ids.
+    /// The uint64 slot holding word ids (default `"words"`).
     #[serde(default = "default_words")]
     pub words_slot: String,
-    /// The uint64 slot holding the class (one value per instance).
+    /// The uint64 slot holding the class (one value per instance; default `"label"`).
     #[serde(default = "default_label")]
     pub label_slot: String,
-    /// Number of word ids: ids must be below it.
+    /// Number of word ids: ids must be below it (no default; with data from
+    /// [`FastTextOptions::convert`](crate::tools::convert::FastTextOptions::convert), its
+    /// [`FastTextOptions::id_space`](crate::tools::convert::FastTextOptions::id_space)).
     pub vocab: usize,
-    /// Number of classes: labels must be below it.
+    /// Number of classes: labels must be below it (no default).
     pub classes: usize,
     /// The output layer's loss: `"softmax"`, `"hs"` (hierarchical softmax over a Huffman tree
     /// of the labels' counts, which the model keeps), `"ns"` (negative sampling: a sigmoid for
     /// the gold label and for `negative` labels drawn by the square roots of those counts) or
-    /// `"ova"` (one sigmoid per label: an instance may have several labels).
+    /// `"ova"` (one sigmoid per label: an instance may have several labels). Default: softmax.
     #[serde(default)]
     pub loss: Loss,
     /// With `loss = "ns"`: negative labels per instance (fastText's `-neg`); other losses
-    /// ignore it.
+    /// ignore it. Default 5.
     #[serde(default = "default_negative")]
     pub negative: usize,
-    /// Embedding width.
+    /// Embedding width (default 10).
     #[serde(default = "default_dim")]
     pub dim: usize,
-    /// Rows for hashed word bigrams (fastText's `bucket`); 0 disables bigrams.
+    /// Rows for hashed word bigrams (fastText's `bucket`); 0 (the default) disables bigrams.
     #[serde(default)]
     pub bigram_buckets: usize,
     /// Rows for hashed character n-grams (fastText's subwords with `-minn`/`-maxn`): ids of the
     /// words slot from `vocab` to `vocab + subword_buckets - 1` are the buckets of a word's
     /// n-grams, as fastText numbers them (`nwords + hash % bucket`), and `hogwild convert
     /// --subword-buckets` writes them after each word. They are pooled with everything else and
-    /// take no part in bigrams. 0: none, every id is a word below `vocab`.
+    /// take no part in bigrams. 0 (the default): none, every id is a word below `vocab`.
     #[serde(default)]
     pub subword_buckets: usize,
+    /// How an instance's rows are combined (default [`Pool::Mean`]).
     #[serde(default)]
     pub pool: Pool,
     /// Every instance also holds one learned end-of-text row (and, with bigrams, the bigram of
     /// its last word and the end), as fastText reads `</s>` at the end of every line. Pooled by
     /// the mean, it gives each instance a term that grows as the text gets shorter, which short
-    /// texts need; an instance without words still has it.
+    /// texts need; an instance without words still has it. On by default.
     #[serde(default = "default_true")]
     pub end_of_text: bool,
     /// A learned bias per class in the output layer. Off by default, as in fastText: at small
@@ -110,16 +124,38 @@ pub struct BowConfig {
     /// lose up to 10 points of accuracy with them).
     #[serde(default)]
     pub bias: bool,
-    /// How the learning rate changes over a training run.
+    /// How the learning rate changes over a training run (default [`LrSchedule::Linear`]).
     #[serde(default)]
     pub lr_schedule: LrSchedule,
     /// With the linear schedule: the share of the run, in `[0, 1)`, trained at the optimizer's
-    /// rate before the decay to zero starts (0: fastText's schedule).
+    /// rate before the decay to zero starts (0: fastText's schedule; default 0.25).
     #[serde(default = "default_lr_hold")]
     pub lr_hold: f64,
-    /// Seed of the initial embedding.
+    /// Seed of the initial embedding (default 0).
     #[serde(default)]
     pub seed: u64,
+}
+
+impl Default for BowConfig {
+    fn default() -> Self {
+        Self {
+            words_slot: default_words(),
+            label_slot: default_label(),
+            vocab: 0,
+            classes: 0,
+            loss: Loss::default(),
+            negative: default_negative(),
+            dim: default_dim(),
+            bigram_buckets: 0,
+            subword_buckets: 0,
+            pool: Pool::default(),
+            end_of_text: true,
+            bias: false,
+            lr_schedule: LrSchedule::default(),
+            lr_hold: default_lr_hold(),
+            seed: 0,
+        }
+    }
 }
 
 fn default_words() -> String {
@@ -668,6 +704,67 @@ impl<O: Optimizer<f32>> Bow<O> {
         self.forward(w);
         self.head.predict(&self.fc, &w.hidden, &mut w.head);
         Ok(&w.head.probs)
+    }
+
+    /// The `k` most probable labels of text `text` (fastText-style: words separated by
+    /// whitespace, `__label__` tokens skipped), most probable first, each with its name and
+    /// probability (for `ova`, each label's own sigmoid). The text becomes word ids as
+    /// [`FastTextOptions::convert`](crate::tools::convert::FastTextOptions::convert) converts it with `vocab`,
+    /// its words by the vocabulary and its character n-grams by the vocabulary's
+    /// [`subwords`](Vocabulary::subwords): the training data's conversion, unless that hashed
+    /// its words or added bigram ids (`hogwild convert --buckets`, `--bigram-buckets`), whose
+    /// ids [`FastTextOptions::text_ids`](crate::tools::convert::FastTextOptions::text_ids)
+    /// gives for [`Bow::predict_ids`]. Labels are named by the vocabulary (else by the model's
+    /// [`Labels`], else by number).
+    ///
+    /// ```
+    /// use hogwild::models::{Bow, BowConfig};
+    /// use hogwild::optim::Sgd;
+    /// use hogwild::tools::convert::Vocabulary;
+    ///
+    /// let mut vocab = Vocabulary::default();
+    /// vocab.scan("__label__pos good\n__label__neg bad\n".as_bytes(), "train.txt", true)?;
+    /// let cfg = BowConfig { vocab: vocab.word_ids() as usize, classes: 2, ..BowConfig::default() };
+    /// let model = Bow::new(cfg, Sgd { lr: 0.1f32 })?;
+    /// hogwild::executor::startup(&model);
+    /// let top = model.predict_text(&vocab, "good and unseen words", 2)?;
+    /// assert_eq!(top.len(), 2);
+    /// assert!(top[0].0 == "__label__pos" || top[0].0 == "__label__neg");
+    /// assert!(top[0].1 >= top[1].1);
+    /// # Ok::<(), hogwild::Error>(())
+    /// ```
+    pub fn predict_text(
+        &self,
+        vocab: &Vocabulary,
+        text: &str,
+        k: usize,
+    ) -> Result<Vec<(String, f32)>> {
+        let opts = FastTextOptions {
+            subwords: vocab.subwords(),
+            ..FastTextOptions::default()
+        };
+        let top = self.predict_ids(&opts.text_ids(vocab, text), k)?;
+        let names = vocab.label_names();
+        Ok(top
+            .into_iter()
+            .map(|(id, p)| match names.get(id) {
+                Some(name) => (name.clone(), p),
+                None => (self.labels.name(id), p),
+            })
+            .collect())
+    }
+
+    /// The `k` most probable classes of an instance of word ids `ids` (as the data's words slot
+    /// holds them), most probable first, each with its probability. Each call makes a worker's
+    /// buffers; a caller asking about many instances keeps one ([`Bow::new_worker`]) and calls
+    /// [`Bow::predict_instance`].
+    pub fn predict_ids(&self, ids: &[u64], k: usize) -> Result<Vec<(usize, f32)>> {
+        let mut worker = self.new_worker();
+        let probs = self.predict_instance(&mut worker, ids)?;
+        let mut top: Vec<(usize, f32)> = probs.iter().copied().enumerate().collect();
+        top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        top.truncate(k);
+        Ok(top)
     }
 
     /// Sets `w.golds` to instance `instance`'s labels `labels`: in range, and one of them unless

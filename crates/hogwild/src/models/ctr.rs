@@ -156,6 +156,14 @@ pub struct CtrConfig {
     pub seed: u64,
 }
 
+/// The defaults of a configuration file's `[model]` keys, except `buckets`, which has none: 0
+/// here, which [`Ctr::new`] refuses.
+impl Default for CtrConfig {
+    fn default() -> Self {
+        Self::new(0)
+    }
+}
+
 fn default_label() -> String {
     "label".into()
 }
@@ -170,7 +178,8 @@ const DEFAULT_DIM: usize = 8;
 const DEFAULT_FFM_DIM: usize = 4;
 
 impl CtrConfig {
-    /// Settings with every default over `buckets` rows.
+    /// Settings with every default over `buckets` rows (the same as `CtrConfig { buckets,
+    /// ..CtrConfig::default() }`).
     pub fn new(buckets: usize) -> Self {
         Self {
             label_slot: default_label(),

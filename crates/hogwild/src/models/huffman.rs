@@ -25,7 +25,9 @@ pub struct Huffman {
 /// A child of an inner node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Node {
+    /// A leaf: the label (or word) of this index.
     Leaf(usize),
+    /// An inner node of this index.
     Inner(usize),
 }
 

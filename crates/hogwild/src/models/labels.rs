@@ -98,7 +98,12 @@ pub enum PredictionFormat {
     Table,
     /// fastText's `predict` (`probs: false`) or `predict-prob` (`probs: true`): the labels `top`
     /// selects, by name (see the module documentation).
-    Labels { top: TopK, probs: bool },
+    Labels {
+        /// Which labels are written.
+        top: TopK,
+        /// Whether each label is followed by its probability.
+        probs: bool,
+    },
 }
 
 /// A classifier's label names, its prediction format and, while an evaluation counts them, the

@@ -24,6 +24,7 @@
 //! their slots are named); see
 //! `examples/word2vec/` and `examples/ctr/` for complete configurations.
 
+mod any;
 mod bow;
 mod ctr;
 mod huffman;
@@ -31,6 +32,7 @@ mod labels;
 mod loss;
 mod word2vec;
 
+pub use any::AnyModel;
 pub use bow::{Bow, BowConfig, BowWorker, LrSchedule, Pool};
 pub use ctr::{Ctr, CtrConfig, CtrKind, CtrWorker};
 pub use huffman::{Huffman, Node};
@@ -63,7 +65,9 @@ pub(crate) fn missing_label(slot: &str) -> Error {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
+    /// The `[model]` section: the kind and its settings.
     pub model: ModelKind,
+    /// The `[optimizer]` section.
     pub optimizer: OptimizerConfig,
 }
 
@@ -99,25 +103,36 @@ impl ModelKind {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum OptimizerConfig {
+    /// Plain SGD ([`Sgd`]).
     Sgd {
+        /// The learning rate.
         lr: f32,
     },
+    /// Adagrad ([`Adagrad`]).
     Adagrad {
+        /// The learning rate.
         lr: f32,
+        /// The accumulator's start (default 0.1).
         #[serde(default = "default_accumulator")]
         initial_accumulator: f32,
     },
+    /// AdamAsync ([`AdamAsync`]).
     AdamAsync {
+        /// The learning rate.
         lr: f32,
+        /// The first moment's decay (default 0.9).
         #[serde(default = "default_beta1")]
         beta1: f32,
+        /// The second moment's decay (default 0.999).
         #[serde(default = "default_beta2")]
         beta2: f32,
+        /// Added to the root of the second moment (default 1e-8).
         #[serde(default = "default_epsilon")]
         epsilon: f32,
         /// Sparse rows use the RMSProp rule (DeepRec's `apply_sparse_rmsprop`).
         #[serde(default)]
         rmsprop: bool,
+        /// Nesterov momentum on dense updates (default off).
         #[serde(default)]
         nesterov: bool,
     },
@@ -247,6 +262,7 @@ fn positive(field: &str, value: f32) -> Result<()> {
 
 /// An optimizer that can write itself back as configuration (for checkpoints).
 pub trait OptimizerDesc {
+    /// The configuration that builds this optimizer again.
     fn describe(&self) -> OptimizerConfig;
 }
 
@@ -450,7 +466,8 @@ impl ModelConfig {
     }
 
     /// Reads and parses a configuration file.
-    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
             path: path.display().to_string(),
             message: format!("cannot read the model config: {e}"),

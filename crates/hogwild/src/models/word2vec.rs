@@ -169,6 +169,14 @@ pub struct Word2VecConfig {
     pub subword_buckets: usize,
 }
 
+/// The defaults of a configuration file's `[model]` keys, except `vocab_file`, which has none
+/// (empty here: set it, or build the model with a [`Vocab`] of your own, [`Word2Vec::new`]).
+impl Default for Word2VecConfig {
+    fn default() -> Self {
+        Self::new(PathBuf::new())
+    }
+}
+
 fn default_words() -> String {
     "words".into()
 }
@@ -309,7 +317,9 @@ impl Word2VecConfig {
 /// A vocabulary: the word and its count for every id.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Vocab {
+    /// The word of every id.
     pub words: Vec<String>,
+    /// How often each word was counted, by id.
     pub counts: Vec<u64>,
 }
 
@@ -676,7 +686,12 @@ pub enum VocabSource {
     /// Read from the vocabulary file named by a checkpoint written before checkpoints held
     /// vocabularies: right only if the file has not been rewritten since the model was trained.
     /// Saving the model again stores it in the checkpoint.
-    File { checkpoint: PathBuf, file: PathBuf },
+    File {
+        /// The checkpoint loaded.
+        checkpoint: PathBuf,
+        /// The vocabulary file it names.
+        file: PathBuf,
+    },
 }
 
 /// The word2vec model: input vectors (the ones exported) and output vectors, one row per id,

@@ -68,9 +68,13 @@ pub struct AdamAsync<T> {
 /// One variable's AdamAsync state: the moments and the variable's own beta powers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AdamAsyncState<T> {
+    /// The first moment, one per element.
     pub m: Vec<T>,
+    /// The second moment, one per element.
     pub v: Vec<T>,
+    /// `beta1` to the power of the steps taken (times `beta1`: it starts at `beta1`).
     pub beta1_power: T,
+    /// `beta2` to the power of the steps taken (times `beta2`).
     pub beta2_power: T,
 }
 
@@ -123,13 +127,19 @@ impl AdamRule {
 /// the element rule on every shard, then call [`advance_powers`] once.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdamCoeffs<T> {
+    /// The learning rate.
     pub lr: T,
     /// `lr * sqrt(1 - beta2_power) / (1 - beta1_power)`
     pub alpha: T,
+    /// The first moment's decay.
     pub beta1: T,
+    /// `1 - beta1`.
     pub one_minus_beta1: T,
+    /// The second moment's decay.
     pub beta2: T,
+    /// `1 - beta2`.
     pub one_minus_beta2: T,
+    /// Added to the root of the second moment.
     pub epsilon: T,
 }
 

@@ -83,7 +83,7 @@ impl Real for f32 {
     }
 
     /// Two runs of four (a field-aware machine's pair of blocks at factor size 4) in one
-    /// 8-lane instruction where the build targets AVX ([`adagrad_pair_avx`]). Other runs, and
+    /// 8-lane instruction where the build targets AVX (`adagrad_pair_avx`). Other runs, and
     /// other builds, one after the other.
     #[inline(always)]
     fn adagrad_pair(a: AdagradRun<'_, f32>, b: AdagradRun<'_, f32>, lr: f32, initial: f32) {

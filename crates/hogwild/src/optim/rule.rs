@@ -95,7 +95,9 @@ pub trait Optimizer<T: Real>: Send + Sync {
 /// (`slots[i * SLOTS + s]` is slot `s` of element `i`), and the per-variable scalars.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlotState<T> {
+    /// The slots, element-major.
     pub slots: Vec<T>,
+    /// The per-variable scalars.
     pub scalars: Vec<T>,
 }
 
@@ -205,6 +207,7 @@ pub(super) fn check_state<T: Real, O: Optimizer<T>>(
 /// Plain SGD: `w -= lr * g`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sgd<T> {
+    /// The learning rate.
     pub lr: T,
 }
 
@@ -246,7 +249,9 @@ impl<T: Real> Optimizer<T> for Sgd<T> {
 /// ([`Optimizer::slot_fill`]). The arithmetic, and so every bit, is TensorFlow's either way.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Adagrad<T> {
+    /// The learning rate.
     pub lr: T,
+    /// The accumulator's start.
     pub initial_accumulator: T,
 }
 

@@ -337,7 +337,7 @@ pub(super) fn store<T: SharedReal>(cells: &[T::Cell], values: &[T]) {
 mod tests {
     //! The shared kernels give the slice kernels' bits for every element type and rule, survive
     //! threads updating the same cells, and validate before writing. Run under Miri by `make miri`
-    //! (`cargo +nightly miri test -p hogwild --lib optim::shared`).
+    //! (`cargo +nightly miri test -p hogwild-train --lib optim::shared`).
 
     use half::{bf16, f16};
 

@@ -231,7 +231,7 @@ pub unsafe fn cells_from_raw_parts<'a, T: SharedReal>(ptr: *mut T, len: usize) -
 
 #[cfg(test)]
 mod tests {
-    //! Run under Miri by `make miri` (`cargo +nightly miri test -p hogwild --lib store::`).
+    //! Run under Miri by `make miri` (`cargo +nightly miri test -p hogwild-train --lib store::`).
 
     use super::*;
 

@@ -60,6 +60,23 @@ impl Vocabulary {
         self.word_list.len() as u64 + 1
     }
 
+    /// The id of `word` (from 1), or `None` for a word the vocabulary lacks (converted to
+    /// [`UNKNOWN_WORD`]).
+    pub fn word_id(&self, word: &str) -> Option<u64> {
+        self.words.get(word).copied()
+    }
+
+    /// The word of id `id` (from 1; 0 is the unknown word, which has none).
+    pub fn word(&self, id: u64) -> Option<&str> {
+        let index = usize::try_from(id.checked_sub(1)?).ok()?;
+        self.word_list.get(index).map(String::as_str)
+    }
+
+    /// The id of `label` (with its `__label__` prefix), from 0.
+    pub fn label_id(&self, label: &str) -> Option<u64> {
+        self.labels.get(label).copied()
+    }
+
     /// Number of labels (ids `0..labels`).
     pub fn labels(&self) -> usize {
         self.label_list.len()
@@ -134,7 +151,8 @@ impl Vocabulary {
     /// Writes the vocabulary to `path` (replaced whole, see [`crate::files`]):
     /// `label<TAB>name<TAB>count` and `word<TAB>token` lines, ids in line order, after a
     /// `subwords<TAB>minn<TAB>maxn<TAB>buckets` line when the data has character n-grams.
-    pub fn save(&self, path: &Path) -> Result<()> {
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
         let mut out = Output::create(path)?;
         self.write(&mut out)?;
         out.commit()
@@ -162,7 +180,8 @@ impl Vocabulary {
     }
 
     /// Reads a vocabulary written by [`Vocabulary::save`].
-    pub fn load(path: &Path) -> Result<Self> {
+    pub fn load(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(&name, &e))?;
         let mut vocab = Vocabulary::default();
@@ -230,16 +249,37 @@ fn parse_subwords(settings: &str) -> std::result::Result<Subwords, String> {
 }
 
 /// How fastText-style words become ids.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum WordIds {
-    /// Known words get their vocabulary id, unknown words [`UNKNOWN_WORD`].
+    /// Known words get their vocabulary id, unknown words [`UNKNOWN_WORD`] (the default).
+    #[default]
     Vocabulary,
     /// `fasttext_hash(word) % buckets` (no vocabulary needed for words).
-    Hashed { buckets: u64 },
+    Hashed {
+        /// The number of hash buckets.
+        buckets: u64,
+    },
 }
 
-/// Options of the fastText converter.
-#[derive(Debug, Clone, PartialEq)]
+/// Options of the fastText converter. The default converts words with the vocabulary, without
+/// bigrams or subwords:
+///
+/// ```
+/// use hogwild::tools::convert::{FastTextOptions, Vocabulary};
+///
+/// let text = "__label__pos a fine film\n__label__neg a dull film\n";
+/// let mut vocab = Vocabulary::default();
+/// vocab.scan(text.as_bytes(), "train.txt", true)?;
+/// let opts = FastTextOptions { bigram_buckets: Some(100), ..FastTextOptions::default() };
+/// let mut out = Vec::new();
+/// opts.convert(&vocab, text.as_bytes(), "train.txt", &mut out)?;
+/// // words 1..=4 (0 is the unknown word), then bigram ids from word_ids() = 5 on
+/// assert_eq!(vocab.word_id("dull"), Some(4));
+/// assert!(String::from_utf8(out).unwrap().starts_with("5 1 2 3 "));
+/// assert_eq!(opts.id_space(&vocab), 5 + 100); // the bag-of-words model's `vocab`
+/// # Ok::<(), hogwild::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct FastTextOptions {
     /// Vocabulary or hashing for words.
     pub word_ids: WordIds,
@@ -261,74 +301,108 @@ impl FastTextOptions {
         }
     }
 
-    /// The ids of words and bigrams that [`convert_fasttext`] writes with `vocab`: the words, then
+    /// The ids of words and bigrams that [`FastTextOptions::convert`] writes with `vocab`: the words, then
     /// the bigram buckets; n-gram buckets follow. This is the bag-of-words model's `vocab` for the
     /// converted data (its end-of-text row is no id of the data and comes on top), and its
     /// `subword_buckets` are the n-grams' buckets.
-    pub fn id_space(&self, vocab: &Vocabulary) -> u64 {
-        self.word_space(vocab) + self.bigram_buckets.map_or(0, |b| b.max(1))
+    pub fn id_space(&self, vocab: &Vocabulary) -> usize {
+        (self.word_space(vocab) + self.bigram_buckets.map_or(0, |b| b.max(1))) as usize
     }
-}
 
-/// Converts fastText-style lines with `vocab` (labels must be known to it).
-pub fn convert_fasttext(
-    input: impl BufRead,
-    name: &str,
-    mut out: impl Write,
-    vocab: &Vocabulary,
-    opts: &FastTextOptions,
-) -> Result<u64> {
-    let word_space = opts.word_space(vocab);
-    let subword_ids = opts.id_space(vocab);
-    let mut words = Vec::new();
-    let mut hashes = Vec::new();
-    let mut labels = Vec::new();
-    // A blank line has no label: an error, as any line without one.
-    convert_lines(input, name, false, |line, err| {
-        words.clear();
-        hashes.clear();
-        labels.clear();
-        for token in line.split_whitespace() {
-            if token.starts_with(LABEL_PREFIX) {
-                let id = vocab
-                    .labels
-                    .get(token)
-                    .ok_or_else(|| err(format!("unknown label \"{token}\"")))?;
-                labels.push(*id);
-                continue;
+    /// Converts fastText-style lines of `input` (named `name` in errors) to MultiSlot lines
+    /// ([`fasttext_desc`]'s `words` and `label`) written to `out`, with `vocab` (labels must be
+    /// known to it); returns the lines converted.
+    pub fn convert(
+        &self,
+        vocab: &Vocabulary,
+        input: impl BufRead,
+        name: &str,
+        mut out: impl Write,
+    ) -> Result<u64> {
+        let word_space = self.word_space(vocab);
+        let mut words = Vec::new();
+        let mut hashes = Vec::new();
+        let mut labels = Vec::new();
+        // A blank line has no label: an error, as any line without one.
+        convert_lines(input, name, false, |line, err| {
+            words.clear();
+            hashes.clear();
+            labels.clear();
+            for token in line.split_whitespace() {
+                if token.starts_with(LABEL_PREFIX) {
+                    let id = vocab
+                        .labels
+                        .get(token)
+                        .ok_or_else(|| err(format!("unknown label \"{token}\"")))?;
+                    labels.push(*id);
+                    continue;
+                }
+                self.push_word(vocab, token, &mut words, &mut hashes);
             }
-            let hash = fasttext_hash(token);
-            hashes.push(hash);
-            let id = match opts.word_ids {
-                WordIds::Vocabulary => vocab.words.get(token).copied(),
-                WordIds::Hashed { buckets } => Some(u64::from(hash) % buckets.max(1)),
-            };
-            let before = words.len();
-            words.extend(id);
-            if let Some(sw) = &opts.subwords {
-                sw.push_ids(token, subword_ids, &mut words);
+            if labels.is_empty() {
+                return Err(err("no __label__ on the line".to_string()));
             }
-            if words.len() == before {
+            self.push_bigrams(word_space, &hashes, &mut words);
+            if words.is_empty() {
                 words.push(UNKNOWN_WORD);
             }
+            write_slot(&mut out, &words, name)?;
+            write_slot(&mut out, &labels, name)?;
+            end_line(&mut out, name)
+        })
+    }
+
+    /// The word ids of one line of text as [`FastTextOptions::convert`] writes them (its
+    /// `words` slot), `__label__` tokens skipped: what a bag-of-words model trained on the
+    /// converted data reads (see [`crate::models::Bow::predict_text`]).
+    pub fn text_ids(&self, vocab: &Vocabulary, text: &str) -> Vec<u64> {
+        let (mut words, mut hashes) = (Vec::new(), Vec::new());
+        for token in text.split_whitespace() {
+            if !token.starts_with(LABEL_PREFIX) {
+                self.push_word(vocab, token, &mut words, &mut hashes);
+            }
         }
-        if labels.is_empty() {
-            return Err(err("no __label__ on the line".to_string()));
+        self.push_bigrams(self.word_space(vocab), &hashes, &mut words);
+        if words.is_empty() {
+            words.push(UNKNOWN_WORD);
         }
-        if let Some(buckets) = opts.bigram_buckets {
+        words
+    }
+
+    /// Appends the ids of `token` (a word) to `words` and its hash to `hashes`.
+    fn push_word(
+        &self,
+        vocab: &Vocabulary,
+        token: &str,
+        words: &mut Vec<u64>,
+        hashes: &mut Vec<u32>,
+    ) {
+        let hash = fasttext_hash(token);
+        hashes.push(hash);
+        let id = match self.word_ids {
+            WordIds::Vocabulary => vocab.words.get(token).copied(),
+            WordIds::Hashed { buckets } => Some(u64::from(hash) % buckets.max(1)),
+        };
+        let before = words.len();
+        words.extend(id);
+        if let Some(sw) = &self.subwords {
+            sw.push_ids(token, self.id_space(vocab) as u64, words);
+        }
+        if words.len() == before {
+            words.push(UNKNOWN_WORD);
+        }
+    }
+
+    /// Appends the bigram ids of a line's word `hashes` to `words`, when bigrams are on.
+    fn push_bigrams(&self, word_space: u64, hashes: &[u32], words: &mut Vec<u64>) {
+        if let Some(buckets) = self.bigram_buckets {
             for pair in hashes.windows(2) {
                 // fastText: uint64 h = int32 hash; h = h * 116049371 + next int32 hash.
                 let h = fasttext_bigram(pair[0] as i32 as i64 as u64, pair[1] as i32 as i64 as u64);
                 words.push(word_space + h % buckets.max(1));
             }
         }
-        if words.is_empty() {
-            words.push(UNKNOWN_WORD);
-        }
-        write_slot(&mut out, &words, name)?;
-        write_slot(&mut out, &labels, name)?;
-        end_line(&mut out, name)
-    })
+    }
 }
 
 /// The desc of fastText output: `words` and `label`, both uint64.

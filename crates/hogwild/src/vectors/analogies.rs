@@ -69,8 +69,11 @@ struct Section {
 /// A section's counts (or the total's, [`Accuracy::total`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SectionAccuracy {
+    /// The section's name (`: name` lines of the questions file), or `total`.
     pub name: String,
+    /// Questions answered right.
     pub correct: usize,
+    /// Questions answered wrong.
     pub incorrect: usize,
     /// Questions with a word outside the words that take part.
     pub skipped: usize,
