@@ -38,7 +38,8 @@ enum Command {
     Check(check::Args),
     /// Convert fastText, libsvm, libffm, VW or CSV text to MultiSlot, with its data.prototxt.
     Convert(convert::Args),
-    /// Write a saved word2vec model's vectors in word2vec's text format.
+    /// Export a saved model: a TensorFlow SavedModel (any model), or a word2vec model's vectors
+    /// in word2vec's text format.
     Export(export::Args),
     /// Train a model on data files (or resume a saved one).
     Train(train::Args),

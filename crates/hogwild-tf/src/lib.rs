@@ -34,6 +34,7 @@
 mod cli;
 mod cluster;
 mod error;
+pub mod export;
 mod files;
 mod graph;
 mod inputs;

@@ -1,0 +1,151 @@
+//! Native models as TensorFlow SavedModels: one graph builder per model kind (`bow.rs`,
+//! `ctr.rs`, `word2vec.rs`) that computes what the model's `predict` computes, from the slots
+//! it reads, with stock TensorFlow ops only, so that `tf.saved_model.load` and TensorFlow
+//! Serving load it without any op library. The weights are written as the SavedModel's
+//! variables checkpoint; the graph holds none of them.
+//!
+//! The signature is `serving_default` (method `tensorflow/serving/predict`), its inputs the
+//! slots in the runner's convention: a slot as `<slot>` values (int64 ids, float values) plus
+//! `<slot>/row_splits` (int64, `[B+1]`), so instance `i` holds values
+//! `row_splits[i]..row_splits[i+1]`.
+
+mod bow;
+mod checkpoint;
+mod ctr;
+mod graph;
+mod hash;
+mod proto;
+mod word2vec;
+
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+
+pub use bow::BowParts;
+pub use ctr::CtrParts;
+pub use word2vec::Word2VecParts;
+
+use crate::{Error, Result};
+
+/// The signature a SavedModel serves.
+pub const SERVING_SIGNATURE: &str = "serving_default";
+
+/// The SavedModel tag of a serving graph.
+const SERVE_TAG: &str = "serve";
+
+/// TensorFlow Serving's method of a signature of named inputs and outputs.
+const PREDICT_METHOD: &str = "tensorflow/serving/predict";
+
+/// A model kind ready to export.
+pub enum Exportable<'a> {
+    Bow(BowParts<'a>),
+    Ctr(CtrParts<'a>),
+    Word2Vec(Word2VecParts<'a>),
+}
+
+/// Writes `model` as a SavedModel directory `dir` (`saved_model.pb`, `variables/`). The
+/// directory is written beside `dir` under a temporary name and renamed into place once
+/// whole; `dir` must not exist or be an empty directory.
+pub fn saved_model(model: &Exportable<'_>, dir: &Path) -> Result<()> {
+    check_target(dir)?;
+    let mut b = graph::Builder::new();
+    let tensors = match model {
+        Exportable::Bow(m) => bow::build(&mut b, m)?,
+        Exportable::Ctr(m) => ctr::build(&mut b, m)?,
+        Exportable::Word2Vec(m) => word2vec::build(&mut b, m)?,
+    };
+    let init = b.init_ops();
+    let collections: Vec<(&str, Vec<String>)> = match init {
+        Some(op) => vec![("saved_model_main_op", vec![op])],
+        None => Vec::new(),
+    };
+    let meta = b.meta_graph(&[SERVE_TAG], SERVING_SIGNATURE, PREDICT_METHOD, &collections)?;
+    let saved = proto::SavedModel {
+        saved_model_schema_version: 1,
+        meta_graphs: vec![meta],
+    };
+    write_dir(dir, |tmp| {
+        let pb = tmp.join("saved_model.pb");
+        std::fs::write(&pb, saved.encode_to_vec()).map_err(|source| Error::Io {
+            path: pb.clone(),
+            source,
+        })?;
+        let vars = tmp.join("variables");
+        std::fs::create_dir(&vars).map_err(|source| Error::Io {
+            path: vars.clone(),
+            source,
+        })?;
+        checkpoint::write(&vars.join("variables"), &tensors)
+    })
+}
+
+/// Refuses an output directory that holds anything, or a path that is not a directory.
+pub fn check_target(dir: &Path) -> Result<()> {
+    let refuse = |reason: String| Error::BadOption {
+        option: "-o",
+        reason,
+    };
+    match std::fs::read_dir(dir).map(|mut entries| entries.next().is_some()) {
+        Ok(true) => Err(refuse(format!(
+            "{} exists and is not empty: give a new directory (nothing is replaced)",
+            dir.display()
+        ))),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let parent = parent_of(dir);
+            if parent.is_dir() {
+                Ok(())
+            } else {
+                Err(refuse(format!(
+                    "{}: the directory {} does not exist",
+                    dir.display(),
+                    parent.display()
+                )))
+            }
+        }
+        Err(_) if dir.exists() => Err(refuse(format!(
+            "{} exists and is not a directory",
+            dir.display()
+        ))),
+        Err(source) => Err(Error::Io {
+            path: dir.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn parent_of(dir: &Path) -> PathBuf {
+    match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Fills a temporary directory beside `dir` with `fill` and renames it to `dir` (an empty
+/// directory there is replaced); the temporary directory is removed when anything fails.
+fn write_dir(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "export".into());
+    let tmp = parent_of(dir).join(format!(".{name}.partial-{}", std::process::id()));
+    if tmp.exists() {
+        // Left by an earlier run of this process id that was killed: ours to replace.
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    std::fs::create_dir(&tmp).map_err(|source| Error::Io {
+        path: tmp.clone(),
+        source,
+    })?;
+    let done = fill(&tmp).and_then(|()| {
+        check_target(dir)?;
+        std::fs::rename(&tmp, dir).map_err(|source| Error::Io {
+            path: dir.to_path_buf(),
+            source,
+        })
+    });
+    if done.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    done
+}
