@@ -89,11 +89,7 @@ fn saved_model(
 }
 
 #[cfg(feature = "tf")]
-fn saved_model(
-    args: &Args,
-    config: &hogwild::models::ModelConfig,
-    model: &AnyModel,
-) -> Result<()> {
+fn saved_model(args: &Args, config: &hogwild::models::ModelConfig, model: &AnyModel) -> Result<()> {
     use anyhow::Context;
     use hogwild::models::ModelKind;
     use hogwild::{DataFeedDesc, Model};

@@ -26,7 +26,13 @@ pub struct BowParts<'a> {
 
 /// The row of the bigram bucket of word ids `a` and `b` (int64): `vocab + (a * MULT + b) %
 /// buckets`, in uint64 arithmetic as `hogwild::rng::fasttext_bigram`.
-fn bigram_rows(b: &mut Builder, name: &str, a: &Output, c: &Output, cfg: &BowConfig) -> Result<Output> {
+fn bigram_rows(
+    b: &mut Builder,
+    name: &str,
+    a: &Output,
+    c: &Output,
+    cfg: &BowConfig,
+) -> Result<Output> {
     let ua = hash::to_u64(b, &format!("{name}/a"), a)?;
     let uc = hash::to_u64(b, &format!("{name}/b"), c)?;
     let mult = b.scalar(&format!("{name}/mult"), FASTTEXT_NGRAM_MULT)?;
@@ -56,11 +62,11 @@ pub(crate) fn build(b: &mut Builder, m: &BowParts<'_>) -> Result<Vec<Named>> {
     let ok = b.op("LogicalAnd", "bow/id_in_range", &[&low, &high])?;
     let message = match cfg.subword_buckets {
         0 => format!(
-            "slot \"{}\": a word id is out of range (vocab = {vocab})",
+            "slot {}: a word id is out of range (vocab = {vocab})",
             cfg.words_slot
         ),
         n => format!(
-            "slot \"{}\": a word id is out of range (vocab = {vocab} words, then \
+            "slot {}: a word id is out of range (vocab = {vocab} words, then \
              subword_buckets = {n} n-gram buckets)",
             cfg.words_slot
         ),
@@ -104,7 +110,13 @@ pub(crate) fn build(b: &mut Builder, m: &BowParts<'_>) -> Result<Vec<Named>> {
             // The bigram of each instance's last word and the end of text (word id `vocab`).
             let ones = b.op("OnesLike", "bow/word_ones", &[&word_instance])?;
             let counts = b.segment_sum("bow/word_counts", &ones, &word_instance, &instances)?;
-            let ends = b.op_typed("Cumsum", "bow/word_ends", &[&counts, &zero], "T", DataType::Int64)?;
+            let ends = b.op_typed(
+                "Cumsum",
+                "bow/word_ends",
+                &[&counts, &zero],
+                "T",
+                DataType::Int64,
+            )?;
             let has = b.op("Greater", "bow/has_words", &[&counts, &zero])?;
             let with = b.where_true("bow/with_words", &has)?;
             let end = b.gather("bow/last_end", &ends, &with)?;
@@ -113,7 +125,13 @@ pub(crate) fn build(b: &mut Builder, m: &BowParts<'_>) -> Result<Vec<Named>> {
             let end_word = b.op("OnesLike", "bow/end_ones", &[&last])?;
             let v = b.scalar("bow/end_word", vocab)?;
             let end_word = b.op("Mul", "bow/end_words", &[&end_word, &v])?;
-            parts.push(bigram_rows(b, "bow/end_bigram_rows", &last, &end_word, cfg)?);
+            parts.push(bigram_rows(
+                b,
+                "bow/end_bigram_rows",
+                &last,
+                &end_word,
+                cfg,
+            )?);
             owners.push(with);
         }
         let end_row = b.scalar("bow/end_row", vocab + buckets)?;
@@ -162,7 +180,10 @@ pub(crate) fn build(b: &mut Builder, m: &BowParts<'_>) -> Result<Vec<Named>> {
         Loss::Softmax => b.op("Softmax", "bow/probabilities", &[&scores])?,
         Loss::Ova | Loss::Ns => b.op("Sigmoid", "bow/probabilities", &[&scores])?,
         Loss::Hs => {
-            let counts = m.label_counts.map(<[u64]>::to_vec).unwrap_or_else(|| vec![1; cfg.classes]);
+            let counts = m
+                .label_counts
+                .map(<[u64]>::to_vec)
+                .unwrap_or_else(|| vec![1; cfg.classes]);
             hs_probabilities(b, &scores, &Huffman::new(&counts))?
         }
     };
@@ -196,7 +217,10 @@ pub(crate) fn build(b: &mut Builder, m: &BowParts<'_>) -> Result<Vec<Named>> {
 /// the path's nodes padded to the deepest path.
 fn hs_probabilities(b: &mut Builder, scores: &Output, tree: &Huffman) -> Result<Output> {
     let classes = tree.leaves();
-    let depth = (0..classes).map(|c| tree.points(c).len()).max().unwrap_or(0);
+    let depth = (0..classes)
+        .map(|c| tree.points(c).len())
+        .max()
+        .unwrap_or(0);
     let mut points = vec![0i64; classes * depth];
     let mut signs = vec![0f32; classes * depth];
     let mut mask = vec![0f32; classes * depth];

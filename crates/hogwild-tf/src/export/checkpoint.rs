@@ -52,8 +52,8 @@ pub(crate) fn write(prefix: &Path, tensors: &[Named]) -> Result<()> {
             .map_err(|s| run_error(during(), s.into()))?;
         nd.finish().map_err(|s| run_error(during(), s))?
     };
-    let mut session = Session::new(&SessionOptions::new(), &b.graph)
-        .map_err(|s| run_error(during(), s))?;
+    let mut session =
+        Session::new(&SessionOptions::new(), &b.graph).map_err(|s| run_error(during(), s))?;
     let prefix_text = prefix.to_str().ok_or_else(|| Error::BadOption {
         option: "-o",
         reason: format!("{} is not valid UTF-8", prefix.display()),

@@ -115,7 +115,11 @@ pub(crate) fn build(b: &mut Builder, m: &CtrParts<'_>) -> Result<Vec<Named>> {
         1
     };
     // Factor size of each table, as the native model sizes them.
-    let dims: Vec<usize> = m.tables.iter().map(|t| (t.dim() - 1) / blocks.max(1)).collect();
+    let dims: Vec<usize> = m
+        .tables
+        .iter()
+        .map(|t| (t.dim() - 1) / blocks.max(1))
+        .collect();
     let fields = fields(m, &dims)?;
     let buckets = cfg.buckets as u64;
     let mut inputs: BTreeMap<String, Ragged> = BTreeMap::new();
@@ -169,22 +173,36 @@ pub(crate) fn build(b: &mut Builder, m: &CtrParts<'_>) -> Result<Vec<Named>> {
                     &[&numbers.splits, &ids.splits],
                 )?;
                 let message = format!(
-                    "slot \"{slot}\": the field numbers of slot \"{}\" are not one per id",
+                    "slot {slot}: the field numbers of slot {} are not one per id",
                     field.slot
                 );
-                let mut values = b.checked(&format!("{p}/field_numbers"), &numbers.values, &same, &message)?;
+                let mut values = b.checked(
+                    &format!("{p}/field_numbers"),
+                    &numbers.values,
+                    &same,
+                    &message,
+                )?;
                 if ffm {
                     let count = b.scalar(&format!("{p}/num_fields"), blocks as i64)?;
                     let zero = b.scalar(&format!("{p}/zero"), 0i64)?;
-                    let low = b.op("GreaterEqual", &format!("{p}/number_low"), &[&values, &zero])?;
+                    let low = b.op(
+                        "GreaterEqual",
+                        &format!("{p}/number_low"),
+                        &[&values, &zero],
+                    )?;
                     let high = b.op("Less", &format!("{p}/number_high"), &[&values, &count])?;
                     let ok = b.op("LogicalAnd", &format!("{p}/number_ok"), &[&low, &high])?;
                     let message = format!(
-                        "slot \"{slot}\": a field number is out of range: the model has \
+                        "slot {slot}: a field number is out of range: the model has \
                          num_fields = {blocks} (fields 0 to {})",
                         blocks - 1
                     );
-                    values = b.checked(&format!("{p}/field_numbers_checked"), &values, &ok, &message)?;
+                    values = b.checked(
+                        &format!("{p}/field_numbers_checked"),
+                        &values,
+                        &ok,
+                        &message,
+                    )?;
                 }
                 let unumbers = hash::to_u64(b, &format!("{p}/numbers_u64"), &values)?;
                 let salt = hash::number_salt(b, &format!("{p}/number_salt"), &unumbers)?;
@@ -210,14 +228,18 @@ pub(crate) fn build(b: &mut Builder, m: &CtrParts<'_>) -> Result<Vec<Named>> {
             }
             Some(slot) => {
                 let values = input(b, slot, DataType::Float)?;
-                let same = b.op("Equal", &format!("{p}/values_fit"), &[&values.splits, &ids.splits])?;
+                let same = b.op(
+                    "Equal",
+                    &format!("{p}/values_fit"),
+                    &[&values.splits, &ids.splits],
+                )?;
                 let message = format!(
-                    "slot \"{slot}\": the values of slot \"{}\" are not one per id",
+                    "slot {slot}: the values of slot {} are not one per id",
                     field.slot
                 );
                 let checked = b.checked(&format!("{p}/values"), &values.values, &same, &message)?;
                 let finite = b.op("IsFinite", &format!("{p}/finite"), &[&checked])?;
-                let message = format!("slot \"{slot}\": a value is not a finite number");
+                let message = format!("slot {slot}: a value is not a finite number");
                 b.checked(&format!("{p}/x"), &checked, &finite, &message)?
             }
         };
@@ -248,7 +270,8 @@ pub(crate) fn build(b: &mut Builder, m: &CtrParts<'_>) -> Result<Vec<Named>> {
         f.numbers.push(number);
         f.instances.push(ids.segments.clone());
     }
-    let instances = instances.ok_or_else(|| bad("fields".into(), "the model reads no field".into()))?;
+    let instances =
+        instances.ok_or_else(|| bad("fields".into(), "the model reads no field".into()))?;
     let rows = b.concat("features/rows", &f.rows, 0)?;
     let table_ids = b.concat("features/tables", &f.tables, 0)?;
     let x = b.concat("features/x", &f.xs, 0)?;
@@ -273,9 +296,19 @@ pub(crate) fn build(b: &mut Builder, m: &CtrParts<'_>) -> Result<Vec<Named>> {
         if m.tables.len() > 1 {
             let t_c = b.scalar(&format!("features/is_{name}/t"), t as i64)?;
             let is = b.op("Equal", &format!("features/is_{name}"), &[&table_ids, &t_c])?;
-            let is = b.op_typed("Cast", &format!("features/in_{name}"), &[&is], "DstT", DataType::Float)?;
+            let is = b.op_typed(
+                "Cast",
+                &format!("features/in_{name}"),
+                &[&is],
+                "DstT",
+                DataType::Float,
+            )?;
             let axis = b.scalar(&format!("features/in_{name}/axis"), 1i32)?;
-            let is = b.op("ExpandDims", &format!("features/in_{name}_column"), &[&is, &axis])?;
+            let is = b.op(
+                "ExpandDims",
+                &format!("features/in_{name}_column"),
+                &[&is, &axis],
+            )?;
             v = b.op("Mul", &format!("features/{name}_rows"), &[&v, &is])?;
         }
         vals = Some(match vals {
@@ -322,19 +355,22 @@ pub(crate) fn build(b: &mut Builder, m: &CtrParts<'_>) -> Result<Vec<Named>> {
             let numbers = b.concat("features/fields", &f.numbers, 0)?;
             let positions = b.concat("features/positions", &f.positions, 0)?;
             let k = dims[0];
-            ffm_logit(b, &FfmInputs {
-                vals: &vals,
-                x: &x,
-                numbers: &numbers,
-                positions: &positions,
-                owner: &owner,
-                instances: &instances,
-                linear: &linear,
-                bias: &bias,
-                blocks,
-                k,
-                normalize: cfg.normalize.unwrap_or(true),
-            })?
+            ffm_logit(
+                b,
+                &FfmInputs {
+                    vals: &vals,
+                    x: &x,
+                    numbers: &numbers,
+                    positions: &positions,
+                    owner: &owner,
+                    instances: &instances,
+                    linear: &linear,
+                    bias: &bias,
+                    blocks,
+                    k,
+                    normalize: cfg.normalize.unwrap_or(true),
+                },
+            )?
         }
     };
     let p = b.op("Sigmoid", "ctr/probability", &[&logit])?;

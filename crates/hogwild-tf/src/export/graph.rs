@@ -65,7 +65,10 @@ pub(crate) struct Builder {
 
 /// What went wrong while the graph was built: a bug of the exporter, named by the op.
 fn built(what: &str, status: impl Into<Status>) -> crate::Error {
-    run_error(format!("building the exported graph ({what})"), status.into())
+    run_error(
+        format!("building the exported graph ({what})"),
+        status.into(),
+    )
 }
 
 fn info(tensor: &Output, dtype: DataType, dims: &[i64]) -> Result<TensorInfo> {
@@ -147,7 +150,11 @@ impl Builder {
     }
 
     /// A constant tensor.
-    pub(crate) fn constant<T: TensorType>(&mut self, name: &str, value: Tensor<T>) -> Result<Output> {
+    pub(crate) fn constant<T: TensorType>(
+        &mut self,
+        name: &str,
+        value: Tensor<T>,
+    ) -> Result<Output> {
         Ok(self
             .node("Const", name, &[], |nd| {
                 nd.set_attr_type("dtype", T::data_type())?;
@@ -157,7 +164,12 @@ impl Builder {
     }
 
     pub(crate) fn scalar<T: TensorType>(&mut self, name: &str, value: T) -> Result<Output> {
-        self.constant(name, Tensor::new(&[]).with_values(&[value]).map_err(|s| built(name, s))?)
+        self.constant(
+            name,
+            Tensor::new(&[])
+                .with_values(&[value])
+                .map_err(|s| built(name, s))?,
+        )
     }
 
     pub(crate) fn vector<T: TensorType>(&mut self, name: &str, values: &[T]) -> Result<Output> {
@@ -180,7 +192,12 @@ impl Builder {
         self.constant(name, t)
     }
 
-    pub(crate) fn placeholder(&mut self, name: &str, dtype: DataType, dims: &[i64]) -> Result<Output> {
+    pub(crate) fn placeholder(
+        &mut self,
+        name: &str,
+        dtype: DataType,
+        dims: &[i64],
+    ) -> Result<Output> {
         let shape = Shape::from(Some(
             dims.iter()
                 .map(|&d| (d >= 0).then_some(d))
@@ -220,7 +237,8 @@ impl Builder {
         dims: &[i64],
     ) -> Result<Output> {
         let out = self.op("Identity", key, &[tensor])?;
-        self.outputs.push((key.to_string(), info(&out, dtype, dims)?));
+        self.outputs
+            .push((key.to_string(), info(&out, dtype, dims)?));
         Ok(out)
     }
 
@@ -249,10 +267,22 @@ impl Builder {
         })?;
         let zero = self.scalar(&format!("{slot}/zero"), 0i64)?;
         let delta = self.scalar(&format!("{slot}/delta"), 1i64)?;
-        let positions = self.op("Range", &format!("{slot}/positions"), &[&zero, &count.into(), &delta])?;
+        let positions = self.op(
+            "Range",
+            &format!("{slot}/positions"),
+            &[&zero, &count.into(), &delta],
+        )?;
         let row = self.vector(&format!("{slot}/row"), &[1i64, -1])?;
-        let ends2 = self.op("Reshape", &format!("{slot}/ends_row"), &[&ends.into(), &row])?;
-        let positions2 = self.op("Reshape", &format!("{slot}/positions_row"), &[&positions, &row])?;
+        let ends2 = self.op(
+            "Reshape",
+            &format!("{slot}/ends_row"),
+            &[&ends.into(), &row],
+        )?;
+        let positions2 = self.op(
+            "Reshape",
+            &format!("{slot}/positions_row"),
+            &[&positions, &row],
+        )?;
         // A value's instance is the first row whose end is beyond it.
         let segments = self.node(
             "UpperBound",
@@ -261,11 +291,20 @@ impl Builder {
             |nd| nd.set_attr_type("out_type", DataType::Int64),
         )?;
         let flat = self.vector(&format!("{slot}/flat"), &[-1i64])?;
-        let segments = self.op("Reshape", &format!("{slot}/instance"), &[&segments.into(), &flat])?;
-        let splits_count = self.node("Size", &format!("{slot}/splits_count"), &[&splits], |nd| {
-            nd.set_attr_type("out_type", DataType::Int64)
-        })?;
-        let rows = self.op("Sub", &format!("{slot}/instances"), &[&splits_count.into(), &delta])?;
+        let segments = self.op(
+            "Reshape",
+            &format!("{slot}/instance"),
+            &[&segments.into(), &flat],
+        )?;
+        let splits_count =
+            self.node("Size", &format!("{slot}/splits_count"), &[&splits], |nd| {
+                nd.set_attr_type("out_type", DataType::Int64)
+            })?;
+        let rows = self.op(
+            "Sub",
+            &format!("{slot}/instances"),
+            &[&splits_count.into(), &delta],
+        )?;
         Ok(Ragged {
             values,
             splits,
@@ -277,7 +316,9 @@ impl Builder {
     /// A float32 resource variable `name` of shape `dims` (zeros when initialised; the values
     /// come from the checkpoint), and the op reading it.
     pub(crate) fn variable(&mut self, name: &str, dims: &[u64], trainable: bool) -> Result<Output> {
-        let shape = Shape::from(Some(dims.iter().map(|&d| Some(d as i64)).collect::<Vec<_>>()));
+        let shape = Shape::from(Some(
+            dims.iter().map(|&d| Some(d as i64)).collect::<Vec<_>>(),
+        ));
         let handle: Output = self
             .node("VarHandleOp", name, &[], |nd| {
                 nd.set_attr_type("dtype", DataType::Float)?;
@@ -289,7 +330,11 @@ impl Builder {
         let dims_i: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
         let shape_c = self.vector(&format!("{name}/Initializer/shape"), &dims_i)?;
         let zero = self.scalar(&format!("{name}/Initializer/zero"), 0f32)?;
-        let initial = self.op("Fill", &format!("{name}/Initializer/zeros"), &[&shape_c, &zero])?;
+        let initial = self.op(
+            "Fill",
+            &format!("{name}/Initializer/zeros"),
+            &[&shape_c, &zero],
+        )?;
         let init = self.node(
             "AssignVariableOp",
             &format!("{name}/Assign"),
@@ -328,10 +373,15 @@ impl Builder {
         let vars = self.vars.clone();
         let default_name = self.scalar("save/default_filename", String::from("model"))?;
         let filename: Output = self
-            .node("PlaceholderWithDefault", "save/filename", &[&default_name], |nd| {
-                nd.set_attr_type("dtype", DataType::String)?;
-                nd.set_attr_shape("shape", &Shape::from(Some(vec![])))
-            })?
+            .node(
+                "PlaceholderWithDefault",
+                "save/filename",
+                &[&default_name],
+                |nd| {
+                    nd.set_attr_type("dtype", DataType::String)?;
+                    nd.set_attr_shape("shape", &Shape::from(Some(vec![])))
+                },
+            )?
             .into();
         let names: Vec<String> = vars.iter().map(|v| v.name.clone()).collect();
         let slices = vec![String::new(); vars.len()];
@@ -394,10 +444,7 @@ impl Builder {
         self.group("save/restore_all", &assigns)?;
         Ok(SaverDef {
             filename_tensor_name: "save/filename:0".into(),
-            save_tensor_name: format!(
-                "{}:0",
-                saved.name().map_err(|s| built("save", s))?
-            ),
+            save_tensor_name: format!("{}:0", saved.name().map_err(|s| built("save", s))?),
             restore_op_name: "save/restore_all".into(),
             max_to_keep: 5,
             sharded: false,
@@ -408,6 +455,10 @@ impl Builder {
 
     /// `ConcatV2` of `parts` along `axis`.
     pub(crate) fn concat(&mut self, name: &str, parts: &[Output], axis: i64) -> Result<Output> {
+        if let [one] = parts {
+            // ConcatV2 takes at least two.
+            return self.op("Identity", name, &[one]);
+        }
         let axis = self.scalar(&format!("{name}/axis"), axis)?;
         let unique = self.unique(name);
         let mut nd = self
@@ -420,7 +471,12 @@ impl Builder {
     }
 
     /// Rows `indices` of `params` (`GatherV2` on axis 0).
-    pub(crate) fn gather(&mut self, name: &str, params: &Output, indices: &Output) -> Result<Output> {
+    pub(crate) fn gather(
+        &mut self,
+        name: &str,
+        params: &Output,
+        indices: &Output,
+    ) -> Result<Output> {
         let axis = self.scalar(&format!("{name}/axis"), 0i64)?;
         self.op("GatherV2", name, &[params, indices, &axis])
     }

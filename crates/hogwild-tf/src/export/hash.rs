@@ -57,8 +57,20 @@ pub(crate) fn mul_high(b: &mut Builder, name: &str, x: &Output, n: u64) -> Resul
     let hi_hi = binary_c(b, "Mul", &format!("{name}/hi_hi"), &x_hi, n_hi)?;
     // The middle column: the carry out of the low 64 bits.
     let carry = binary_c(b, "RightShift", &format!("{name}/carry0"), &lo_lo, 32)?;
-    let a = binary_c(b, "BitwiseAnd", &format!("{name}/lo_hi_low"), &lo_hi, 0xFFFF_FFFF)?;
-    let c = binary_c(b, "BitwiseAnd", &format!("{name}/hi_lo_low"), &hi_lo, 0xFFFF_FFFF)?;
+    let a = binary_c(
+        b,
+        "BitwiseAnd",
+        &format!("{name}/lo_hi_low"),
+        &lo_hi,
+        0xFFFF_FFFF,
+    )?;
+    let c = binary_c(
+        b,
+        "BitwiseAnd",
+        &format!("{name}/hi_lo_low"),
+        &hi_lo,
+        0xFFFF_FFFF,
+    )?;
     let mid = b.op("AddV2", &format!("{name}/mid_a"), &[&carry, &a])?;
     let mid = b.op("AddV2", &format!("{name}/mid_b"), &[&mid, &c])?;
     let mid_hi = binary_c(b, "RightShift", &format!("{name}/mid_hi"), &mid, 32)?;

@@ -59,7 +59,12 @@ pub fn saved_model(model: &Exportable<'_>, dir: &Path) -> Result<()> {
         Some(op) => vec![("saved_model_main_op", vec![op])],
         None => Vec::new(),
     };
-    let meta = b.meta_graph(&[SERVE_TAG], SERVING_SIGNATURE, PREDICT_METHOD, &collections)?;
+    let meta = b.meta_graph(
+        &[SERVE_TAG],
+        SERVING_SIGNATURE,
+        PREDICT_METHOD,
+        &collections,
+    )?;
     let saved = proto::SavedModel {
         saved_model_schema_version: 1,
         meta_graphs: vec![meta],

@@ -19,7 +19,10 @@ pub(crate) fn build(b: &mut Builder, m: &Word2VecParts<'_>) -> Result<Vec<Named>
     let model = m.model;
     let dim = model.config().dim;
     let ids = model.exported_ids();
-    let words: Vec<String> = ids.iter().map(|&i| model.vocab().words[i].clone()).collect();
+    let words: Vec<String> = ids
+        .iter()
+        .map(|&i| model.vocab().words[i].clone())
+        .collect();
     let mut values = vec![0f32; ids.len() * dim];
     for (row, &id) in values.chunks_exact_mut(dim.max(1)).zip(&ids) {
         model.word_vector(id, row);
@@ -45,7 +48,11 @@ pub(crate) fn build(b: &mut Builder, m: &Word2VecParts<'_>) -> Result<Vec<Named>
     )?;
     b.run_at_load(import);
     let missing = b.scalar("vocabulary/missing", -1i64)?;
-    let row = b.op("LookupTableFindV2", "lookup/row", &[&table, &input, &missing])?;
+    let row = b.op(
+        "LookupTableFindV2",
+        "lookup/row",
+        &[&table, &input, &missing],
+    )?;
     let zero = b.scalar("lookup/zero", 0i64)?;
     let known = b.op("GreaterEqual", "lookup/known", &[&row, &zero])?;
     let at = b.op("Maximum", "lookup/row_or_0", &[&row, &zero])?;
@@ -58,5 +65,9 @@ pub(crate) fn build(b: &mut Builder, m: &Word2VecParts<'_>) -> Result<Vec<Named>
     let vectors_out = b.op("Mul", "lookup/vectors", &[&found, &scale])?;
     b.output("vectors", &vectors_out, DataType::Float, &[-1, dim as i64])?;
     b.output("known", &known, DataType::Bool, &[-1])?;
-    Ok(vec![checkpoint::matrix("vectors", &[n, dim as u64], values)?])
+    Ok(vec![checkpoint::matrix(
+        "vectors",
+        &[n, dim as u64],
+        values,
+    )?])
 }
