@@ -19,7 +19,8 @@ pub struct Args {
     #[arg(long)]
     pub model: PathBuf,
     /// What to write: `word2vec` (a word2vec model's vectors as text; the default for word2vec
-    /// models) or `saved-model` (a TensorFlow SavedModel directory; the default for the others).
+    /// models), `saved-model` (a TensorFlow SavedModel directory; the default for the others) or
+    /// `tf-train` (a directory with a training graph for `hogwild tf-train` and its checkpoint).
     #[arg(long, value_enum)]
     pub format: Option<Format>,
     /// The DataFeedDesc the model reads (CTR models whose configuration does not list its
@@ -40,6 +41,9 @@ pub enum Format {
     Word2vec,
     /// A TensorFlow SavedModel directory with a `serving_default` signature.
     SavedModel,
+    /// A training graph for `hogwild tf-train` (`DIR/graph.meta`) and a TensorFlow checkpoint
+    /// of the weights and optimizer state (`DIR/ckpt`).
+    TfTrain,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -72,7 +76,7 @@ pub fn run(args: Args) -> Result<()> {
             );
             Ok(())
         }
-        Format::SavedModel => saved_model(&args, &config, &model),
+        Format::SavedModel | Format::TfTrain => saved_model(&args, &config, &model, format),
     }
 }
 
@@ -81,22 +85,28 @@ fn saved_model(
     _args: &Args,
     _config: &hogwild::models::ModelConfig,
     _model: &AnyModel,
+    _format: Format,
 ) -> Result<()> {
     bail!(
-        "--format saved-model needs TensorFlow: this hogwild was built without it (build with \
-         --features tf after scripts/setup.sh)"
+        "--format saved-model and tf-train need TensorFlow: this hogwild was built without it \
+         (build with --features tf after scripts/setup.sh)"
     )
 }
 
 #[cfg(feature = "tf")]
-fn saved_model(args: &Args, config: &hogwild::models::ModelConfig, model: &AnyModel) -> Result<()> {
+fn saved_model(
+    args: &Args,
+    config: &hogwild::models::ModelConfig,
+    model: &AnyModel,
+    format: Format,
+) -> Result<()> {
     use anyhow::Context;
     use hogwild::models::ModelKind;
     use hogwild::{DataFeedDesc, Model};
     use hogwild_tf::export::{self, BowParts, CtrParts, Exportable, Word2VecParts};
 
     if paths::is_stdio(&args.output) {
-        bail!("-o: a SavedModel is a directory: give its path, not -");
+        bail!("-o: the export is a directory: give its path, not -");
     }
     export::check_target(&args.output)?;
     let desc = match &args.feed {
@@ -150,6 +160,17 @@ fn saved_model(args: &Args, config: &hogwild::models::ModelConfig, model: &AnyMo
         AnyModel::CtrAdam(m) => ctr!(m),
         AnyModel::Word2vecSgd(m) => Exportable::Word2Vec(Word2VecParts { model: m }),
     };
+    if format == Format::TfTrain {
+        let tables = crate::with_model!(model, m => m.tables());
+        export::tf_train_graph(&exportable, &tables, &config.optimizer, &args.output)?;
+        println!(
+            "wrote the training graph {} and its checkpoint {} (hogwild tf-train --graph ... \
+             --restore ...)",
+            args.output.join(export::GRAPH_FILE).display(),
+            args.output.join(export::CHECKPOINT_PREFIX).display()
+        );
+        return Ok(());
+    }
     export::saved_model(&exportable, &args.output)?;
     let kind = match &config.model {
         ModelKind::Bow(_) => "bag-of-words",

@@ -7,6 +7,8 @@ mod convert;
 mod demo;
 mod eval;
 mod export;
+#[cfg(feature = "tf")]
+mod import;
 mod interrupt;
 mod labels;
 mod models;
@@ -62,6 +64,10 @@ enum Command {
     /// Train a TensorFlow graph from files with several threads sharing one session (Hogwild).
     #[cfg(feature = "tf")]
     TfTrain(Box<hogwild_tf::TfTrainArgs>),
+    /// Make a native model of the TensorFlow checkpoint of its exported training graph
+    /// (`export --format tf-train`, trained by `tf-train`).
+    #[cfg(feature = "tf")]
+    Import(import::Args),
 }
 
 /// Output piped into a program that stops reading (`| head`) ends the process quietly, as in other
@@ -91,6 +97,8 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         #[cfg(feature = "tf")]
         Command::TfTrain(args) => hogwild_tf::tf_train(&args).map(|_| ()).map_err(Into::into),
+        #[cfg(feature = "tf")]
+        Command::Import(args) => import::run(args),
     };
     if let Err(error) = &result {
         // Printed here, not returned from `main`: anyhow prints a returned error with a stack

@@ -66,7 +66,7 @@ fn a_saved_model_goes_to_a_new_or_empty_directory_and_nothing_is_replaced() {
     let e = fails(d, &export("no/such/dir"));
     assert!(e.contains("the directory no/such does not exist"), "{e}");
     let e = fails(d, &export("-"));
-    assert!(e.contains("a SavedModel is a directory"), "{e}");
+    assert!(e.contains("the export is a directory"), "{e}");
     // Nothing is left beside the targets.
     let mut names: Vec<String> = std::fs::read_dir(d)
         .unwrap()

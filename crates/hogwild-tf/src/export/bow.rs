@@ -45,8 +45,25 @@ fn bigram_rows(
     b.op("AddV2", name, &[&bucket, &vocab])
 }
 
-/// The serving graph's signature and the tensors of its checkpoint.
-pub(crate) fn build(b: &mut Builder, m: &BowParts<'_>) -> Result<Vec<Named>> {
+/// The tensors of the forward pass: each instance's rows and pooled vector, the output layer's
+/// scores (before the head), and what the training graph's gradients need.
+pub(crate) struct Forward {
+    /// The number of instances (int64 scalar).
+    pub(crate) instances: Output,
+    /// Every embedding row an instance reads (int64 `[R]`) and its instance.
+    pub(crate) rows: Output,
+    pub(crate) owner: Output,
+    /// With mean pooling: `1 / rows` of each instance (`[B]`, 0 without rows).
+    pub(crate) inverse_count: Option<Output>,
+    pub(crate) hidden: Output,
+    /// The output table's weights without the bias column (`[out_rows, dim]`).
+    pub(crate) weights: Output,
+    pub(crate) scores: Output,
+}
+
+/// The forward pass up to the output layer's scores, reading variables `embedding` and
+/// `output`.
+pub(crate) fn forward(b: &mut Builder, m: &BowParts<'_>) -> Result<Forward> {
     let cfg = m.config;
     let (vocab, buckets) = (cfg.vocab as i64, cfg.bigram_buckets as i64);
     let end_of_text = i64::from(cfg.end_of_text);
@@ -147,14 +164,18 @@ pub(crate) fn build(b: &mut Builder, m: &BowParts<'_>) -> Result<Vec<Named>> {
     let emb = b.variable("embedding", &[emb_rows, dim], true)?;
     let vectors = b.gather("bow/vectors", &emb, &rows)?;
     let mut hidden = b.segment_sum("bow/sum", &vectors, &owner, &instances)?;
+    let mut inverse_count = None;
     if cfg.pool == Pool::Mean {
         let ones = b.op_typed("OnesLike", "bow/row_ones", &[&owner], "T", DataType::Int64)?;
         let ones = b.op_typed("Cast", "bow/row_weight", &[&ones], "DstT", DataType::Float)?;
         let counts = b.segment_sum("bow/rows_per_instance", &ones, &owner, &instances)?;
-        let axis = b.scalar("bow/column", 1i32)?;
-        let counts = b.op("ExpandDims", "bow/rows_column", &[&counts, &axis])?;
+        let one = b.op("OnesLike", "bow/one_per_instance", &[&counts])?;
         // An instance without rows keeps a zero vector, as natively.
-        hidden = b.op("DivNoNan", "bow/hidden", &[&hidden, &counts])?;
+        let inverse = b.op("DivNoNan", "bow/inverse_count", &[&one, &counts])?;
+        let axis = b.scalar("bow/column", 1i32)?;
+        let column = b.op("ExpandDims", "bow/inverse_column", &[&inverse, &axis])?;
+        hidden = b.op("Mul", "bow/hidden", &[&hidden, &column])?;
+        inverse_count = Some(inverse);
     }
 
     let out_rows = m.output.rows() as u64;
@@ -175,6 +196,28 @@ pub(crate) fn build(b: &mut Builder, m: &BowParts<'_>) -> Result<Vec<Named>> {
         let bias = b.op("Reshape", "bow/bias", &[&bias, &flat])?;
         scores = b.op("AddV2", "bow/scores_biased", &[&scores, &bias])?;
     }
+    Ok(Forward {
+        instances,
+        rows,
+        owner,
+        inverse_count,
+        hidden,
+        weights,
+        scores,
+    })
+}
+
+/// The serving graph's signature and the tensors of its checkpoint.
+pub(crate) fn build(b: &mut Builder, m: &BowParts<'_>) -> Result<Vec<Named>> {
+    let cfg = m.config;
+    let Forward {
+        instances, scores, ..
+    } = forward(b, m)?;
+    let (emb_rows, out_rows, dim) = (
+        m.embedding.rows() as u64,
+        m.output.rows() as u64,
+        cfg.dim as u64,
+    );
     let classes = cfg.classes as i64;
     let probs = match cfg.loss {
         Loss::Softmax => b.op("Softmax", "bow/probabilities", &[&scores])?,

@@ -128,6 +128,44 @@ impl Builder {
         nd.finish().map_err(|s| built(&unique, s))
     }
 
+    /// [`Builder::node`] run only after `after`.
+    pub(crate) fn node_after<E: Into<Status>>(
+        &mut self,
+        ty: &str,
+        name: &str,
+        inputs: &[&Output],
+        after: &[Operation],
+        attrs: impl FnOnce(&mut OperationDescription<'_>) -> std::result::Result<(), E>,
+    ) -> Result<Operation> {
+        self.node(ty, name, inputs, |nd| {
+            for op in after {
+                nd.add_control_input(op);
+            }
+            attrs(nd)
+        })
+    }
+
+    /// The handle of variable `name`.
+    pub(crate) fn handle(&self, name: &str) -> Result<Output> {
+        self.vars
+            .iter()
+            .find(|v| v.name == name)
+            .map(|v| v.handle.clone())
+            .ok_or_else(|| built(name, Status::new_set_lossy(tensorflow::Code::NotFound, "no such variable")))
+    }
+
+    /// Every variable's initializer op.
+    pub(crate) fn initializers(&self) -> Result<Vec<Operation>> {
+        self.vars
+            .iter()
+            .map(|v| {
+                self.graph
+                    .operation_by_name_required(&v.initializer)
+                    .map_err(|s| built(&v.initializer, s))
+            })
+            .collect()
+    }
+
     /// Op `ty` with no attributes to set, its first output.
     pub(crate) fn op(&mut self, ty: &str, name: &str, inputs: &[&Output]) -> Result<Output> {
         Ok(self

@@ -15,6 +15,7 @@ mod ctr;
 mod graph;
 mod hash;
 mod proto;
+mod train;
 mod word2vec;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ use prost::Message;
 
 pub use bow::BowParts;
 pub use ctr::CtrParts;
+pub use train::{state_names, tf_train_graph, CHECKPOINT_PREFIX, GRAPH_FILE};
 pub use word2vec::Word2VecParts;
 
 use crate::{Error, Result};

@@ -1,0 +1,318 @@
+//! Native models as training graphs for `hogwild tf-train`: the serving graph's forward pass,
+//! the loss and its gradients written out (the models' own backward passes, not TensorFlow's
+//! symbolic ones, so that the embedding rows get sparse updates as natively), and the model's
+//! optimizer as TensorFlow's resource apply ops (`ResourceApplyGradientDescent` /
+//! `ResourceScatterSub` for SGD, `ResourceApplyAdagrad` / `ResourceSparseApplyAdagrad`, and
+//! DeepRec's `ResourceApplyAdamAsync` / `ResourceSparseApplyAdamAsync` from the op library for
+//! AdamAsync). The graph follows the runner's contract (`graph.rs`): signature `train`, the
+//! `init_op` and `train_op` collections and a saver; its checkpoint holds every table's weights,
+//! optimizer slots and scalars under the names [`crate::import`] reads back.
+//!
+//! A native step applies each instance's gradient before reading the next instance; the graph
+//! applies a batch's summed gradient once, so the two agree step for step on batches of one
+//! instance. Duplicate rows of an instance are applied one after the other by the sparse apply
+//! ops, as natively.
+
+use std::path::Path;
+
+use hogwild::models::OptimizerConfig;
+use hogwild::Table;
+use prost::Message;
+use tensorflow::{DataType, Operation, Output};
+
+use super::bow::{self, BowParts};
+use super::checkpoint::{self, Named};
+use super::graph::Builder;
+use super::Exportable;
+use crate::{Error, Result};
+
+/// The training graph's file in the output directory, and its checkpoint's prefix.
+pub const GRAPH_FILE: &str = "graph.meta";
+pub const CHECKPOINT_PREFIX: &str = "ckpt";
+
+/// The checkpoint names of a table's optimizer state: its slots (as many as the optimizer has)
+/// and scalars.
+pub fn state_names(table: &str, optimizer: &OptimizerConfig) -> (Vec<String>, Vec<String>) {
+    match optimizer {
+        OptimizerConfig::Sgd { .. } => (Vec::new(), Vec::new()),
+        OptimizerConfig::Adagrad { .. } => (vec![format!("{table}/accumulator")], Vec::new()),
+        OptimizerConfig::AdamAsync { .. } => (
+            vec![format!("{table}/m"), format!("{table}/v")],
+            vec![
+                format!("{table}/beta1_power"),
+                format!("{table}/beta2_power"),
+            ],
+        ),
+    }
+}
+
+/// Writes `model`'s training graph to `dir/graph.meta` and its weights and optimizer state to
+/// the checkpoint `dir/ckpt`; `dir` must not exist or be empty.
+pub fn tf_train_graph(
+    model: &Exportable<'_>,
+    tables: &[&Table],
+    optimizer: &OptimizerConfig,
+    dir: &Path,
+) -> Result<()> {
+    super::check_target(dir)?;
+    let mut b = Builder::new();
+    let mut t = Trainer {
+        optimizer: *optimizer,
+        applies: Vec::new(),
+    };
+    let metrics = match model {
+        Exportable::Bow(m) => bow_train(&mut b, &mut t, m)?,
+        Exportable::Ctr(_) | Exportable::Word2Vec(_) => {
+            return Err(Error::BadOption {
+                option: "--format",
+                reason: "tf-train exports bag-of-words models only so far (the CTR models and \
+                         word2vec export as saved-model)"
+                    .into(),
+            })
+        }
+    };
+    // The optimizer state of every table.
+    for table in tables {
+        let (slots, scalars) = state_names(table.name(), optimizer);
+        let dims = [table.rows() as u64, table.dim() as u64];
+        for s in &slots {
+            b.variable(s, &dims, false)?;
+        }
+        for s in &scalars {
+            b.variable(s, &[], false)?;
+        }
+    }
+    let applies = t.apply_all(&mut b, &metrics)?;
+    let train = b.group("train", &applies)?;
+    let inits: Vec<Operation> = b.initializers()?;
+    let init = b.group("init", &inits)?;
+    let names = |op: &Operation| op.name().map_err(|e| crate::graph::run_error("naming", e.into()));
+    let collections = vec![
+        ("init_op", vec![names(&init)?]),
+        ("train_op", vec![names(&train)?]),
+    ];
+    let meta = b.meta_graph(&["train"], "train", "hogwild/train", &collections)?;
+    let tensors = state_tensors(tables, optimizer)?;
+    super::write_dir(dir, |tmp| {
+        let path = tmp.join(GRAPH_FILE);
+        std::fs::write(&path, meta.encode_to_vec()).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        checkpoint::write(&tmp.join(CHECKPOINT_PREFIX), &tensors)
+    })
+}
+
+/// Every table's weights, slots and scalars as the checkpoint holds them.
+fn state_tensors(tables: &[&Table], optimizer: &OptimizerConfig) -> Result<Vec<Named>> {
+    let mut out = Vec::new();
+    for table in tables {
+        let (rows, dim) = (table.rows(), table.dim());
+        let (slots, scalars) = state_names(table.name(), optimizer);
+        let mut values = vec![vec![0f32; rows * dim]; 1 + slots.len()];
+        let mut row = vec![0f32; table.stride()];
+        for r in 0..rows {
+            table.read_row(r, &mut row);
+            for (k, v) in values.iter_mut().enumerate() {
+                v[r * dim..(r + 1) * dim].copy_from_slice(&row[k * dim..(k + 1) * dim]);
+            }
+        }
+        if let OptimizerConfig::Adagrad {
+            initial_accumulator,
+            ..
+        } = optimizer
+        {
+            // The store keeps an accumulator never updated as zero, read as its initial value
+            // (`Adagrad::slot_value`); TensorFlow's starts at that value.
+            for a in values[1].iter_mut().filter(|a| **a == 0.0) {
+                *a = *initial_accumulator;
+            }
+        }
+        let dims = [rows as u64, dim as u64];
+        let mut values = values.into_iter();
+        out.push(checkpoint::matrix(table.name(), &dims, values.next().unwrap_or_default())?);
+        for (name, v) in slots.iter().zip(values) {
+            out.push(checkpoint::matrix(name, &dims, v)?);
+        }
+        for (name, &v) in scalars.iter().zip(&table.scalars()) {
+            out.push(checkpoint::matrix(name, &[], vec![v])?);
+        }
+    }
+    Ok(out)
+}
+
+/// The updates of a step: each table's gradient, dense or of rows.
+struct Trainer {
+    optimizer: OptimizerConfig,
+    applies: Vec<(String, Output, Option<Output>)>,
+}
+
+impl Trainer {
+    /// Table `table` gets `grad` (its whole shape), or with `indices`, `grad`'s rows added to
+    /// those rows.
+    fn update(&mut self, table: &str, grad: Output, indices: Option<Output>) {
+        self.applies.push((table.to_string(), grad, indices));
+    }
+
+    /// The apply ops, each after every gradient and metric is computed (the gradients read the
+    /// weights before any update, as a native step does).
+    fn apply_all(&self, b: &mut Builder, metrics: &[Output]) -> Result<Vec<Operation>> {
+        let mut before: Vec<Operation> = metrics.iter().map(|m| m.operation.clone()).collect();
+        before.extend(self.applies.iter().map(|(_, g, _)| g.operation.clone()));
+        let ready = b.group("gradients_ready", &before)?;
+        let mut ops = Vec::new();
+        for (table, grad, indices) in &self.applies {
+            ops.push(self.apply(b, table, grad, indices.as_ref(), &ready)?);
+        }
+        Ok(ops)
+    }
+
+    fn apply(
+        &self,
+        b: &mut Builder,
+        table: &str,
+        grad: &Output,
+        indices: Option<&Output>,
+        ready: &Operation,
+    ) -> Result<Operation> {
+        let (slots, scalars) = state_names(table, &self.optimizer);
+        let var = b.handle(table)?;
+        let p = format!("train/{table}");
+        let lr = b.scalar(&format!("{p}/lr"), self.optimizer.lr())?;
+        let ready = std::slice::from_ref(ready);
+        match (&self.optimizer, indices) {
+            (OptimizerConfig::Sgd { .. }, None) => {
+                b.node_after("ResourceApplyGradientDescent", &p, &[&var, &lr, grad], ready, |_| {
+                    Ok::<(), tensorflow::Status>(())
+                })
+            }
+            (OptimizerConfig::Sgd { .. }, Some(rows)) => {
+                // Duplicate rows add up, as SGD's steps one after the other do.
+                let delta = b.op("Mul", &format!("{p}/delta"), &[grad, &lr])?;
+                b.node_after("ResourceScatterSub", &p, &[&var, rows, &delta], ready, |_| {
+                    Ok::<(), tensorflow::Status>(())
+                })
+            }
+            (OptimizerConfig::Adagrad { .. }, rows) => {
+                let acc = b.handle(&slots[0])?;
+                match rows {
+                    None => b.node_after(
+                        "ResourceApplyAdagrad",
+                        &p,
+                        &[&var, &acc, &lr, grad],
+                        ready,
+                        |_| Ok::<(), tensorflow::Status>(()),
+                    ),
+                    Some(rows) => b.node_after(
+                        "ResourceSparseApplyAdagrad",
+                        &p,
+                        &[&var, &acc, &lr, grad, rows],
+                        ready,
+                        |_| Ok::<(), tensorflow::Status>(()),
+                    ),
+                }
+            }
+            (
+                OptimizerConfig::AdamAsync {
+                    beta1,
+                    beta2,
+                    epsilon,
+                    rmsprop,
+                    nesterov,
+                    ..
+                },
+                rows,
+            ) => {
+                let (m, v) = (b.handle(&slots[0])?, b.handle(&slots[1])?);
+                let (b1p, b2p) = (b.handle(&scalars[0])?, b.handle(&scalars[1])?);
+                let beta1 = b.scalar(&format!("{p}/beta1"), *beta1)?;
+                let beta2 = b.scalar(&format!("{p}/beta2"), *beta2)?;
+                let eps = b.scalar(&format!("{p}/epsilon"), *epsilon)?;
+                let (rmsprop, nesterov) = (*rmsprop, *nesterov);
+                let common = [&var, &m, &v, &b1p, &b2p, &lr, &beta1, &beta2, &eps, grad];
+                match rows {
+                    None => b.node_after("ResourceApplyAdamAsync", &p, &common, ready, |nd| {
+                        nd.set_attr_bool("use_nesterov", nesterov)
+                    }),
+                    Some(rows) => {
+                        let mut inputs = common.to_vec();
+                        inputs.push(rows);
+                        b.node_after("ResourceSparseApplyAdamAsync", &p, &inputs, ready, |nd| {
+                            nd.set_attr_bool("apply_sparse_rmsprop", rmsprop)
+                        })
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The bag-of-words classifier's training graph (softmax loss): inputs the words and label
+/// slots, outputs `loss` and `accuracy`; the output layer's dense gradient and the embedding
+/// rows' gradients.
+fn bow_train(b: &mut Builder, t: &mut Trainer, m: &BowParts<'_>) -> Result<Vec<Output>> {
+    let cfg = m.config;
+    if cfg.loss != hogwild::models::Loss::Softmax {
+        return Err(Error::BadOption {
+            option: "--format",
+            reason: format!(
+                "tf-train exports the softmax loss so far, not loss = \"{}\"",
+                cfg.loss.name()
+            ),
+        });
+    }
+    let f = bow::forward(b, m)?;
+    let label = b.input(&cfg.label_slot, DataType::Int64, &[-1])?;
+    let xent = b.node(
+        "SparseSoftmaxCrossEntropyWithLogits",
+        "train/cross_entropy",
+        &[&f.scores, &label],
+        |_| Ok::<(), tensorflow::Status>(()),
+    )?;
+    let per_instance = Output {
+        operation: xent.clone(),
+        index: 0,
+    };
+    let dz = Output {
+        operation: xent,
+        index: 1,
+    };
+    let axis0 = b.scalar("train/axis0", 0i32)?;
+    let loss = b.op("Mean", "train/loss", &[&per_instance, &axis0])?;
+    let axis1 = b.scalar("train/axis1", 1i32)?;
+    let best = b.node("ArgMax", "train/best", &[&f.scores, &axis1], |nd| {
+        nd.set_attr_type("output_type", DataType::Int64)
+    })?;
+    let right = b.op("Equal", "train/right", &[&best.into(), &label])?;
+    let right = b.op_typed("Cast", "train/right_f", &[&right], "DstT", DataType::Float)?;
+    let accuracy = b.op("Mean", "train/accuracy", &[&right, &axis0])?;
+    let loss = b.output("loss", &loss, DataType::Float, &[])?;
+    let accuracy = b.output("accuracy", &accuracy, DataType::Float, &[])?;
+
+    // The output layer: each row's score gradient times the pooled vector (and the bias input,
+    // 1 with a bias and 0 without).
+    let d_w: Output = b
+        .node("MatMul", "train/d_weights", &[&dz, &f.hidden], |nd| {
+            nd.set_attr_bool("transpose_a", true)
+        })?
+        .into();
+    let d_b = b.op("Sum", "train/d_bias_sum", &[&dz, &axis0])?;
+    let column = b.vector("train/column", &[-1i64, 1])?;
+    let mut d_b = b.op("Reshape", "train/d_bias", &[&d_b, &column])?;
+    if !cfg.bias {
+        d_b = b.op("ZerosLike", "train/d_no_bias", &[&d_b])?;
+    }
+    let d_out = b.concat("train/d_output", &[d_w, d_b], 1)?;
+    // The pooled vector's gradient, through the weights before their update, to every row.
+    let d_h = b.op("MatMul", "train/d_hidden", &[&dz, &f.weights])?;
+    let mut d_rows = b.gather("train/d_rows_sum", &d_h, &f.owner)?;
+    if let Some(inverse) = &f.inverse_count {
+        let scale = b.gather("train/row_scale", inverse, &f.owner)?;
+        let scale = b.op("ExpandDims", "train/row_scale_column", &[&scale, &axis1])?;
+        d_rows = b.op("Mul", "train/d_rows", &[&d_rows, &scale])?;
+    }
+    t.update("output", d_out, None);
+    t.update("embedding", d_rows, Some(f.rows.clone()));
+    let _ = &f.instances;
+    Ok(vec![loss, accuracy])
+}
