@@ -27,6 +27,10 @@ pub struct Args {
     /// `fields` take every used uint64 slot of it but the label as a field, as in training).
     #[arg(long)]
     pub feed: Option<PathBuf>,
+    /// `--format tf-train` of an adam_async model: the op library of DeepRec's AdamAsync ops
+    /// (build/plugin/libadam_async_ops.so), which the training graph uses (repeatable).
+    #[arg(long = "op-library")]
+    pub op_libraries: Vec<PathBuf>,
     /// Where to write: the vectors file (`--format word2vec`; `count dim` header, then
     /// `word v1 ... v_dim` per line, which gensim's `KeyedVectors.load_word2vec_format` reads;
     /// `-`: standard output), or the SavedModel directory, which must not exist or be empty.
@@ -162,7 +166,13 @@ fn saved_model(
     };
     if format == Format::TfTrain {
         let tables = crate::with_model!(model, m => m.tables());
-        export::tf_train_graph(&exportable, &tables, &config.optimizer, &args.output)?;
+        export::tf_train_graph(
+            &exportable,
+            &tables,
+            &config.optimizer,
+            &args.op_libraries,
+            &args.output,
+        )?;
         println!(
             "wrote the training graph {} and its checkpoint {} (hogwild tf-train --graph ... \
              --restore ...)",

@@ -33,9 +33,7 @@ fn read(prefix: &Path, names: &[String]) -> Result<Vec<Tensor<f32>>> {
     })?;
     let filename = constant(&mut graph, "filename", Tensor::from(text.to_string()))?;
     let n = names.len() as u64;
-    let names_t = Tensor::new(&[n])
-        .with_values(names)
-        .map_err(err)?;
+    let names_t = Tensor::new(&[n]).with_values(names).map_err(err)?;
     let tensor_names = constant(&mut graph, "tensor_names", names_t)?;
     let slices = Tensor::new(&[n])
         .with_values(&vec![String::new(); names.len()])

@@ -151,7 +151,12 @@ impl Builder {
             .iter()
             .find(|v| v.name == name)
             .map(|v| v.handle.clone())
-            .ok_or_else(|| built(name, Status::new_set_lossy(tensorflow::Code::NotFound, "no such variable")))
+            .ok_or_else(|| {
+                built(
+                    name,
+                    Status::new_set_lossy(tensorflow::Code::NotFound, "no such variable"),
+                )
+            })
     }
 
     /// Every variable's initializer op.

@@ -13,7 +13,7 @@
 //! instance. Duplicate rows of an instance are applied one after the other by the sparse apply
 //! ops, as natively.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use hogwild::models::OptimizerConfig;
 use hogwild::Table;
@@ -47,14 +47,29 @@ pub fn state_names(table: &str, optimizer: &OptimizerConfig) -> (Vec<String>, Ve
 }
 
 /// Writes `model`'s training graph to `dir/graph.meta` and its weights and optimizer state to
-/// the checkpoint `dir/ckpt`; `dir` must not exist or be empty.
+/// the checkpoint `dir/ckpt`; `dir` must not exist or be empty. AdamAsync's apply ops come from
+/// the op library, one of `op_libraries`.
 pub fn tf_train_graph(
     model: &Exportable<'_>,
     tables: &[&Table],
     optimizer: &OptimizerConfig,
+    op_libraries: &[PathBuf],
     dir: &Path,
 ) -> Result<()> {
     super::check_target(dir)?;
+    if matches!(optimizer, OptimizerConfig::AdamAsync { .. }) && op_libraries.is_empty() {
+        return Err(Error::BadOption {
+            option: "--op-library",
+            reason: "an adam_async model's training graph uses DeepRec's AdamAsync ops: give \
+                     the op library that defines them (build/plugin/libadam_async_ops.so, \
+                     `make plugin`)"
+                .into(),
+        });
+    }
+    let _libraries = op_libraries
+        .iter()
+        .map(|lib| crate::graph::load_library(lib))
+        .collect::<Result<Vec<_>>>()?;
     let mut b = Builder::new();
     let mut t = Trainer {
         optimizer: *optimizer,
@@ -86,7 +101,10 @@ pub fn tf_train_graph(
     let train = b.group("train", &applies)?;
     let inits: Vec<Operation> = b.initializers()?;
     let init = b.group("init", &inits)?;
-    let names = |op: &Operation| op.name().map_err(|e| crate::graph::run_error("naming", e.into()));
+    let names = |op: &Operation| {
+        op.name()
+            .map_err(|e| crate::graph::run_error("naming", e.into()))
+    };
     let collections = vec![
         ("init_op", vec![names(&init)?]),
         ("train_op", vec![names(&train)?]),
@@ -130,7 +148,11 @@ fn state_tensors(tables: &[&Table], optimizer: &OptimizerConfig) -> Result<Vec<N
         }
         let dims = [rows as u64, dim as u64];
         let mut values = values.into_iter();
-        out.push(checkpoint::matrix(table.name(), &dims, values.next().unwrap_or_default())?);
+        out.push(checkpoint::matrix(
+            table.name(),
+            &dims,
+            values.next().unwrap_or_default(),
+        )?);
         for (name, v) in slots.iter().zip(values) {
             out.push(checkpoint::matrix(name, &dims, v)?);
         }
@@ -181,17 +203,23 @@ impl Trainer {
         let lr = b.scalar(&format!("{p}/lr"), self.optimizer.lr())?;
         let ready = std::slice::from_ref(ready);
         match (&self.optimizer, indices) {
-            (OptimizerConfig::Sgd { .. }, None) => {
-                b.node_after("ResourceApplyGradientDescent", &p, &[&var, &lr, grad], ready, |_| {
-                    Ok::<(), tensorflow::Status>(())
-                })
-            }
+            (OptimizerConfig::Sgd { .. }, None) => b.node_after(
+                "ResourceApplyGradientDescent",
+                &p,
+                &[&var, &lr, grad],
+                ready,
+                |_| Ok::<(), tensorflow::Status>(()),
+            ),
             (OptimizerConfig::Sgd { .. }, Some(rows)) => {
                 // Duplicate rows add up, as SGD's steps one after the other do.
                 let delta = b.op("Mul", &format!("{p}/delta"), &[grad, &lr])?;
-                b.node_after("ResourceScatterSub", &p, &[&var, rows, &delta], ready, |_| {
-                    Ok::<(), tensorflow::Status>(())
-                })
+                b.node_after(
+                    "ResourceScatterSub",
+                    &p,
+                    &[&var, rows, &delta],
+                    ready,
+                    |_| Ok::<(), tensorflow::Status>(()),
+                )
             }
             (OptimizerConfig::Adagrad { .. }, rows) => {
                 let acc = b.handle(&slots[0])?;

@@ -1,0 +1,286 @@
+//! `hogwild export --format tf-train`, `hogwild tf-train --restore` and `hogwild import` against
+//! native training: from the same weights, one step on the same batch (one instance, which holds
+//! a word twice) gives the same weights and optimizer state, within 1e-5 relative (float32), per
+//! model variant and optimizer. A native step applies each instance's gradient in turn and the
+//! graph a batch's gradient at once, so the step is compared on a batch of one instance.
+#![cfg(feature = "tf")]
+
+use std::path::{Path, PathBuf};
+
+use hogwild::checkpoint;
+
+mod common;
+use common::{convert_text, fails, ok};
+
+/// The op library AdamAsync's apply ops come from (`make plugin`).
+fn plugin() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build/plugin/libadam_async_ops.so")
+}
+
+const TRAIN: &str = "__label__a red green blue red\n__label__b cat dog cat bird\n\
+                     __label__a blue green red sky\n__label__b dog bird cat mouse\n";
+
+/// Optimizer sections: (name, TOML).
+const OPTIMIZERS: [(&str, &str); 3] = [
+    ("sgd", "kind = \"sgd\"\nlr = 0.5\n"),
+    ("adagrad", "kind = \"adagrad\"\nlr = 0.5\n"),
+    ("adam_async", "kind = \"adam_async\"\nlr = 0.05\n"),
+];
+
+/// Model variants: lines of the [model] section besides the vocabulary.
+const VARIANTS: [(&str, &str); 2] = [
+    ("mean_bigrams", "dim = 4\nbigram_buckets = 16\n"),
+    (
+        "sum_bias_plain",
+        "dim = 4\npool = \"sum\"\nbias = true\nend_of_text = false\n",
+    ),
+];
+
+/// Every table's rows (weights and slots) and scalars of the checkpoint at `path`.
+fn tables(path: &Path) -> Vec<(String, Vec<f32>, Vec<f32>)> {
+    let ck = checkpoint::load(path).unwrap();
+    let mut out: Vec<_> = ck
+        .tables
+        .iter()
+        .map(|t| {
+            let mut values = vec![0f32; t.rows() * t.stride()];
+            for (r, row) in values.chunks_exact_mut(t.stride()).enumerate() {
+                t.read_row(r, row);
+            }
+            (t.name().to_string(), values, t.scalars())
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Asserts that `got` and `want` agree within 1e-5 relative; a stored Adagrad accumulator of 0
+/// reads as its initial value (0.1), which the TensorFlow side stores.
+fn assert_close(what: &str, got: &[f32], want: &[f32], adagrad: bool) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let read = |x: f32| if adagrad && x == 0.0 { 0.1 } else { x };
+        let (g2, w2) = (read(g), read(w));
+        let tol = 1e-5 * w2.abs().max(g2.abs()) + 1e-7;
+        assert!(
+            (g2 - w2).abs() <= tol,
+            "{what}: element {i}: tf-train {g} native {w}"
+        );
+    }
+}
+
+#[test]
+fn one_tf_train_step_of_the_exported_graph_matches_a_native_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("train.txt"), TRAIN).unwrap();
+    std::fs::write(d.join("one.txt"), "__label__b cat dog red cat\n").unwrap();
+    convert_text(
+        d,
+        "train.txt",
+        "train.ms",
+        &["--build-vocab", "--vocab", "vocab.txt"],
+    );
+    convert_text(d, "one.txt", "one.ms", &["--vocab", "vocab.txt"]);
+    let desc = std::fs::read_to_string(d.join("data.prototxt")).unwrap();
+    let one = regex_free_batch_size(&desc, 1);
+    std::fs::write(d.join("one.prototxt"), one).unwrap();
+    let plugin = plugin();
+    assert!(plugin.is_file(), "run `make plugin` first");
+    for (variant, model) in VARIANTS {
+        for (opt, section) in OPTIMIZERS {
+            let name = format!("{variant}_{opt}");
+            let toml = format!(
+                "[model]\nkind = \"bow\"\nvocab = 10\nclasses = 2\n{model}\n[optimizer]\n{section}"
+            );
+            std::fs::write(d.join(format!("{name}.toml")), toml).unwrap();
+            let m = format!("{name}.ckpt");
+            ok(
+                d,
+                &[
+                    "train",
+                    "--config",
+                    &format!("{name}.toml"),
+                    "--feed",
+                    "data.prototxt",
+                    "train.ms",
+                    "--epochs",
+                    "2",
+                    "--threads",
+                    "1",
+                    "--save",
+                    &m,
+                    "--quiet",
+                ],
+            );
+            let graph_dir = format!("{name}.tf");
+            ok(
+                d,
+                &[
+                    "export",
+                    "--model",
+                    &m,
+                    "--format",
+                    "tf-train",
+                    "--op-library",
+                    plugin.to_str().unwrap(),
+                    "-o",
+                    &graph_dir,
+                ],
+            );
+            let trained = format!("{name}.tf/trained");
+            ok(
+                d,
+                &[
+                    "tf-train",
+                    "--graph",
+                    &format!("{graph_dir}/graph.meta"),
+                    "--restore",
+                    &format!("{graph_dir}/ckpt"),
+                    "--op-library",
+                    plugin.to_str().unwrap(),
+                    "--feed",
+                    "one.prototxt",
+                    "one.ms",
+                    "--save",
+                    &trained,
+                    "--print-period",
+                    "0",
+                ],
+            );
+            let imported = format!("{name}.imported.ckpt");
+            ok(
+                d,
+                &[
+                    "import",
+                    "--model",
+                    &m,
+                    "--tf-checkpoint",
+                    &trained,
+                    "-o",
+                    &imported,
+                ],
+            );
+            let native = format!("{name}.native.ckpt");
+            ok(
+                d,
+                &[
+                    "train",
+                    "--resume",
+                    &m,
+                    "--feed",
+                    "one.prototxt",
+                    "one.ms",
+                    "--epochs",
+                    "1",
+                    "--threads",
+                    "1",
+                    "--save",
+                    &native,
+                    "--quiet",
+                ],
+            );
+            let (got, want) = (tables(&d.join(&imported)), tables(&d.join(&native)));
+            let before = tables(&d.join(&m));
+            assert_eq!(got.len(), want.len(), "{name}");
+            for ((g, w), b) in got.iter().zip(&want).zip(&before) {
+                assert_eq!(g.0, w.0, "{name}");
+                let what = format!("{name}: table {}", g.0);
+                assert_close(&what, &g.1, &w.1, opt == "adagrad");
+                assert_close(&format!("{what} scalars"), &g.2, &w.2, false);
+                // The step moved the table: the comparison is not of two unchanged copies.
+                assert_ne!(b.1, w.1, "{what}: the native step changed nothing");
+            }
+        }
+    }
+}
+
+/// `desc` with its batch size set to `n`.
+fn regex_free_batch_size(desc: &str, n: usize) -> String {
+    desc.lines()
+        .map(|l| {
+            if l.trim_start().starts_with("batch_size:") {
+                format!("batch_size: {n}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn import_refuses_a_checkpoint_of_another_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("train.txt"), TRAIN).unwrap();
+    convert_text(
+        d,
+        "train.txt",
+        "train.ms",
+        &["--build-vocab", "--vocab", "vocab.txt"],
+    );
+    for (name, dim) in [("a", 4), ("b", 8)] {
+        std::fs::write(
+            d.join(format!("{name}.toml")),
+            format!(
+                "[model]\nkind = \"bow\"\nvocab = 10\nclasses = 2\ndim = {dim}\n\n\
+                 [optimizer]\nkind = \"sgd\"\nlr = 0.5\n"
+            ),
+        )
+        .unwrap();
+        ok(
+            d,
+            &[
+                "train",
+                "--config",
+                &format!("{name}.toml"),
+                "--feed",
+                "data.prototxt",
+                "train.ms",
+                "--save",
+                &format!("{name}.ckpt"),
+                "--quiet",
+            ],
+        );
+    }
+    ok(
+        d,
+        &[
+            "export", "--model", "a.ckpt", "--format", "tf-train", "-o", "a.tf",
+        ],
+    );
+    let e = fails(
+        d,
+        &[
+            "import",
+            "--model",
+            "b.ckpt",
+            "--tf-checkpoint",
+            "a.tf/ckpt",
+            "-o",
+            "c.ckpt",
+        ],
+    );
+    assert!(
+        e.contains(
+            "tensor \"embedding\" has shape [11, 4], but the model's table \"embedding\" \
+                    needs [11, 8]"
+        ),
+        "{e}"
+    );
+    assert!(!d.join("c.ckpt").exists());
+    let e = fails(
+        d,
+        &[
+            "import",
+            "--model",
+            "b.ckpt",
+            "--tf-checkpoint",
+            "nowhere/ckpt",
+            "-o",
+            "c.ckpt",
+        ],
+    );
+    assert!(e.contains("importing nowhere/ckpt"), "{e}");
+}
