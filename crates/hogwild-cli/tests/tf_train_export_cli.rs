@@ -85,8 +85,7 @@ fn one_tf_train_step_of_the_exported_graph_matches_a_native_step() {
     let desc = std::fs::read_to_string(d.join("data.prototxt")).unwrap();
     let one = regex_free_batch_size(&desc, 1);
     std::fs::write(d.join("one.prototxt"), one).unwrap();
-    let plugin = plugin();
-    assert!(plugin.is_file(), "run `make plugin` first");
+    assert!(plugin().is_file(), "run `make plugin` first");
     for (variant, model) in VARIANTS {
         for (opt, section) in OPTIMIZERS {
             let name = format!("{variant}_{opt}");
@@ -94,104 +93,106 @@ fn one_tf_train_step_of_the_exported_graph_matches_a_native_step() {
                 "[model]\nkind = \"bow\"\nvocab = 10\nclasses = 2\n{model}\n[optimizer]\n{section}"
             );
             std::fs::write(d.join(format!("{name}.toml")), toml).unwrap();
-            let m = format!("{name}.ckpt");
-            ok(
-                d,
-                &[
-                    "train",
-                    "--config",
-                    &format!("{name}.toml"),
-                    "--feed",
-                    "data.prototxt",
-                    "train.ms",
-                    "--epochs",
-                    "2",
-                    "--threads",
-                    "1",
-                    "--save",
-                    &m,
-                    "--quiet",
-                ],
-            );
-            let graph_dir = format!("{name}.tf");
-            ok(
-                d,
-                &[
-                    "export",
-                    "--model",
-                    &m,
-                    "--format",
-                    "tf-train",
-                    "--op-library",
-                    plugin.to_str().unwrap(),
-                    "-o",
-                    &graph_dir,
-                ],
-            );
-            let trained = format!("{name}.tf/trained");
-            ok(
-                d,
-                &[
-                    "tf-train",
-                    "--graph",
-                    &format!("{graph_dir}/graph.meta"),
-                    "--restore",
-                    &format!("{graph_dir}/ckpt"),
-                    "--op-library",
-                    plugin.to_str().unwrap(),
-                    "--feed",
-                    "one.prototxt",
-                    "one.ms",
-                    "--save",
-                    &trained,
-                    "--print-period",
-                    "0",
-                ],
-            );
-            let imported = format!("{name}.imported.ckpt");
-            ok(
-                d,
-                &[
-                    "import",
-                    "--model",
-                    &m,
-                    "--tf-checkpoint",
-                    &trained,
-                    "-o",
-                    &imported,
-                ],
-            );
-            let native = format!("{name}.native.ckpt");
-            ok(
-                d,
-                &[
-                    "train",
-                    "--resume",
-                    &m,
-                    "--feed",
-                    "one.prototxt",
-                    "one.ms",
-                    "--epochs",
-                    "1",
-                    "--threads",
-                    "1",
-                    "--save",
-                    &native,
-                    "--quiet",
-                ],
-            );
-            let (got, want) = (tables(&d.join(&imported)), tables(&d.join(&native)));
-            let before = tables(&d.join(&m));
-            assert_eq!(got.len(), want.len(), "{name}");
-            for ((g, w), b) in got.iter().zip(&want).zip(&before) {
-                assert_eq!(g.0, w.0, "{name}");
-                let what = format!("{name}: table {}", g.0);
-                assert_close(&what, &g.1, &w.1, opt == "adagrad");
-                assert_close(&format!("{what} scalars"), &g.2, &w.2, false);
-                // The step moved the table: the comparison is not of two unchanged copies.
-                assert_ne!(b.1, w.1, "{what}: the native step changed nothing");
-            }
+            step_matches(d, &name, opt == "adagrad", &[]);
         }
+    }
+}
+
+/// Trains `{name}.toml` natively for 2 epochs on `train.ms`, then takes one step from it on
+/// `one.ms` (batch size 1, `one.prototxt`) both ways (the exported graph through `tf-train`
+/// and `import`, and `train --resume`) and compares every table. `feed` is the export's
+/// `--feed` where it needs one (CTR models).
+fn step_matches(d: &Path, name: &str, adagrad: bool, feed: &[&str]) {
+    let plugin = plugin();
+    let plugin = plugin.to_str().unwrap();
+    let run = |args: &[&str]| ok(d, args);
+    let (m, graph_dir) = (format!("{name}.ckpt"), format!("{name}.tf"));
+    let config = format!("{name}.toml");
+    run(&[
+        "train",
+        "--config",
+        &config,
+        "--feed",
+        "data.prototxt",
+        "train.ms",
+        "--epochs",
+        "2",
+        "--threads",
+        "1",
+        "--save",
+        &m,
+        "--quiet",
+    ]);
+    let mut export = vec![
+        "export",
+        "--model",
+        &m,
+        "--format",
+        "tf-train",
+        "--op-library",
+        plugin,
+        "-o",
+        &graph_dir,
+    ];
+    export.extend_from_slice(feed);
+    run(&export);
+    let (meta, ckpt) = (
+        format!("{graph_dir}/graph.meta"),
+        format!("{graph_dir}/ckpt"),
+    );
+    let trained = format!("{graph_dir}/trained");
+    run(&[
+        "tf-train",
+        "--graph",
+        &meta,
+        "--restore",
+        &ckpt,
+        "--op-library",
+        plugin,
+        "--feed",
+        "one.prototxt",
+        "one.ms",
+        "--save",
+        &trained,
+        "--print-period",
+        "0",
+    ]);
+    let imported = format!("{name}.imported.ckpt");
+    run(&[
+        "import",
+        "--model",
+        &m,
+        "--tf-checkpoint",
+        &trained,
+        "-o",
+        &imported,
+    ]);
+    let native = format!("{name}.native.ckpt");
+    run(&[
+        "train",
+        "--resume",
+        &m,
+        "--feed",
+        "one.prototxt",
+        "one.ms",
+        "--epochs",
+        "1",
+        "--threads",
+        "1",
+        "--save",
+        &native,
+        "--quiet",
+    ]);
+    let (got, want) = (tables(&d.join(&imported)), tables(&d.join(&native)));
+    let before = tables(&d.join(&m));
+    assert_eq!(got.len(), want.len(), "{name}");
+    for ((g, w), b) in got.iter().zip(&want).zip(&before) {
+        assert_eq!(g.0, w.0, "{name}");
+        let what = format!("{name}: table {}", g.0);
+        assert_close(&what, &g.1, &w.1, adagrad);
+        assert_close(&format!("{what} scalars"), &g.2, &w.2, false);
+        // The step moved the table: the comparison is not of two unchanged copies.
+        assert_ne!(b.1, w.1, "{what}: the native step changed nothing");
     }
 }
 
@@ -283,4 +284,80 @@ fn import_refuses_a_checkpoint_of_another_model() {
         ],
     );
     assert!(e.contains("importing nowhere/ckpt"), "{e}");
+}
+
+/// The CTR data of `lines` lines of examples/ctr/train.txt as `train.ms`, its first line as
+/// `one.ms`, the walk-through's desc as `data.prototxt` and `one.prototxt` (batch size 1).
+fn ctr_setup(d: &Path, file: &str, desc: &str, lines: usize) {
+    let text = std::fs::read_to_string(file).unwrap();
+    let head: String = text.lines().take(lines).map(|l| format!("{l}\n")).collect();
+    std::fs::write(d.join("train.ms"), &head).unwrap();
+    let first = head.lines().next().unwrap();
+    std::fs::write(d.join("one.ms"), format!("{first}\n")).unwrap();
+    let desc = std::fs::read_to_string(desc).unwrap();
+    std::fs::write(d.join("data.prototxt"), &desc).unwrap();
+    std::fs::write(d.join("one.prototxt"), regex_free_batch_size(&desc, 1)).unwrap();
+}
+
+#[test]
+fn one_tf_train_step_of_an_exported_ctr_graph_matches_a_native_step() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ctr");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (train, desc) = (examples.join("train.txt"), examples.join("data.prototxt"));
+    ctr_setup(d, train.to_str().unwrap(), desc.to_str().unwrap(), 300);
+    // Logistic regression and the factorization machine of two factor sizes, with an L2
+    // penalty, per optimizer.
+    let models = [
+        ("lr", "kind = \"lr\"\nbuckets = 512\nl2 = 0.01\n"),
+        (
+            "fm",
+            "kind = \"fm\"\nbuckets = 512\ndim = 4\nfield_dims = { hour = 2 }\nl2 = 0.01\n\
+             init_scale = 0.1\n",
+        ),
+    ];
+    for (model, section) in models {
+        for (opt, optimizer) in OPTIMIZERS {
+            let name = format!("{model}_{opt}");
+            std::fs::write(
+                d.join(format!("{name}.toml")),
+                format!("[model]\n{section}\n[optimizer]\n{optimizer}"),
+            )
+            .unwrap();
+            step_matches(d, &name, opt == "adagrad", &["--feed", "data.prototxt"]);
+        }
+    }
+}
+
+#[test]
+fn vw_values_and_importance_weights_step_as_natively() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ctr");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let vw = examples.join("train.vw");
+    ok(
+        d,
+        &[
+            "convert",
+            "--from",
+            "vw",
+            vw.to_str().unwrap(),
+            "-o",
+            "all.ms",
+        ],
+    );
+    let all = d.join("all.ms");
+    ctr_setup(
+        d,
+        all.to_str().unwrap(),
+        d.join("data.prototxt").to_str().unwrap(),
+        300,
+    );
+    let config = std::fs::read_to_string(examples.join("vw.toml")).unwrap();
+    std::fs::write(
+        d.join("vw.toml"),
+        config.replace("buckets = 65536", "buckets = 512"),
+    )
+    .unwrap();
+    step_matches(d, "vw", true, &["--feed", "data.prototxt"]);
 }

@@ -106,7 +106,45 @@ struct Features {
     positions: Vec<Output>,
 }
 
+/// The forward pass: each feature's instance, value, row, table and row values (padded to the
+/// widest table), and each instance's logit (with the factor sums of the factorization
+/// machine, which its gradients read).
+pub(crate) struct Forward {
+    pub(crate) instances: Output,
+    pub(crate) owner: Output,
+    pub(crate) x: Output,
+    pub(crate) rows: Output,
+    pub(crate) table_ids: Output,
+    pub(crate) vals: Output,
+    pub(crate) logit: Output,
+    pub(crate) sum: Option<Output>,
+    /// Factor size of each table.
+    pub(crate) dims: Vec<usize>,
+    pub(crate) width: usize,
+}
+
+/// The serving graph's signature and the tensors of its checkpoint.
 pub(crate) fn build(b: &mut Builder, m: &CtrParts<'_>) -> Result<Vec<Named>> {
+    let f = forward(b, m)?;
+    let p = b.op("Sigmoid", "ctr/probability", &[&f.logit])?;
+    b.output("probability", &p, DataType::Float, &[-1])?;
+    let mut tensors = Vec::new();
+    for table in m.tables.iter().chain(std::iter::once(m.bias)) {
+        let mut values = vec![0f32; table.rows() * table.dim()];
+        for (r, row) in values.chunks_exact_mut(table.dim()).enumerate() {
+            table.read_weights(r, row);
+        }
+        tensors.push(checkpoint::matrix(
+            table.name(),
+            &[table.rows() as u64, table.dim() as u64],
+            values,
+        )?);
+    }
+    Ok(tensors)
+}
+
+/// The forward pass of a CTR model, reading one variable per table and `bias`.
+pub(crate) fn forward(b: &mut Builder, m: &CtrParts<'_>) -> Result<Forward> {
     let cfg = m.config;
     let ffm = m.kind == CtrKind::Ffm;
     let blocks = if ffm {
@@ -329,6 +367,7 @@ pub(crate) fn build(b: &mut Builder, m: &CtrParts<'_>) -> Result<Vec<Named>> {
     let xw = b.op("Mul", "ctr/xw", &[&x, &w])?;
     let linear = b.segment_sum("ctr/linear", &xw, &owner, &instances)?;
 
+    let mut fm_sum = None;
     let logit = match m.kind {
         CtrKind::Lr | CtrKind::Fm => {
             let mut logit = b.op("AddV2", "ctr/logit_linear", &[&linear, &bias])?;
@@ -348,6 +387,7 @@ pub(crate) fn build(b: &mut Builder, m: &CtrParts<'_>) -> Result<Vec<Named>> {
                 let half = b.scalar("ctr/half", 0.5f32)?;
                 let pairs = b.op("Mul", "ctr/half_pairs", &[&pairs, &half])?;
                 logit = b.op("AddV2", "ctr/logit", &[&logit, &pairs])?;
+                fm_sum = Some(sum);
             }
             logit
         }
@@ -373,22 +413,18 @@ pub(crate) fn build(b: &mut Builder, m: &CtrParts<'_>) -> Result<Vec<Named>> {
             )?
         }
     };
-    let p = b.op("Sigmoid", "ctr/probability", &[&logit])?;
-    b.output("probability", &p, DataType::Float, &[-1])?;
-
-    let mut tensors = Vec::new();
-    for table in m.tables.iter().chain(std::iter::once(m.bias)) {
-        let mut values = vec![0f32; table.rows() * table.dim()];
-        for (r, row) in values.chunks_exact_mut(table.dim()).enumerate() {
-            table.read_weights(r, row);
-        }
-        tensors.push(checkpoint::matrix(
-            table.name(),
-            &[table.rows() as u64, table.dim() as u64],
-            values,
-        )?);
-    }
-    Ok(tensors)
+    Ok(Forward {
+        instances,
+        owner,
+        x,
+        rows,
+        table_ids,
+        vals,
+        logit,
+        sum: fm_sum,
+        dims,
+        width,
+    })
 }
 
 /// Each instance's number of values of a ragged slot: `row_splits[1:] - row_splits[:-1]`.

@@ -22,6 +22,7 @@ use tensorflow::{DataType, Operation, Output};
 
 use super::bow::{self, BowParts};
 use super::checkpoint::{self, Named};
+use super::ctr::{self, CtrParts};
 use super::graph::Builder;
 use super::Exportable;
 use crate::{Error, Result};
@@ -77,11 +78,12 @@ pub fn tf_train_graph(
     };
     let metrics = match model {
         Exportable::Bow(m) => bow_train(&mut b, &mut t, m)?,
-        Exportable::Ctr(_) | Exportable::Word2Vec(_) => {
+        Exportable::Ctr(m) => ctr_train(&mut b, &mut t, m)?,
+        Exportable::Word2Vec(_) => {
             return Err(Error::BadOption {
                 option: "--format",
-                reason: "tf-train exports bag-of-words models only so far (the CTR models and \
-                         word2vec export as saved-model)"
+                reason: "a word2vec model has no training graph (its vectors export with \
+                         --format word2vec or saved-model)"
                     .into(),
             })
         }
@@ -343,4 +345,135 @@ fn bow_train(b: &mut Builder, t: &mut Trainer, m: &BowParts<'_>) -> Result<Vec<O
     t.update("embedding", d_rows, Some(f.rows.clone()));
     let _ = &f.instances;
     Ok(vec![loss, accuracy])
+}
+
+/// Logistic regression and the factorization machine: inputs the slots the model reads, the
+/// label and (with `weight_slot`) the importance weights; output the weighted mean logistic
+/// loss. With `g = weight (p - y)`, a feature of value `x` gets `g x + l2 w` for its weight and
+/// `g x (sum_k - x v_k) + l2 v_k` for factor `k` (the native `Ctr::update`), the bias `g`.
+fn ctr_train(b: &mut Builder, t: &mut Trainer, m: &CtrParts<'_>) -> Result<Vec<Output>> {
+    use hogwild::feed::SlotType;
+    use hogwild::models::CtrKind;
+
+    let cfg = m.config;
+    if m.kind == CtrKind::Ffm {
+        return Err(Error::BadOption {
+            option: "--format",
+            reason: "tf-train exports logistic regression and the factorization machine so far; \
+                     the field-aware one exports as saved-model"
+                .into(),
+        });
+    }
+    let f = ctr::forward(b, m)?;
+    let used = m.desc.used_slots();
+    let slot_type = |name: &str| used.iter().find(|s| s.name == name).map(|s| s.slot_type());
+    let label_type = slot_type(&cfg.label_slot).ok_or_else(|| Error::SlotMismatch {
+        slot: cfg.label_slot.clone(),
+        reason: "training needs the label slot: the DataFeedDesc (--feed) has no used slot of \
+                 that name"
+            .into(),
+    })?;
+    let (dtype, label, zero) = match label_type {
+        SlotType::U64 => {
+            let l = b.input(&cfg.label_slot, DataType::Int64, &[-1])?;
+            (DataType::Int64, l, b.scalar("train/label_zero", 0i64)?)
+        }
+        SlotType::F32 => {
+            let l = b.input(&cfg.label_slot, DataType::Float, &[-1])?;
+            (DataType::Float, l, b.scalar("train/label_zero", 0f32)?)
+        }
+    };
+    let _ = dtype;
+    // A click is a label above 0 (uint64 labels are 0 or 1).
+    let click = b.op("Greater", "train/click", &[&label, &zero])?;
+    let y = b.op_typed("Cast", "train/y", &[&click], "DstT", DataType::Float)?;
+    let p = b.op("Sigmoid", "train/p", &[&f.logit])?;
+    let mut g = b.op("Sub", "train/g", &[&p, &y])?;
+    // The logistic loss max(z, 0) - z y + ln(1 + exp(-|z|)).
+    let relu = b.op("Relu", "train/relu", &[&f.logit])?;
+    let zy = b.op("Mul", "train/zy", &[&f.logit, &y])?;
+    let abs = b.op("Abs", "train/abs", &[&f.logit])?;
+    let neg = b.op("Neg", "train/neg_abs", &[&abs])?;
+    let exp = b.op("Exp", "train/exp", &[&neg])?;
+    let log1p = b.op("Log1p", "train/log1p", &[&exp])?;
+    let l = b.op("Sub", "train/relu_zy", &[&relu, &zy])?;
+    let mut per_instance = b.op("AddV2", "train/logloss", &[&l, &log1p])?;
+    let l2 = b.scalar("train/l2", cfg.l2)?;
+    let axis0 = b.scalar("train/axis0", 0i32)?;
+    let axis1 = b.scalar("train/axis1", 1i32)?;
+    let weighted = cfg.weight_slot.as_ref().filter(|w| slot_type(w).is_some());
+    let (loss, l2_of) = match weighted {
+        Some(slot) => {
+            let w = b.input(slot, DataType::Float, &[-1])?;
+            g = b.op("Mul", "train/g_weighted", &[&g, &w])?;
+            per_instance = b.op("Mul", "train/logloss_weighted", &[&per_instance, &w])?;
+            let total = b.op("Sum", "train/loss_sum", &[&per_instance, &axis0])?;
+            let weights = b.op("Sum", "train/weight_sum", &[&w, &axis0])?;
+            let loss = b.op("DivNoNan", "train/loss", &[&total, &weights])?;
+            let l2w = b.op("Mul", "train/l2_weighted", &[&w, &l2])?;
+            (loss, Some(l2w))
+        }
+        None => (b.op("Mean", "train/loss", &[&per_instance, &axis0])?, None),
+    };
+    let loss = b.output("loss", &loss, DataType::Float, &[])?;
+
+    // Per feature.
+    let gf = b.gather("train/g_feature", &g, &f.owner)?;
+    let gx = b.op("Mul", "train/gx", &[&gf, &f.x])?;
+    let l2f = match &l2_of {
+        Some(l2w) => b.gather("train/l2_feature", l2w, &f.owner)?,
+        None => {
+            let ones = b.op("OnesLike", "train/l2_ones", &[&gx])?;
+            b.op("Mul", "train/l2_feature", &[&ones, &l2])?
+        }
+    };
+    let begin = b.vector("train/w_begin", &[0i64, 0])?;
+    let size = b.vector("train/w_size", &[-1i64, 1])?;
+    let w = b.op("Slice", "train/w", &[&f.vals, &begin, &size])?;
+    let gx_c = b.op("ExpandDims", "train/gx_column", &[&gx, &axis1])?;
+    let l2_c = b.op("ExpandDims", "train/l2_column", &[&l2f, &axis1])?;
+    let l2w = b.op("Mul", "train/l2_w", &[&l2_c, &w])?;
+    let gw = b.op("AddV2", "train/g_w", &[&gx_c, &l2w])?;
+    let grad = match &f.sum {
+        Some(sum) => {
+            let begin = b.vector("train/v_begin", &[0i64, 1])?;
+            let size = b.vector("train/v_size", &[-1i64, -1])?;
+            let v = b.op("Slice", "train/v", &[&f.vals, &begin, &size])?;
+            let s = b.gather("train/sum_feature", sum, &f.owner)?;
+            let x_c = b.op("ExpandDims", "train/x_column", &[&f.x, &axis1])?;
+            let xv = b.op("Mul", "train/xv", &[&x_c, &v])?;
+            let others = b.op("Sub", "train/others", &[&s, &xv])?;
+            let gv = b.op("Mul", "train/gv_data", &[&gx_c, &others])?;
+            let l2v = b.op("Mul", "train/l2_v", &[&l2_c, &v])?;
+            let gv = b.op("AddV2", "train/g_v", &[&gv, &l2v])?;
+            b.concat("train/g_rows", &[gw, gv], 1)?
+        }
+        None => gw,
+    };
+    for (i, table) in m.tables.iter().enumerate() {
+        let name = table.name();
+        let (rows, grad) = if m.tables.len() == 1 {
+            (f.rows.clone(), grad.clone())
+        } else {
+            let p = format!("train/{name}");
+            let ti = b.scalar(&format!("{p}/table"), i as i64)?;
+            let is = b.op("Equal", &format!("{p}/is"), &[&f.table_ids, &ti])?;
+            let at = b.where_true(&format!("{p}/at"), &is)?;
+            let rows = b.gather(&format!("{p}/rows"), &f.rows, &at)?;
+            let g_all = b.gather(&format!("{p}/g_all"), &grad, &at)?;
+            let begin = b.vector(&format!("{p}/g_begin"), &[0i64, 0])?;
+            let size = b.vector(&format!("{p}/g_size"), &[-1i64, table.dim() as i64])?;
+            (
+                rows,
+                b.op("Slice", &format!("{p}/g"), &[&g_all, &begin, &size])?,
+            )
+        };
+        t.update(name, grad, Some(rows));
+    }
+    let _ = (&f.instances, &f.dims, f.width);
+    let total = b.op("Sum", "train/g_bias_sum", &[&g, &axis0])?;
+    let shape = b.vector("train/bias_shape", &[1i64, 1])?;
+    let d_bias = b.op("Reshape", "train/g_bias", &[&total, &shape])?;
+    t.update("bias", d_bias, None);
+    Ok(vec![loss])
 }
