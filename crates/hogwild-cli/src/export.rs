@@ -31,6 +31,10 @@ pub struct Args {
     /// (build/plugin/libadam_async_ops.so), which the training graph uses (repeatable).
     #[arg(long = "op-library")]
     pub op_libraries: Vec<PathBuf>,
+    /// `--format tf-train` for a parameter-server cluster of these ps tasks (`host:port,...`, as
+    /// `tf-train --ps-hosts` takes them): the tables go round-robin on the ps tasks.
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT,...")]
+    pub ps_hosts: Option<Vec<String>>,
     /// Where to write: the vectors file (`--format word2vec`; `count dim` header, then
     /// `word v1 ... v_dim` per line, which gensim's `KeyedVectors.load_word2vec_format` reads;
     /// `-`: standard output), or the SavedModel directory, which must not exist or be empty.
@@ -166,11 +170,15 @@ fn saved_model(
     };
     if format == Format::TfTrain {
         let tables = crate::with_model!(model, m => m.tables());
+        let target = export::TrainTarget {
+            op_libraries: args.op_libraries.clone(),
+            ps_tasks: args.ps_hosts.as_ref().map_or(0, Vec::len),
+        };
         export::tf_train_graph(
             &exportable,
             &tables,
             &config.optimizer,
-            &args.op_libraries,
+            &target,
             &args.output,
         )?;
         println!(

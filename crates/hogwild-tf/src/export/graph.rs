@@ -61,6 +61,11 @@ pub(crate) struct Builder {
     outputs: Vec<(String, TensorInfo)>,
     /// Ops that must run once before the signature (lookup tables' imports).
     init: Vec<Operation>,
+    /// For a parameter-server cluster: the number of ps tasks, and the task of each table (a
+    /// variable's name up to its first `/`), given round-robin as tables appear; a table's
+    /// optimizer state sits with it, where its apply ops run.
+    pub(crate) ps_tasks: usize,
+    placement: HashMap<String, usize>,
 }
 
 /// What went wrong while the graph was built: a bug of the exporter, named by the op.
@@ -94,6 +99,8 @@ impl Builder {
             inputs: Vec::new(),
             outputs: Vec::new(),
             init: Vec::new(),
+            ps_tasks: 0,
+            placement: HashMap::new(),
         }
     }
 
@@ -362,8 +369,12 @@ impl Builder {
         let shape = Shape::from(Some(
             dims.iter().map(|&d| Some(d as i64)).collect::<Vec<_>>(),
         ));
+        let device = self.device_of(name);
         let handle: Output = self
             .node("VarHandleOp", name, &[], |nd| {
+                if let Some(device) = &device {
+                    nd.set_device(device)?;
+                }
                 nd.set_attr_type("dtype", DataType::Float)?;
                 nd.set_attr_shape("shape", &shape)?;
                 nd.set_attr_string("shared_name", name)?;
@@ -408,6 +419,17 @@ impl Builder {
             trainable,
         });
         Ok(snapshot)
+    }
+
+    /// The ps task variable `name` goes to, in a cluster graph.
+    pub(crate) fn device_of(&mut self, name: &str) -> Option<String> {
+        if self.ps_tasks == 0 {
+            return None;
+        }
+        let table = name.split('/').next().unwrap_or(name).to_string();
+        let next = self.placement.len() % self.ps_tasks;
+        let task = *self.placement.entry(table).or_insert(next);
+        Some(format!("/job:ps/task:{task}"))
     }
 
     /// The V2 saver of every variable (TensorFlow's `save/` ops): a checkpoint holds each

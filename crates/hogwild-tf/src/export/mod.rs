@@ -24,7 +24,7 @@ use prost::Message;
 
 pub use bow::BowParts;
 pub use ctr::CtrParts;
-pub use train::{state_names, tf_train_graph, CHECKPOINT_PREFIX, GRAPH_FILE};
+pub use train::{state_names, tf_train_graph, TrainTarget, CHECKPOINT_PREFIX, GRAPH_FILE};
 pub use word2vec::Word2VecParts;
 
 use crate::{Error, Result};

@@ -47,16 +47,27 @@ pub fn state_names(table: &str, optimizer: &OptimizerConfig) -> (Vec<String>, Ve
     }
 }
 
+/// Where a training graph runs.
+#[derive(Debug, Clone, Default)]
+pub struct TrainTarget {
+    /// Op libraries to load before building (AdamAsync's apply ops come from ours).
+    pub op_libraries: Vec<PathBuf>,
+    /// For a parameter-server cluster of this many ps tasks (0: one process): the tables go
+    /// round-robin on the ps tasks, each with its optimizer state, and the graph has the
+    /// runner's cluster protocol (`ready_op` and the `hogwild/finish*` collections).
+    pub ps_tasks: usize,
+}
+
 /// Writes `model`'s training graph to `dir/graph.meta` and its weights and optimizer state to
-/// the checkpoint `dir/ckpt`; `dir` must not exist or be empty. AdamAsync's apply ops come from
-/// the op library, one of `op_libraries`.
+/// the checkpoint `dir/ckpt`; `dir` must not exist or be empty.
 pub fn tf_train_graph(
     model: &Exportable<'_>,
     tables: &[&Table],
     optimizer: &OptimizerConfig,
-    op_libraries: &[PathBuf],
+    target: &TrainTarget,
     dir: &Path,
 ) -> Result<()> {
+    let op_libraries = &target.op_libraries;
     super::check_target(dir)?;
     if matches!(optimizer, OptimizerConfig::AdamAsync { .. }) && op_libraries.is_empty() {
         return Err(Error::BadOption {
@@ -72,6 +83,7 @@ pub fn tf_train_graph(
         .map(|lib| crate::graph::load_library(lib))
         .collect::<Result<Vec<_>>>()?;
     let mut b = Builder::new();
+    b.ps_tasks = target.ps_tasks;
     let mut t = Trainer {
         optimizer: *optimizer,
         applies: Vec::new(),
@@ -101,16 +113,28 @@ pub fn tf_train_graph(
     }
     let applies = t.apply_all(&mut b, &metrics)?;
     let train = b.group("train", &applies)?;
-    let inits: Vec<Operation> = b.initializers()?;
-    let init = b.group("init", &inits)?;
+    let mut inits: Vec<Operation> = b.initializers()?;
     let names = |op: &Operation| {
         op.name()
             .map_err(|e| crate::graph::run_error("naming", e.into()))
     };
-    let collections = vec![
-        ("init_op", vec![names(&init)?]),
-        ("train_op", vec![names(&train)?]),
-    ];
+    let mut collections = Vec::new();
+    if target.ps_tasks > 0 {
+        let protocol = cluster_protocol(&mut b)?;
+        inits.push(protocol.counter_init.clone());
+        collections.extend([
+            ("ready_op", vec![protocol.ready]),
+            ("hogwild/finish_op", vec![names(&protocol.finish)?]),
+            ("hogwild/finished_workers", vec![protocol.finished]),
+            (
+                "hogwild/finished_workers_init",
+                vec![names(&protocol.counter_init)?],
+            ),
+        ]);
+    }
+    let init = b.group("init", &inits)?;
+    collections.push(("init_op", vec![names(&init)?]));
+    collections.push(("train_op", vec![names(&train)?]));
     let meta = b.meta_graph(&["train"], "train", "hogwild/train", &collections)?;
     let tensors = state_tensors(tables, optimizer)?;
     super::write_dir(dir, |tmp| {
@@ -120,6 +144,88 @@ pub fn tf_train_graph(
             source,
         })?;
         checkpoint::write(&tmp.join(CHECKPOINT_PREFIX), &tensors)
+    })
+}
+
+/// The ops of the runner's protocol in a cluster (`cluster.rs`): the names of the variables not
+/// initialised yet, which the workers other than the chief poll, and a counter of finished
+/// workers on ps task 0, which the chief waits on before it saves (left out of checkpoints).
+struct Protocol {
+    ready: String,
+    finish: Operation,
+    finished: String,
+    counter_init: Operation,
+}
+
+fn cluster_protocol(b: &mut Builder) -> Result<Protocol> {
+    let name = "hogwild/finished_workers";
+    let counter: Output = b
+        .node("VarHandleOp", name, &[], |nd| {
+            nd.set_device("/job:ps/task:0")?;
+            nd.set_attr_type("dtype", DataType::Int64)?;
+            nd.set_attr_shape("shape", &tensorflow::Shape::from(Some(vec![])))?;
+            nd.set_attr_string("shared_name", name)?;
+            nd.set_attr_string("container", "")
+        })?
+        .into();
+    let zero = b.scalar("hogwild/zero", 0i64)?;
+    let one = b.scalar("hogwild/one", 1i64)?;
+    let counter_init = b.node(
+        "AssignVariableOp",
+        "hogwild/finished_workers/Assign",
+        &[&counter, &zero],
+        |nd| nd.set_attr_type("dtype", DataType::Int64),
+    )?;
+    let finish = b.node(
+        "AssignAddVariableOp",
+        "hogwild/finish",
+        &[&counter, &one],
+        |nd| nd.set_attr_type("dtype", DataType::Int64),
+    )?;
+    let finished = b.op_typed(
+        "ReadVariableOp",
+        "hogwild/finished",
+        &[&counter],
+        "dtype",
+        DataType::Int64,
+    )?;
+    // report_uninitialized_variables: the names of the variables not initialised.
+    let mut handles: Vec<(String, Output)> = b
+        .vars
+        .iter()
+        .map(|v| (v.name.clone(), v.handle.clone()))
+        .collect();
+    handles.push((name.to_string(), counter));
+    let mut flags = Vec::new();
+    let one_dim = b.vector("hogwild/ready/one", &[1i64])?;
+    for (n, h) in &handles {
+        let f = b.op("VarIsInitializedOp", &format!("hogwild/ready/{n}"), &[h])?;
+        flags.push(b.op(
+            "Reshape",
+            &format!("hogwild/ready/{n}_flag"),
+            &[&f, &one_dim],
+        )?);
+    }
+    let all = b.concat("hogwild/ready/initialized", &flags, 0)?;
+    let not = b.op("LogicalNot", "hogwild/ready/uninitialized", &[&all])?;
+    let at = b.where_true("hogwild/ready/at", &not)?;
+    let names: Vec<String> = handles.iter().map(|(n, _)| n.clone()).collect();
+    let names = b.vector("hogwild/ready/names", &names)?;
+    let ready = b.gather("hogwild/ready", &names, &at)?;
+    let tensor = |o: &Output| -> Result<String> {
+        Ok(format!(
+            "{}:{}",
+            o.operation
+                .name()
+                .map_err(|e| crate::graph::run_error("naming", e.into()))?,
+            o.index
+        ))
+    };
+    Ok(Protocol {
+        ready: tensor(&ready)?,
+        finish,
+        finished: tensor(&finished)?,
+        counter_init,
     })
 }
 
