@@ -119,3 +119,59 @@ pub(crate) fn number_salt(b: &mut Builder, name: &str, n: &Output) -> Result<Out
     }
     mix64(b, name, &h)
 }
+
+#[cfg(test)]
+mod tests {
+    use hogwild::rng::fnv1a64;
+    use tensorflow::{Session, SessionOptions, SessionRunArgs, Tensor};
+
+    use super::*;
+
+    /// Runs `f` on `xs` (a uint64 placeholder) in a session; the uint64 results.
+    fn run(xs: &[u64], f: impl FnOnce(&mut Builder, &Output) -> Result<Output>) -> Vec<u64> {
+        let mut b = Builder::new();
+        let x = b.placeholder("x", DataType::UInt64, &[-1]).unwrap();
+        let y = f(&mut b, &x).unwrap();
+        let session = Session::new(&SessionOptions::new(), &b.graph).unwrap();
+        let input = Tensor::new(&[xs.len() as u64]).with_values(xs).unwrap();
+        let mut args = SessionRunArgs::new();
+        args.add_feed(&x.operation, 0, &input);
+        let token = args.request_fetch(&y.operation, y.index);
+        session.run(&mut args).unwrap();
+        args.fetch::<u64>(token).unwrap().to_vec()
+    }
+
+    /// Edge values: zero, the largest, powers of ten around the 20-digit ones, and others.
+    const EDGES: [u64; 10] = [
+        0,
+        1,
+        9,
+        10,
+        999_999,
+        10_000_000_000_000_000_000,
+        9_999_999_999_999_999_999,
+        u64::MAX,
+        u64::MAX - 1,
+        0x9E37_79B9_7F4A_7C15,
+    ];
+
+    #[test]
+    fn the_graph_hashes_as_the_native_models() {
+        assert_eq!(
+            run(&EDGES, |b, x| super::mix64(b, "mix", x)),
+            EDGES.map(hogwild::rng::mix64).to_vec()
+        );
+        for n in [1u64, 3, 65_536, 1 << 32, u64::MAX, 2_000_000_011] {
+            let want: Vec<u64> = EDGES
+                .iter()
+                .map(|&x| ((u128::from(x) * u128::from(n)) >> 64) as u64)
+                .collect();
+            assert_eq!(run(&EDGES, |b, x| mul_high(b, "hi", x, n)), want, "n = {n}");
+        }
+        let want: Vec<u64> = EDGES
+            .iter()
+            .map(|n| hogwild::rng::mix64(fnv1a64(n.to_string().as_bytes())))
+            .collect();
+        assert_eq!(run(&EDGES, |b, x| number_salt(b, "salt", x)), want);
+    }
+}
