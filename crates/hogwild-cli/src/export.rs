@@ -35,6 +35,12 @@ pub struct Args {
     /// `tf-train --ps-hosts` takes them): the tables go round-robin on the ps tasks.
     #[arg(long, value_delimiter = ',', value_name = "HOST:PORT,...")]
     pub ps_hosts: Option<Vec<String>>,
+    /// `--format tf-train` of a bag-of-words model with the linear learning-rate schedule: the
+    /// instances the `tf-train` run will take (epochs times instances, every worker's together),
+    /// over which the graph's rate decays as natively; without it the graph trains at the
+    /// optimizer's rate throughout.
+    #[arg(long, value_name = "INSTANCES")]
+    pub lr_decay_instances: Option<u64>,
     /// Where to write: the vectors file (`--format word2vec`; `count dim` header, then
     /// `word v1 ... v_dim` per line, which gensim's `KeyedVectors.load_word2vec_format` reads;
     /// `-`: standard output), or the SavedModel directory, which must not exist or be empty.
@@ -173,6 +179,7 @@ fn saved_model(
         let target = export::TrainTarget {
             op_libraries: args.op_libraries.clone(),
             ps_tasks: args.ps_hosts.as_ref().map_or(0, Vec::len),
+            lr_decay_instances: args.lr_decay_instances,
         };
         export::tf_train_graph(
             &exportable,

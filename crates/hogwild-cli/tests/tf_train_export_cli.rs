@@ -361,3 +361,132 @@ fn vw_values_and_importance_weights_step_as_natively() {
     .unwrap();
     step_matches(d, "vw", true, &["--feed", "data.prototxt"]);
 }
+
+/// The linear learning-rate schedule in the graph (`--lr-decay-instances`): two epochs each way
+/// at batch size 1, in the files' order, end with the same tables.
+#[test]
+fn the_linear_schedule_decays_as_natively() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("train.txt"), TRAIN.repeat(3)).unwrap();
+    convert_text(
+        d,
+        "train.txt",
+        "train.ms",
+        &["--build-vocab", "--vocab", "vocab.txt"],
+    );
+    let desc = std::fs::read_to_string(d.join("data.prototxt")).unwrap();
+    std::fs::write(d.join("one.prototxt"), regex_free_batch_size(&desc, 1)).unwrap();
+    std::fs::write(
+        d.join("m.toml"),
+        "[model]\nkind = \"bow\"\nvocab = 10\nclasses = 2\ndim = 4\nbigram_buckets = 16\n\
+         lr_hold = 0.25\n\n[optimizer]\nkind = \"adagrad\"\nlr = 0.5\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| ok(d, args);
+    run(&[
+        "train",
+        "--config",
+        "m.toml",
+        "--feed",
+        "data.prototxt",
+        "train.ms",
+        "--save",
+        "m.ckpt",
+        "--quiet",
+    ]);
+    // 12 instances, 2 epochs.
+    run(&[
+        "export",
+        "--model",
+        "m.ckpt",
+        "--format",
+        "tf-train",
+        "--lr-decay-instances",
+        "24",
+        "-o",
+        "m.tf",
+    ]);
+    run(&[
+        "tf-train",
+        "--graph",
+        "m.tf/graph.meta",
+        "--restore",
+        "m.tf/ckpt",
+        "--feed",
+        "one.prototxt",
+        "train.ms",
+        "--epochs",
+        "2",
+        "--save",
+        "m.tf/trained",
+        "--print-period",
+        "0",
+    ]);
+    run(&[
+        "import",
+        "--model",
+        "m.ckpt",
+        "--tf-checkpoint",
+        "m.tf/trained",
+        "-o",
+        "tf.ckpt",
+    ]);
+    run(&[
+        "train",
+        "--resume",
+        "m.ckpt",
+        "--feed",
+        "one.prototxt",
+        "train.ms",
+        "--epochs",
+        "2",
+        "--threads",
+        "1",
+        "--no-shuffle",
+        "--save",
+        "native.ckpt",
+        "--quiet",
+    ]);
+    // Without the schedule the graph trains at the full rate: the tables differ.
+    run(&[
+        "export",
+        "--model",
+        "m.ckpt",
+        "--format",
+        "tf-train",
+        "-o",
+        "constant.tf",
+    ]);
+    run(&[
+        "tf-train",
+        "--graph",
+        "constant.tf/graph.meta",
+        "--restore",
+        "constant.tf/ckpt",
+        "--feed",
+        "one.prototxt",
+        "train.ms",
+        "--epochs",
+        "2",
+        "--save",
+        "constant.tf/trained",
+        "--print-period",
+        "0",
+    ]);
+    run(&[
+        "import",
+        "--model",
+        "m.ckpt",
+        "--tf-checkpoint",
+        "constant.tf/trained",
+        "-o",
+        "constant.ckpt",
+    ]);
+    let (got, want) = (tables(&d.join("tf.ckpt")), tables(&d.join("native.ckpt")));
+    let constant = tables(&d.join("constant.ckpt"));
+    for ((g, w), c) in got.iter().zip(&want).zip(&constant) {
+        assert_close(&format!("table {}", g.0), &g.1, &w.1, true);
+        assert_ne!(c.1, w.1, "table {}: the schedule changed nothing", g.0);
+    }
+}

@@ -13,7 +13,30 @@ use crate::{Error, Result};
 /// A tensor to write, under the name its variable has in the graph.
 pub(crate) struct Named {
     pub(crate) name: String,
-    pub(crate) tensor: Tensor<f32>,
+    pub(crate) tensor: Value,
+}
+
+/// A checkpoint tensor: the weights and optimizer state, or a count.
+pub(crate) enum Value {
+    F32(Tensor<f32>),
+    I64(Tensor<i64>),
+}
+
+impl Value {
+    fn dtype(&self) -> DataType {
+        match self {
+            Value::F32(_) => DataType::Float,
+            Value::I64(_) => DataType::Int64,
+        }
+    }
+}
+
+/// A scalar count.
+pub(crate) fn count(name: &str, value: i64) -> Named {
+    Named {
+        name: name.to_string(),
+        tensor: Value::I64(Tensor::from(value)),
+    }
 }
 
 /// `rows` x `width` values, row-major, as a tensor (`width` 0 or 1 of a vector: `[rows]`).
@@ -23,7 +46,7 @@ pub(crate) fn matrix(name: &str, dims: &[u64], values: Vec<f32>) -> Result<Named
         .map_err(|s| run_error(format!("making tensor {name}"), s))?;
     Ok(Named {
         name: name.to_string(),
-        tensor,
+        tensor: Value::F32(tensor),
     })
 }
 
@@ -36,8 +59,8 @@ pub(crate) fn write(prefix: &Path, tensors: &[Named]) -> Result<()> {
     let names_c = b.vector("tensor_names", &names)?;
     let slices_c = b.vector("shape_and_slices", &vec![String::new(); tensors.len()])?;
     let mut feeds = Vec::new();
-    for (i, _) in tensors.iter().enumerate() {
-        feeds.push(b.placeholder_any(&format!("tensor_{i}"), DataType::Float)?);
+    for (i, t) in tensors.iter().enumerate() {
+        feeds.push(b.placeholder_any(&format!("tensor_{i}"), t.tensor.dtype())?);
     }
     let save = {
         let mut nd = b
@@ -48,7 +71,8 @@ pub(crate) fn write(prefix: &Path, tensors: &[Named]) -> Result<()> {
         nd.add_input(names_c);
         nd.add_input(slices_c);
         nd.add_input_list(&feeds);
-        nd.set_attr_type_list("dtypes", &vec![DataType::Float; tensors.len()])
+        let dtypes: Vec<DataType> = tensors.iter().map(|t| t.tensor.dtype()).collect();
+        nd.set_attr_type_list("dtypes", &dtypes)
             .map_err(|s| run_error(during(), s.into()))?;
         nd.finish().map_err(|s| run_error(during(), s))?
     };
@@ -62,7 +86,10 @@ pub(crate) fn write(prefix: &Path, tensors: &[Named]) -> Result<()> {
     let mut args = SessionRunArgs::new();
     args.add_feed(&filename.operation, filename.index, &prefix_t);
     for (feed, t) in feeds.iter().zip(tensors) {
-        args.add_feed(&feed.operation, feed.index, &t.tensor);
+        match &t.tensor {
+            Value::F32(v) => args.add_feed(&feed.operation, feed.index, v),
+            Value::I64(v) => args.add_feed(&feed.operation, feed.index, v),
+        }
     }
     args.add_target(&save);
     session.run(&mut args).map_err(|s| run_error(during(), s))?;

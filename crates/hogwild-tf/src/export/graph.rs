@@ -366,6 +366,17 @@ impl Builder {
     /// A float32 resource variable `name` of shape `dims` (zeros when initialised; the values
     /// come from the checkpoint), and the op reading it.
     pub(crate) fn variable(&mut self, name: &str, dims: &[u64], trainable: bool) -> Result<Output> {
+        self.variable_of(name, dims, DataType::Float, trainable)
+    }
+
+    /// [`Builder::variable`] of any type.
+    pub(crate) fn variable_of(
+        &mut self,
+        name: &str,
+        dims: &[u64],
+        dtype: DataType,
+        trainable: bool,
+    ) -> Result<Output> {
         let shape = Shape::from(Some(
             dims.iter().map(|&d| Some(d as i64)).collect::<Vec<_>>(),
         ));
@@ -375,7 +386,7 @@ impl Builder {
                 if let Some(device) = &device {
                     nd.set_device(device)?;
                 }
-                nd.set_attr_type("dtype", DataType::Float)?;
+                nd.set_attr_type("dtype", dtype)?;
                 nd.set_attr_shape("shape", &shape)?;
                 nd.set_attr_string("shared_name", name)?;
                 nd.set_attr_string("container", "")
@@ -383,7 +394,10 @@ impl Builder {
             .into();
         let dims_i: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
         let shape_c = self.vector(&format!("{name}/Initializer/shape"), &dims_i)?;
-        let zero = self.scalar(&format!("{name}/Initializer/zero"), 0f32)?;
+        let zero = match dtype {
+            DataType::Int64 => self.scalar(&format!("{name}/Initializer/zero"), 0i64)?,
+            _ => self.scalar(&format!("{name}/Initializer/zero"), 0f32)?,
+        };
         let initial = self.op(
             "Fill",
             &format!("{name}/Initializer/zeros"),
@@ -393,14 +407,14 @@ impl Builder {
             "AssignVariableOp",
             &format!("{name}/Assign"),
             &[&handle, &initial],
-            |nd| nd.set_attr_type("dtype", DataType::Float),
+            |nd| nd.set_attr_type("dtype", dtype),
         )?;
         let snapshot = self.op_typed(
             "ReadVariableOp",
             &format!("{name}/Read/ReadVariableOp"),
             &[&handle],
             "dtype",
-            DataType::Float,
+            dtype,
         )?;
         let tensor_name = |o: &Output| -> Result<String> {
             Ok(format!(
@@ -412,7 +426,7 @@ impl Builder {
         self.vars.push(Var {
             name: name.to_string(),
             handle: handle.clone(),
-            dtype: DataType::Float,
+            dtype: dtype,
             initializer: init.name().map_err(|s| built("a variable", s))?,
             snapshot: tensor_name(&snapshot)?,
             initial: tensor_name(&initial)?,

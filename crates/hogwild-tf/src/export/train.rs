@@ -56,6 +56,11 @@ pub struct TrainTarget {
     /// round-robin on the ps tasks, each with its optimizer state, and the graph has the
     /// runner's cluster protocol (`ready_op` and the `hogwild/finish*` collections).
     pub ps_tasks: usize,
+    /// A bag-of-words model of the linear learning-rate schedule: the instances its `tf-train`
+    /// run will take, all epochs (and all workers) together, over which the rate decays as
+    /// natively; the graph counts them in the variable `hogwild/instances_done`, which its
+    /// checkpoints keep. `None`: the optimizer's rate throughout.
+    pub lr_decay_instances: Option<u64>,
 }
 
 /// Writes `model`'s training graph to `dir/graph.meta` and its weights and optimizer state to
@@ -87,9 +92,11 @@ pub fn tf_train_graph(
     let mut t = Trainer {
         optimizer: *optimizer,
         applies: Vec::new(),
+        lr: None,
+        extra: Vec::new(),
     };
     let metrics = match model {
-        Exportable::Bow(m) => bow_train(&mut b, &mut t, m)?,
+        Exportable::Bow(m) => bow_train(&mut b, &mut t, m, target.lr_decay_instances)?,
         Exportable::Ctr(m) => ctr_train(&mut b, &mut t, m)?,
         Exportable::Word2Vec(_) => {
             return Err(Error::BadOption {
@@ -111,7 +118,8 @@ pub fn tf_train_graph(
             b.variable(s, &[], false)?;
         }
     }
-    let applies = t.apply_all(&mut b, &metrics)?;
+    let mut applies = t.apply_all(&mut b, &metrics)?;
+    applies.extend(t.extra.iter().cloned());
     let train = b.group("train", &applies)?;
     let mut inits: Vec<Operation> = b.initializers()?;
     let names = |op: &Operation| {
@@ -136,7 +144,10 @@ pub fn tf_train_graph(
     collections.push(("init_op", vec![names(&init)?]));
     collections.push(("train_op", vec![names(&train)?]));
     let meta = b.meta_graph(&["train"], "train", "hogwild/train", &collections)?;
-    let tensors = state_tensors(tables, optimizer)?;
+    let mut tensors = state_tensors(tables, optimizer)?;
+    if t.lr.is_some() {
+        tensors.push(checkpoint::count(INSTANCES_DONE, 0));
+    }
     super::write_dir(dir, |tmp| {
         let path = tmp.join(GRAPH_FILE);
         std::fs::write(&path, meta.encode_to_vec()).map_err(|source| Error::Io {
@@ -271,10 +282,17 @@ fn state_tensors(tables: &[&Table], optimizer: &OptimizerConfig) -> Result<Vec<N
     Ok(out)
 }
 
+/// The variable counting the instances trained, for the learning-rate schedule.
+const INSTANCES_DONE: &str = "hogwild/instances_done";
+
 /// The updates of a step: each table's gradient, dense or of rows.
 struct Trainer {
     optimizer: OptimizerConfig,
     applies: Vec<(String, Output, Option<Output>)>,
+    /// The step's learning rate, when a schedule sets it (otherwise the optimizer's).
+    lr: Option<Output>,
+    /// More ops of the step (the schedule's count).
+    extra: Vec<Operation>,
 }
 
 impl Trainer {
@@ -308,7 +326,10 @@ impl Trainer {
         let (slots, scalars) = state_names(table, &self.optimizer);
         let var = b.handle(table)?;
         let p = format!("train/{table}");
-        let lr = b.scalar(&format!("{p}/lr"), self.optimizer.lr())?;
+        let lr = match &self.lr {
+            Some(lr) => lr.clone(),
+            None => b.scalar(&format!("{p}/lr"), self.optimizer.lr())?,
+        };
         let ready = std::slice::from_ref(ready);
         match (&self.optimizer, indices) {
             (OptimizerConfig::Sgd { .. }, None) => b.node_after(
@@ -386,7 +407,12 @@ impl Trainer {
 /// The bag-of-words classifier's training graph (softmax loss): inputs the words and label
 /// slots, outputs `loss` and `accuracy`; the output layer's dense gradient and the embedding
 /// rows' gradients.
-fn bow_train(b: &mut Builder, t: &mut Trainer, m: &BowParts<'_>) -> Result<Vec<Output>> {
+fn bow_train(
+    b: &mut Builder,
+    t: &mut Trainer,
+    m: &BowParts<'_>,
+    decay_instances: Option<u64>,
+) -> Result<Vec<Output>> {
     let cfg = m.config;
     if cfg.loss != hogwild::models::Loss::Softmax {
         return Err(Error::BadOption {
@@ -398,6 +424,9 @@ fn bow_train(b: &mut Builder, t: &mut Trainer, m: &BowParts<'_>) -> Result<Vec<O
         });
     }
     let f = bow::forward(b, m)?;
+    if let (hogwild::models::LrSchedule::Linear, Some(total)) = (cfg.lr_schedule, decay_instances) {
+        linear_decay(b, t, &f.instances, total, cfg.lr_hold)?;
+    }
     let label = b.input(&cfg.label_slot, DataType::Int64, &[-1])?;
     let xent = b.node(
         "SparseSoftmaxCrossEntropyWithLogits",
@@ -582,4 +611,55 @@ fn ctr_train(b: &mut Builder, t: &mut Trainer, m: &CtrParts<'_>) -> Result<Vec<O
     let d_bias = b.op("Reshape", "train/g_bias", &[&total, &shape])?;
     t.update("bias", d_bias, None);
     Ok(vec![loss])
+}
+
+/// The bag-of-words linear schedule (`LinearDecay::scale_after`): a batch starting `done`
+/// instances into a run of `total` trains at the optimizer's rate while `done / total <= hold`,
+/// then at `(1 - f) / (1 - hold)` of it, `f = min(done / total, 1)`; the batch then adds its
+/// instances to the count.
+fn linear_decay(
+    b: &mut Builder,
+    t: &mut Trainer,
+    instances: &Output,
+    total: u64,
+    hold: f64,
+) -> Result<()> {
+    b.variable_of(INSTANCES_DONE, &[], DataType::Int64, false)?;
+    let counter = b.handle(INSTANCES_DONE)?;
+    let done = b.op_typed(
+        "ReadVariableOp",
+        "schedule/done",
+        &[&counter],
+        "dtype",
+        DataType::Int64,
+    )?;
+    let add = b.node_after(
+        "AssignAddVariableOp",
+        "schedule/advance",
+        &[&counter, instances],
+        std::slice::from_ref(&done.operation),
+        |nd| nd.set_attr_type("dtype", DataType::Int64),
+    )?;
+    t.extra.push(add);
+    let done = b.op_typed(
+        "Cast",
+        "schedule/done_f64",
+        &[&done],
+        "DstT",
+        DataType::Double,
+    )?;
+    let total = b.scalar("schedule/total", total.max(1) as f64)?;
+    let one = b.scalar("schedule/one", 1f64)?;
+    let f = b.op("RealDiv", "schedule/fraction_raw", &[&done, &total])?;
+    let f = b.op("Minimum", "schedule/fraction", &[&f, &one])?;
+    let hold_c = b.scalar("schedule/hold", hold)?;
+    let rest = b.scalar("schedule/decay_share", 1.0 - hold)?;
+    let left = b.op("Sub", "schedule/left", &[&one, &f])?;
+    let decayed = b.op("RealDiv", "schedule/decayed", &[&left, &rest])?;
+    let held = b.op("LessEqual", "schedule/held", &[&f, &hold_c])?;
+    let scale = b.op("SelectV2", "schedule/scale_f64", &[&held, &one, &decayed])?;
+    let scale = b.op_typed("Cast", "schedule/scale", &[&scale], "DstT", DataType::Float)?;
+    let lr = b.scalar("schedule/base_lr", t.optimizer.lr())?;
+    t.lr = Some(b.op("Mul", "schedule/lr", &[&lr, &scale])?);
+    Ok(())
 }
