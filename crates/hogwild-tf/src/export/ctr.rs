@@ -118,6 +118,8 @@ pub(crate) struct Forward {
     pub(crate) vals: Output,
     pub(crate) logit: Output,
     pub(crate) sum: Option<Output>,
+    /// The field-aware machine's pair layout.
+    pub(crate) ffm: Option<FfmParts>,
     /// Factor size of each table.
     pub(crate) dims: Vec<usize>,
     pub(crate) width: usize,
@@ -368,6 +370,7 @@ pub(crate) fn forward(b: &mut Builder, m: &CtrParts<'_>) -> Result<Forward> {
     let linear = b.segment_sum("ctr/linear", &xw, &owner, &instances)?;
 
     let mut fm_sum = None;
+    let mut ffm_parts = None;
     let logit = match m.kind {
         CtrKind::Lr | CtrKind::Fm => {
             let mut logit = b.op("AddV2", "ctr/logit_linear", &[&linear, &bias])?;
@@ -395,7 +398,7 @@ pub(crate) fn forward(b: &mut Builder, m: &CtrParts<'_>) -> Result<Forward> {
             let numbers = b.concat("features/fields", &f.numbers, 0)?;
             let positions = b.concat("features/positions", &f.positions, 0)?;
             let k = dims[0];
-            ffm_logit(
+            let (logit, parts) = ffm_logit(
                 b,
                 &FfmInputs {
                     vals: &vals,
@@ -410,7 +413,9 @@ pub(crate) fn forward(b: &mut Builder, m: &CtrParts<'_>) -> Result<Forward> {
                     k,
                     normalize: cfg.normalize.unwrap_or(true),
                 },
-            )?
+            )?;
+            ffm_parts = Some(parts);
+            logit
         }
     };
     Ok(Forward {
@@ -422,6 +427,7 @@ pub(crate) fn forward(b: &mut Builder, m: &CtrParts<'_>) -> Result<Forward> {
         vals,
         logit,
         sum: fm_sum,
+        ffm: ffm_parts,
         dims,
         width,
     })
@@ -451,7 +457,7 @@ struct FfmInputs<'a> {
 /// The field-aware logit: the instances' features laid out densely (`[B, F, ...]`, padded
 /// features of value 0), each pair's `<v_{i,f_j}, v_{j,f_i}>` gathered from both sides, summed
 /// over `i < j`.
-fn ffm_logit(b: &mut Builder, i: &FfmInputs<'_>) -> Result<Output> {
+fn ffm_logit(b: &mut Builder, i: &FfmInputs<'_>) -> Result<(Output, FfmParts)> {
     let (blocks, k) = (i.blocks as i64, i.k as i64);
     // Where each feature goes: [instance, position].
     let axis1 = b.scalar("ffm/axis1", 1i32)?;
@@ -535,7 +541,41 @@ fn ffm_logit(b: &mut Builder, i: &FfmInputs<'_>) -> Result<Output> {
         None => pairs,
     };
     let logit = b.op("AddV2", "ffm/logit_linear", &[&linear, i.bias])?;
-    b.op("AddV2", "ffm/logit", &[&logit, &pairs])
+    let logit = b.op("AddV2", "ffm/logit", &[&logit, &pairs])?;
+    Ok((
+        logit,
+        FfmParts {
+            at,
+            dense2,
+            fields: fd,
+            x: xd,
+            mirrored: gt,
+            range_i: ri,
+            range_j: rj,
+            norm: n,
+            sqrt_norm: sqrt_n,
+            blocks: i.blocks,
+            k: i.k,
+        },
+    ))
+}
+
+/// What the field-aware machine's gradients read of its forward pass: the dense layout
+/// (`at`: each feature's `[instance, position]`; `dense2`: `[B, W]`), its features' fields and
+/// values there, each pair's factors seen from the other side (`[B, W, W, k]`), the positions' ranges
+/// (`[W, 1]`, `[1, W]`) and the instances' norms.
+pub(crate) struct FfmParts {
+    pub(crate) at: Output,
+    pub(crate) dense2: Output,
+    pub(crate) fields: Output,
+    pub(crate) x: Output,
+    pub(crate) mirrored: Output,
+    pub(crate) range_i: Output,
+    pub(crate) range_j: Output,
+    pub(crate) norm: Option<Output>,
+    pub(crate) sqrt_norm: Option<Output>,
+    pub(crate) blocks: usize,
+    pub(crate) k: usize,
 }
 
 fn fw_of(b: &mut Builder, width: &Output) -> Result<Output> {

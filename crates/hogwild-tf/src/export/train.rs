@@ -74,19 +74,6 @@ pub fn tf_train_graph(
 ) -> Result<()> {
     let op_libraries = &target.op_libraries;
     super::check_target(dir)?;
-    if matches!(optimizer, OptimizerConfig::AdamAsync { .. }) && op_libraries.is_empty() {
-        return Err(Error::BadOption {
-            option: "--op-library",
-            reason: "an adam_async model's training graph uses DeepRec's AdamAsync ops: give \
-                     the op library that defines them (build/plugin/libadam_async_ops.so, \
-                     `make plugin`)"
-                .into(),
-        });
-    }
-    let _libraries = op_libraries
-        .iter()
-        .map(|lib| crate::graph::load_library(lib))
-        .collect::<Result<Vec<_>>>()?;
     let mut b = Builder::new();
     b.ps_tasks = target.ps_tasks;
     let mut t = Trainer {
@@ -118,6 +105,19 @@ pub fn tf_train_graph(
             b.variable(s, &[], false)?;
         }
     }
+    if matches!(optimizer, OptimizerConfig::AdamAsync { .. }) && op_libraries.is_empty() {
+        return Err(Error::BadOption {
+            option: "--op-library",
+            reason: "an adam_async model's training graph uses DeepRec's AdamAsync ops: give \
+                     the op library that defines them (build/plugin/libadam_async_ops.so, \
+                     `make plugin`)"
+                .into(),
+        });
+    }
+    let _libraries = op_libraries
+        .iter()
+        .map(|lib| crate::graph::load_library(lib))
+        .collect::<Result<Vec<_>>>()?;
     let mut applies = t.apply_all(&mut b, &metrics)?;
     applies.extend(t.extra.iter().cloned());
     let train = b.group("train", &applies)?;
@@ -491,11 +491,13 @@ fn ctr_train(b: &mut Builder, t: &mut Trainer, m: &CtrParts<'_>) -> Result<Vec<O
     use hogwild::models::CtrKind;
 
     let cfg = m.config;
-    if m.kind == CtrKind::Ffm {
+    if m.kind == CtrKind::Ffm && matches!(t.optimizer, OptimizerConfig::AdamAsync { .. }) {
+        // Natively a field-aware row steps only the factor blocks the instance touched; a
+        // sparse apply steps whole rows, which AdamAsync's moments tell apart from no step.
         return Err(Error::BadOption {
             option: "--format",
-            reason: "tf-train exports logistic regression and the factorization machine so far; \
-                     the field-aware one exports as saved-model"
+            reason: "tf-train exports the field-aware factorization machine with sgd or \
+                     adagrad, not adam_async (it exports as saved-model)"
                 .into(),
         });
     }
@@ -569,8 +571,9 @@ fn ctr_train(b: &mut Builder, t: &mut Trainer, m: &CtrParts<'_>) -> Result<Vec<O
     let l2_c = b.op("ExpandDims", "train/l2_column", &[&l2f, &axis1])?;
     let l2w = b.op("Mul", "train/l2_w", &[&l2_c, &w])?;
     let gw = b.op("AddV2", "train/g_w", &[&gx_c, &l2w])?;
-    let grad = match &f.sum {
-        Some(sum) => {
+    let grad = match (&f.ffm, &f.sum) {
+        (Some(p), _) => ffm_grad(b, p, &f, &g, &l2f)?,
+        (None, Some(sum)) => {
             let begin = b.vector("train/v_begin", &[0i64, 1])?;
             let size = b.vector("train/v_size", &[-1i64, -1])?;
             let v = b.op("Slice", "train/v", &[&f.vals, &begin, &size])?;
@@ -583,7 +586,7 @@ fn ctr_train(b: &mut Builder, t: &mut Trainer, m: &CtrParts<'_>) -> Result<Vec<O
             let gv = b.op("AddV2", "train/g_v", &[&gv, &l2v])?;
             b.concat("train/g_rows", &[gw, gv], 1)?
         }
-        None => gw,
+        (None, None) => gw,
     };
     for (i, table) in m.tables.iter().enumerate() {
         let name = table.name();
@@ -662,4 +665,101 @@ fn linear_decay(
     let lr = b.scalar("schedule/base_lr", t.optimizer.lr())?;
     t.lr = Some(b.op("Mul", "schedule/lr", &[&lr, &scale])?);
     Ok(())
+}
+
+/// The field-aware factorization machine's row gradients (`ffm.rs`'s `ffm_update`): with `c =
+/// g n x_i x_j`, each pair `(i, j)` adds `c v_{j,f_i}` to `v_{i,f_j}` and `c v_{i,f_j}` to
+/// `v_{j,f_i}`; the weight gets `g sqrt(n) x_i + l2 w_i`, and the factor blocks a pair touched
+/// `l2 v`. The blocks no pair touched get no gradient (SGD and Adagrad then leave them as they
+/// are, as natively).
+fn ffm_grad(
+    b: &mut Builder,
+    p: &ctr::FfmParts,
+    f: &ctr::Forward,
+    g: &Output,
+    l2f: &Output,
+) -> Result<Output> {
+    let (blocks, k) = (p.blocks as i64, p.k as i64);
+    let gn = match &p.norm {
+        Some(n) => b.op("Mul", "train/ffm/gn", &[g, n])?,
+        None => g.clone(),
+    };
+    let shape3 = b.vector("train/ffm/shape3", &[-1i64, 1, 1])?;
+    let gn3 = b.op("Reshape", "train/ffm/gn3", &[&gn, &shape3])?;
+    let axis1 = b.scalar("train/ffm/axis1", 1i32)?;
+    let axis2 = b.scalar("train/ffm/axis2", 2i32)?;
+    let axis3 = b.scalar("train/ffm/axis3", 3i32)?;
+    let xi = b.op("ExpandDims", "train/ffm/x_i", &[&p.x, &axis2])?;
+    let xj = b.op("ExpandDims", "train/ffm/x_j", &[&p.x, &axis1])?;
+    let xx = b.op("Mul", "train/ffm/xx", &[&xi, &xj])?;
+    let off = b.op(
+        "NotEqual",
+        "train/ffm/off_diagonal",
+        &[&p.range_i, &p.range_j],
+    )?;
+    let off = b.op_typed("Cast", "train/ffm/off", &[&off], "DstT", DataType::Float)?;
+    let c = b.op("Mul", "train/ffm/c_x", &[&gn3, &xx])?;
+    let c = b.op("Mul", "train/ffm/c", &[&c, &off])?;
+    let c4 = b.op("ExpandDims", "train/ffm/c4", &[&c, &axis3])?;
+    // d v[b, i, f_j] += c[b, i, j] v[b, j, f_i], gathered into each field's block.
+    let dg = b.op("Mul", "train/ffm/d_pairs", &[&c4, &p.mirrored])?;
+    let depth = b.scalar("train/ffm/depth", blocks as i32)?;
+    let on = b.scalar("train/ffm/on", 1f32)?;
+    let offv = b.scalar("train/ffm/off_value", 0f32)?;
+    let oh = b.op(
+        "OneHot",
+        "train/ffm/field_one_hot",
+        &[&p.fields, &depth, &on, &offv],
+    )?;
+    let perm = b.vector("train/ffm/perm", &[0i32, 1, 3, 2])?;
+    let dgt = b.op("Transpose", "train/ffm/d_pairs_t", &[&dg, &perm])?;
+    let oh4 = b.op("ExpandDims", "train/ffm/one_hot4", &[&oh, &axis1])?;
+    let dvt = b.op("BatchMatMulV2", "train/ffm/d_blocks_t", &[&dgt, &oh4])?;
+    let dvd = b.op("Transpose", "train/ffm/d_blocks", &[&dvt, &perm])?;
+    // The blocks a pair touched: fields of the instance's other features.
+    let ones = b.op("OnesLike", "train/ffm/ones", &[&f.x])?;
+    let real = b.op("ScatterNd", "train/ffm/real", &[&p.at, &ones, &p.dense2])?;
+    let real_j = b.op("ExpandDims", "train/ffm/real_j", &[&real, &axis1])?;
+    let pairs = b.op("Mul", "train/ffm/pairs", &[&off, &real_j])?;
+    let touched = b.op("BatchMatMulV2", "train/ffm/touch_count", &[&pairs, &oh])?;
+    let zero = b.scalar("train/ffm/zero", 0f32)?;
+    let touched = b.op("Greater", "train/ffm/touched_b", &[&touched, &zero])?;
+    let touched = b.op_typed(
+        "Cast",
+        "train/ffm/touched",
+        &[&touched],
+        "DstT",
+        DataType::Float,
+    )?;
+    // Per feature.
+    let dv = b.op("GatherNd", "train/ffm/d_v", &[&dvd, &p.at])?;
+    let t = b.op("GatherNd", "train/ffm/touched_feature", &[&touched, &p.at])?;
+    let t = b.op("ExpandDims", "train/ffm/touched3", &[&t, &axis2])?;
+    let begin = b.vector("train/ffm/v_begin", &[0i64, 1])?;
+    let size = b.vector("train/ffm/v_size", &[-1i64, -1])?;
+    let v = b.op("Slice", "train/ffm/v_flat", &[&f.vals, &begin, &size])?;
+    let vshape = b.vector("train/ffm/v_shape", &[-1i64, blocks, k])?;
+    let v = b.op("Reshape", "train/ffm/v", &[&v, &vshape])?;
+    let l2_3 = b.op("Reshape", "train/ffm/l2_3", &[l2f, &shape3])?;
+    let l2v = b.op("Mul", "train/ffm/l2_v", &[&l2_3, &v])?;
+    let l2v = b.op("Mul", "train/ffm/l2_touched", &[&l2v, &t])?;
+    let gv = b.op("AddV2", "train/ffm/g_v3", &[&dv, &l2v])?;
+    let flat = b.vector("train/ffm/g_v_shape", &[-1i64, blocks * k])?;
+    let gv = b.op("Reshape", "train/ffm/g_v", &[&gv, &flat])?;
+    // The weight: g sqrt(n) x + l2 w.
+    let gr = match &p.sqrt_norm {
+        Some(r) => b.op("Mul", "train/ffm/g_root", &[g, r])?,
+        None => g.clone(),
+    };
+    let grf = b.gather("train/ffm/g_root_feature", &gr, &f.owner)?;
+    let gx = b.op("Mul", "train/ffm/gx", &[&grf, &f.x])?;
+    let begin = b.vector("train/ffm/w_begin", &[0i64, 0])?;
+    let size = b.vector("train/ffm/w_size", &[-1i64, 1])?;
+    let w = b.op("Slice", "train/ffm/w_column", &[&f.vals, &begin, &size])?;
+    let flat1 = b.vector("train/ffm/flat", &[-1i64])?;
+    let w = b.op("Reshape", "train/ffm/w", &[&w, &flat1])?;
+    let l2w = b.op("Mul", "train/ffm/l2_w", &[l2f, &w])?;
+    let gw = b.op("AddV2", "train/ffm/g_w", &[&gx, &l2w])?;
+    let gw = b.op("ExpandDims", "train/ffm/g_w_column", &[&gw, &axis1])?;
+    b.concat("train/ffm/g_rows", &[gw, gv], 1)
 }
