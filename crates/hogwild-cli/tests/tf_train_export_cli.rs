@@ -28,12 +28,14 @@ const OPTIMIZERS: [(&str, &str); 3] = [
 ];
 
 /// Model variants: lines of the [model] section besides the vocabulary.
-const VARIANTS: [(&str, &str); 2] = [
+const VARIANTS: [(&str, &str); 3] = [
     ("mean_bigrams", "dim = 4\nbigram_buckets = 16\n"),
     (
         "sum_bias_plain",
         "dim = 4\npool = \"sum\"\nbias = true\nend_of_text = false\n",
     ),
+    // One sigmoid per label; the step's instance has two labels.
+    ("ova", "dim = 4\nbigram_buckets = 16\nloss = \"ova\"\n"),
 ];
 
 /// Every table's rows (weights and slots) and scalars of the checkpoint at `path`.
@@ -81,12 +83,20 @@ fn one_tf_train_step_of_the_exported_graph_matches_a_native_step() {
         "train.ms",
         &["--build-vocab", "--vocab", "vocab.txt"],
     );
-    convert_text(d, "one.txt", "one.ms", &["--vocab", "vocab.txt"]);
+    convert_text(d, "one.txt", "single.ms", &["--vocab", "vocab.txt"]);
+    std::fs::write(d.join("two.txt"), "__label__b __label__a cat dog red cat\n").unwrap();
+    convert_text(d, "two.txt", "two.ms", &["--vocab", "vocab.txt"]);
     let desc = std::fs::read_to_string(d.join("data.prototxt")).unwrap();
     let one = regex_free_batch_size(&desc, 1);
     std::fs::write(d.join("one.prototxt"), one).unwrap();
     assert!(plugin().is_file(), "run `make plugin` first");
     for (variant, model) in VARIANTS {
+        let batch = if variant == "ova" {
+            "two.ms"
+        } else {
+            "single.ms"
+        };
+        std::fs::copy(d.join(batch), d.join("one.ms")).unwrap();
         for (opt, section) in OPTIMIZERS {
             let name = format!("{variant}_{opt}");
             let toml = format!(

@@ -413,12 +413,15 @@ fn bow_train(
     m: &BowParts<'_>,
     decay_instances: Option<u64>,
 ) -> Result<Vec<Output>> {
+    use hogwild::models::Loss;
+
     let cfg = m.config;
-    if cfg.loss != hogwild::models::Loss::Softmax {
+    if !matches!(cfg.loss, Loss::Softmax | Loss::Ova) {
         return Err(Error::BadOption {
             option: "--format",
             reason: format!(
-                "tf-train exports the softmax loss so far, not loss = \"{}\"",
+                "tf-train exports the softmax and ova losses so far, not loss = \"{}\" (it \
+                 exports as saved-model)",
                 cfg.loss.name()
             ),
         });
@@ -427,29 +430,79 @@ fn bow_train(
     if let (hogwild::models::LrSchedule::Linear, Some(total)) = (cfg.lr_schedule, decay_instances) {
         linear_decay(b, t, &f.instances, total, cfg.lr_hold)?;
     }
-    let label = b.input(&cfg.label_slot, DataType::Int64, &[-1])?;
-    let xent = b.node(
-        "SparseSoftmaxCrossEntropyWithLogits",
-        "train/cross_entropy",
-        &[&f.scores, &label],
-        |_| Ok::<(), tensorflow::Status>(()),
-    )?;
-    let per_instance = Output {
-        operation: xent.clone(),
-        index: 0,
-    };
-    let dz = Output {
-        operation: xent,
-        index: 1,
-    };
     let axis0 = b.scalar("train/axis0", 0i32)?;
-    let loss = b.op("Mean", "train/loss", &[&per_instance, &axis0])?;
     let axis1 = b.scalar("train/axis1", 1i32)?;
-    let best = b.node("ArgMax", "train/best", &[&f.scores, &axis1], |nd| {
-        nd.set_attr_type("output_type", DataType::Int64)
-    })?;
-    let right = b.op("Equal", "train/right", &[&best.into(), &label])?;
-    let right = b.op_typed("Cast", "train/right_f", &[&right], "DstT", DataType::Float)?;
+    let best: Output = b
+        .node("ArgMax", "train/best", &[&f.scores, &axis1], |nd| {
+            nd.set_attr_type("output_type", DataType::Int64)
+        })?
+        .into();
+    let (per_instance, dz, right) = if cfg.loss == Loss::Softmax {
+        let label = b.input(&cfg.label_slot, DataType::Int64, &[-1])?;
+        let xent = b.node(
+            "SparseSoftmaxCrossEntropyWithLogits",
+            "train/cross_entropy",
+            &[&f.scores, &label],
+            |_| Ok::<(), tensorflow::Status>(()),
+        )?;
+        let per_instance = Output {
+            operation: xent.clone(),
+            index: 0,
+        };
+        let dz = Output {
+            operation: xent,
+            index: 1,
+        };
+        let right = b.op("Equal", "train/right", &[&best, &label])?;
+        let right = b.op_typed("Cast", "train/right_f", &[&right], "DstT", DataType::Float)?;
+        (per_instance, dz, right)
+    } else {
+        // ova: one sigmoid per class, y = 1 for each of the instance's labels.
+        let labels = b.ragged_input(&cfg.label_slot, DataType::Int64)?;
+        let owner = b.op(
+            "ExpandDims",
+            "train/label_instance",
+            &[&labels.segments, &axis1],
+        )?;
+        let class = b.op("ExpandDims", "train/label_class", &[&labels.values, &axis1])?;
+        let at = b.concat("train/label_at", &[owner, class], 1)?;
+        let one_dim = b.vector("train/one_dim", &[1i64])?;
+        let n = b.op("Reshape", "train/instances_dim", &[&f.instances, &one_dim])?;
+        let classes = b.vector("train/classes", &[cfg.classes as i64])?;
+        let shape = b.concat("train/y_shape", &[n, classes], 0)?;
+        let ones = b.op("OnesLike", "train/label_ones", &[&labels.values])?;
+        let ones = b.op_typed(
+            "Cast",
+            "train/label_ones_f",
+            &[&ones],
+            "DstT",
+            DataType::Float,
+        )?;
+        let y = b.op("ScatterNd", "train/y_count", &[&at, &ones, &shape])?;
+        // A label written twice is one of the instance's labels, as once.
+        let one = b.scalar("train/one", 1f32)?;
+        let y = b.op("Minimum", "train/y", &[&y, &one])?;
+        let p = b.op("Sigmoid", "train/p", &[&f.scores])?;
+        let dz = b.op("Sub", "train/dz", &[&p, &y])?;
+        let z = &f.scores;
+        let relu = b.op("Relu", "train/relu", &[z])?;
+        let zy = b.op("Mul", "train/zy", &[z, &y])?;
+        let abs = b.op("Abs", "train/abs", &[z])?;
+        let neg = b.op("Neg", "train/neg_abs", &[&abs])?;
+        let exp = b.op("Exp", "train/exp", &[&neg])?;
+        let log1p = b.op("Log1p", "train/log1p", &[&exp])?;
+        let l = b.op("Sub", "train/relu_zy", &[&relu, &zy])?;
+        let l = b.op("AddV2", "train/logloss", &[&l, &log1p])?;
+        let per_instance = b.op("Sum", "train/per_instance", &[&l, &axis1])?;
+        // Right when the most probable class is one of the labels.
+        let right: Output = b
+            .node("GatherV2", "train/right_f", &[&y, &best, &axis1], |nd| {
+                nd.set_attr_int("batch_dims", 1)
+            })?
+            .into();
+        (per_instance, dz, right)
+    };
+    let loss = b.op("Mean", "train/loss", &[&per_instance, &axis0])?;
     let accuracy = b.op("Mean", "train/accuracy", &[&right, &axis0])?;
     let loss = b.output("loss", &loss, DataType::Float, &[])?;
     let accuracy = b.output("accuracy", &accuracy, DataType::Float, &[])?;
