@@ -103,7 +103,7 @@ fn one_tf_train_step_of_the_exported_graph_matches_a_native_step() {
                 "[model]\nkind = \"bow\"\nvocab = 10\nclasses = 2\n{model}\n[optimizer]\n{section}"
             );
             std::fs::write(d.join(format!("{name}.toml")), toml).unwrap();
-            step_matches(d, &name, opt == "adagrad", &[]);
+            step_matches(d, &name, opt == "adagrad", &[], &[]);
         }
     }
 }
@@ -111,14 +111,14 @@ fn one_tf_train_step_of_the_exported_graph_matches_a_native_step() {
 /// Trains `{name}.toml` natively for 2 epochs on `train.ms`, then takes one step from it on
 /// `one.ms` (batch size 1, `one.prototxt`) both ways (the exported graph through `tf-train`
 /// and `import`, and `train --resume`) and compares every table. `feed` is the export's
-/// `--feed` where it needs one (CTR models).
-fn step_matches(d: &Path, name: &str, adagrad: bool, feed: &[&str]) {
+/// `--feed` where it needs one (CTR models), `train` more arguments of the first training.
+fn step_matches(d: &Path, name: &str, adagrad: bool, feed: &[&str], train: &[&str]) {
     let plugin = plugin();
     let plugin = plugin.to_str().unwrap();
     let run = |args: &[&str]| ok(d, args);
     let (m, graph_dir) = (format!("{name}.ckpt"), format!("{name}.tf"));
     let config = format!("{name}.toml");
-    run(&[
+    let mut first = vec![
         "train",
         "--config",
         &config,
@@ -132,7 +132,9 @@ fn step_matches(d: &Path, name: &str, adagrad: bool, feed: &[&str]) {
         "--save",
         &m,
         "--quiet",
-    ]);
+    ];
+    first.extend_from_slice(train);
+    run(&first);
     let mut export = vec![
         "export",
         "--model",
@@ -378,7 +380,13 @@ fn one_tf_train_step_of_an_exported_ctr_graph_matches_a_native_step() {
                 );
                 continue;
             }
-            step_matches(d, &name, opt == "adagrad", &["--feed", "data.prototxt"]);
+            step_matches(
+                d,
+                &name,
+                opt == "adagrad",
+                &["--feed", "data.prototxt"],
+                &[],
+            );
         }
     }
 }
@@ -413,7 +421,7 @@ fn vw_values_and_importance_weights_step_as_natively() {
         config.replace("buckets = 65536", "buckets = 512"),
     )
     .unwrap();
-    step_matches(d, "vw", true, &["--feed", "data.prototxt"]);
+    step_matches(d, "vw", true, &["--feed", "data.prototxt"], &[]);
 }
 
 /// The linear learning-rate schedule in the graph (`--lr-decay-instances`): two epochs each way
@@ -575,5 +583,46 @@ fn libffm_field_numbers_and_values_step_as_natively() {
         config.replace("buckets = 65536", "buckets = 512"),
     )
     .unwrap();
-    step_matches(d, "ffm", true, &["--feed", "data.prototxt"]);
+    step_matches(d, "ffm", true, &["--feed", "data.prototxt"], &[]);
+}
+
+/// The hierarchical softmax over the Huffman tree of three labels' counts (two inner nodes):
+/// the gold's way from the root is stepped, as natively, per optimizer.
+#[test]
+fn hs_steps_as_natively() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/text");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let text = std::fs::read_to_string(examples.join("train.txt")).unwrap();
+    let head: String = text.lines().take(90).map(|l| format!("{l}\n")).collect();
+    std::fs::write(d.join("train.txt"), &head).unwrap();
+    let first = head.lines().next().unwrap();
+    std::fs::write(d.join("one.txt"), format!("{first}\n")).unwrap();
+    let out = convert_text(
+        d,
+        "train.txt",
+        "train.ms",
+        &["--build-vocab", "--vocab", "vocab.txt"],
+    );
+    let vocab = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("vocab = "))
+        .and_then(|v| v.split_whitespace().next())
+        .unwrap_or_else(|| panic!("convert names no vocab:\n{out}"))
+        .to_string();
+    convert_text(d, "one.txt", "one.ms", &["--vocab", "vocab.txt"]);
+    let desc = std::fs::read_to_string(d.join("data.prototxt")).unwrap();
+    std::fs::write(d.join("one.prototxt"), regex_free_batch_size(&desc, 1)).unwrap();
+    for (opt, section) in OPTIMIZERS {
+        let name = format!("hs_{opt}");
+        std::fs::write(
+            d.join(format!("{name}.toml")),
+            format!(
+                "[model]\nkind = \"bow\"\nvocab = {vocab}\nclasses = 3\ndim = 4\n\
+                 bigram_buckets = 16\nloss = \"hs\"\n\n[optimizer]\n{section}"
+            ),
+        )
+        .unwrap();
+        step_matches(d, &name, opt == "adagrad", &[], &["--labels", "vocab.txt"]);
+    }
 }

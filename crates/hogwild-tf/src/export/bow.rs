@@ -258,7 +258,7 @@ pub(crate) fn build(b: &mut Builder, m: &BowParts<'_>) -> Result<Vec<Named>> {
 /// `hs`: each label's probability, the product along its path of the branches' sigmoids
 /// (`sigmoid(z)` to the second child, `sigmoid(-z)` to the first), as a sum of log-sigmoids over
 /// the path's nodes padded to the deepest path.
-fn hs_probabilities(b: &mut Builder, scores: &Output, tree: &Huffman) -> Result<Output> {
+pub(crate) fn hs_probabilities(b: &mut Builder, scores: &Output, tree: &Huffman) -> Result<Output> {
     let classes = tree.leaves();
     let depth = (0..classes)
         .map(|c| tree.points(c).len())

@@ -416,14 +416,13 @@ fn bow_train(
     use hogwild::models::Loss;
 
     let cfg = m.config;
-    if !matches!(cfg.loss, Loss::Softmax | Loss::Ova) {
+    if cfg.loss == Loss::Ns {
         return Err(Error::BadOption {
             option: "--format",
-            reason: format!(
-                "tf-train exports the softmax and ova losses so far, not loss = \"{}\" (it \
-                 exports as saved-model)",
-                cfg.loss.name()
-            ),
+            reason: "tf-train exports the softmax, hs and ova losses, not loss = \"ns\", whose \
+                     negatives each native worker draws from its own random stream (it exports \
+                     as saved-model)"
+                .into(),
         });
     }
     let f = bow::forward(b, m)?;
@@ -437,6 +436,9 @@ fn bow_train(
             nd.set_attr_type("output_type", DataType::Int64)
         })?
         .into();
+    if cfg.loss == Loss::Hs {
+        return hs_train(b, t, m, &f);
+    }
     let (per_instance, dz, right) = if cfg.loss == Loss::Softmax {
         let label = b.input(&cfg.label_slot, DataType::Int64, &[-1])?;
         let xent = b.node(
@@ -523,15 +525,8 @@ fn bow_train(
     let d_out = b.concat("train/d_output", &[d_w, d_b], 1)?;
     // The pooled vector's gradient, through the weights before their update, to every row.
     let d_h = b.op("MatMul", "train/d_hidden", &[&dz, &f.weights])?;
-    let mut d_rows = b.gather("train/d_rows_sum", &d_h, &f.owner)?;
-    if let Some(inverse) = &f.inverse_count {
-        let scale = b.gather("train/row_scale", inverse, &f.owner)?;
-        let scale = b.op("ExpandDims", "train/row_scale_column", &[&scale, &axis1])?;
-        d_rows = b.op("Mul", "train/d_rows", &[&d_rows, &scale])?;
-    }
     t.update("output", d_out, None);
-    t.update("embedding", d_rows, Some(f.rows.clone()));
-    let _ = &f.instances;
+    embedding_update(b, t, &f, &d_h)?;
     Ok(vec![loss, accuracy])
 }
 
@@ -815,4 +810,144 @@ fn ffm_grad(
     let gw = b.op("AddV2", "train/ffm/g_w", &[&gx, &l2w])?;
     let gw = b.op("ExpandDims", "train/ffm/g_w_column", &[&gw, &axis1])?;
     b.concat("train/ffm/g_rows", &[gw, gv], 1)
+}
+
+/// The embedding rows' gradients from the pooled vector's, `d_h` (`[B, dim]`): each row of an
+/// instance gets it, divided by the instance's rows with mean pooling.
+fn embedding_update(
+    b: &mut Builder,
+    t: &mut Trainer,
+    f: &bow::Forward,
+    d_h: &Output,
+) -> Result<()> {
+    let axis1 = b.scalar("train/rows_axis", 1i32)?;
+    let mut d_rows = b.gather("train/d_rows_sum", d_h, &f.owner)?;
+    if let Some(inverse) = &f.inverse_count {
+        let scale = b.gather("train/row_scale", inverse, &f.owner)?;
+        let scale = b.op("ExpandDims", "train/row_scale_column", &[&scale, &axis1])?;
+        d_rows = b.op("Mul", "train/d_rows", &[&d_rows, &scale])?;
+    }
+    t.update("embedding", d_rows, Some(f.rows.clone()));
+    Ok(())
+}
+
+/// The hierarchical softmax (`loss.rs`'s `Head::loss` with `hs`): the binary decisions on the
+/// gold label's way from the root, each node's row updated with `sigmoid(z) - code` times the
+/// pooled vector (sparse: the nodes of the way alone), the pooled vector's gradient through the
+/// nodes' weights before their update.
+fn hs_train(
+    b: &mut Builder,
+    t: &mut Trainer,
+    m: &BowParts<'_>,
+    f: &bow::Forward,
+) -> Result<Vec<Output>> {
+    use hogwild::models::Huffman;
+
+    let cfg = m.config;
+    let counts = m
+        .label_counts
+        .map(<[u64]>::to_vec)
+        .unwrap_or_else(|| vec![1; cfg.classes]);
+    let tree = Huffman::new(&counts);
+    let classes = tree.leaves();
+    let depth = (0..classes)
+        .map(|c| tree.points(c).len())
+        .max()
+        .unwrap_or(0);
+    let mut points = vec![0i64; classes * depth];
+    let mut codes = vec![0f32; classes * depth];
+    let mut mask = vec![0f32; classes * depth];
+    for c in 0..classes {
+        for (k, (&p, &second)) in tree.points(c).iter().zip(tree.codes(c)).enumerate() {
+            points[c * depth + k] = i64::from(p);
+            codes[c * depth + k] = f32::from(u8::from(second));
+            mask[c * depth + k] = 1.0;
+        }
+    }
+    let dims = [classes as u64, depth as u64];
+    let points = b.matrix("train/hs/points", &dims, &points)?;
+    let codes = b.matrix("train/hs/codes", &dims, &codes)?;
+    let mask = b.matrix("train/hs/mask", &dims, &mask)?;
+    let label = b.input(&cfg.label_slot, DataType::Int64, &[-1])?;
+    let axis0 = b.scalar("train/hs/axis0", 0i32)?;
+    let axis1 = b.scalar("train/hs/axis1", 1i32)?;
+    // [B, depth]: the gold's nodes, codes and mask, and its nodes' scores.
+    let way = b.gather("train/hs/way", &points, &label)?;
+    let target = b.gather("train/hs/target", &codes, &label)?;
+    let on_way = b.gather("train/hs/on_way", &mask, &label)?;
+    let axis1_64 = b.scalar("train/hs/axis1_64", 1i64)?;
+    let z: Output = b
+        .node(
+            "GatherV2",
+            "train/hs/z",
+            &[&f.scores, &way, &axis1_64],
+            |nd| nd.set_attr_int("batch_dims", 1),
+        )?
+        .into();
+    let p = b.op("Sigmoid", "train/hs/p", &[&z])?;
+    let g = b.op("Sub", "train/hs/g_all", &[&p, &target])?;
+    let g = b.op("Mul", "train/hs/g", &[&g, &on_way])?;
+    let relu = b.op("Relu", "train/hs/relu", &[&z])?;
+    let zy = b.op("Mul", "train/hs/zy", &[&z, &target])?;
+    let abs = b.op("Abs", "train/hs/abs", &[&z])?;
+    let neg = b.op("Neg", "train/hs/neg_abs", &[&abs])?;
+    let exp = b.op("Exp", "train/hs/exp", &[&neg])?;
+    let log1p = b.op("Log1p", "train/hs/log1p", &[&exp])?;
+    let l = b.op("Sub", "train/hs/relu_zy", &[&relu, &zy])?;
+    let l = b.op("AddV2", "train/hs/logloss_all", &[&l, &log1p])?;
+    let l = b.op("Mul", "train/hs/logloss", &[&l, &on_way])?;
+    let per_instance = b.op("Sum", "train/hs/per_instance", &[&l, &axis1])?;
+    let loss = b.op("Mean", "train/loss", &[&per_instance, &axis0])?;
+    let probs = bow::hs_probabilities(b, &f.scores, &tree)?;
+    let best: Output = b
+        .node("ArgMax", "train/best", &[&probs, &axis1], |nd| {
+            nd.set_attr_type("output_type", DataType::Int64)
+        })?
+        .into();
+    let right = b.op("Equal", "train/right", &[&best, &label])?;
+    let right = b.op_typed("Cast", "train/right_f", &[&right], "DstT", DataType::Float)?;
+    let accuracy = b.op("Mean", "train/accuracy", &[&right, &axis0])?;
+    let loss = b.output("loss", &loss, DataType::Float, &[])?;
+    let accuracy = b.output("accuracy", &accuracy, DataType::Float, &[])?;
+
+    // The nodes on the ways, flattened: their rows, gradients and instances.
+    let flat = b.vector("train/hs/flat", &[-1i64])?;
+    let mask_flat = b.op("Reshape", "train/hs/mask_flat", &[&on_way, &flat])?;
+    let zero = b.scalar("train/hs/zero", 0f32)?;
+    let valid = b.op("Greater", "train/hs/valid", &[&mask_flat, &zero])?;
+    let at = b.where_true("train/hs/at", &valid)?;
+    let way_flat = b.op("Reshape", "train/hs/way_flat", &[&way, &flat])?;
+    let rows = b.gather("train/hs/rows", &way_flat, &at)?;
+    let g_flat = b.op("Reshape", "train/hs/g_flat", &[&g, &flat])?;
+    let g_rows = b.gather("train/hs/g_rows", &g_flat, &at)?;
+    let start = b.scalar("train/hs/start", 0i64)?;
+    let step = b.scalar("train/hs/step", 1i64)?;
+    let every = b.op(
+        "Range",
+        "train/hs/instances",
+        &[&start, &f.instances, &step],
+    )?;
+    let every = b.op("ExpandDims", "train/hs/instance_column", &[&every, &axis1])?;
+    let tile = b.vector("train/hs/tile", &[1i64, depth as i64])?;
+    let owner = b.op("Tile", "train/hs/owner_grid", &[&every, &tile])?;
+    let owner = b.op("Reshape", "train/hs/owner_flat", &[&owner, &flat])?;
+    let owner = b.gather("train/hs/owner", &owner, &at)?;
+    let g_col = b.op("ExpandDims", "train/hs/g_column", &[&g_rows, &axis1])?;
+    // Each node's row: its gradient times the pooled vector and the bias input.
+    let ones = b.op("OnesLike", "train/hs/instance_ones", &[&per_instance])?;
+    let bias_in = if cfg.bias {
+        ones
+    } else {
+        b.op("ZerosLike", "train/hs/no_bias", &[&ones])?
+    };
+    let bias_in = b.op("ExpandDims", "train/hs/bias_input", &[&bias_in, &axis1])?;
+    let h_ext = b.concat("train/hs/hidden_ext", &[f.hidden.clone(), bias_in], 1)?;
+    let h_rows = b.gather("train/hs/hidden_rows", &h_ext, &owner)?;
+    let d_out = b.op("Mul", "train/hs/d_output", &[&h_rows, &g_col])?;
+    let w_rows = b.gather("train/hs/weights_rows", &f.weights, &rows)?;
+    let d_h_rows = b.op("Mul", "train/hs/d_hidden_rows", &[&w_rows, &g_col])?;
+    let d_h = b.segment_sum("train/hs/d_hidden", &d_h_rows, &owner, &f.instances)?;
+    t.update("output", d_out, Some(rows));
+    embedding_update(b, t, f, &d_h)?;
+    Ok(vec![loss, accuracy])
 }
