@@ -426,7 +426,7 @@ impl Builder {
         self.vars.push(Var {
             name: name.to_string(),
             handle: handle.clone(),
-            dtype: dtype,
+            dtype,
             initializer: init.name().map_err(|s| built("a variable", s))?,
             snapshot: tensor_name(&snapshot)?,
             initial: tensor_name(&initial)?,
