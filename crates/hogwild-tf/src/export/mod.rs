@@ -156,3 +156,98 @@ fn write_dir(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     }
     done
 }
+
+#[cfg(test)]
+mod tests {
+    use hogwild::models::{Bow, ModelConfig, ModelKind};
+    use hogwild::optim::Sgd;
+    use tensorflow::{Graph, SavedModelBundle, SessionOptions, SessionRunArgs, Tensor};
+
+    use super::*;
+
+    /// TensorFlow's C++ loader (`LoadSavedModel`, what TensorFlow Serving runs) restores the
+    /// export and its signature gives the model's own probabilities.
+    #[test]
+    fn the_cpp_loader_serves_a_bow_model_as_it_predicts() {
+        let config = ModelConfig::from_toml(
+            "[model]\nkind = \"bow\"\nvocab = 20\nclasses = 3\ndim = 5\nbigram_buckets = 7\n\
+             bias = true\n\n[optimizer]\nkind = \"sgd\"\nlr = 0.1\n",
+            "test.toml",
+        )
+        .unwrap();
+        let ModelKind::Bow(cfg) = config.model else {
+            panic!("a bow config")
+        };
+        let m = Bow::new(cfg, Sgd { lr: 0.1 }).unwrap();
+        m.init();
+        // Output weights of every sign (a fresh model's are zero).
+        for r in 0..m.output().rows() {
+            let row: Vec<f32> = (0..6)
+                .map(|k| ((r * 7 + k * 3) % 11) as f32 / 5.0 - 1.0)
+                .collect();
+            m.output().write_weights(r, &row);
+        }
+        let instances: [&[u64]; 3] = [&[3, 5, 7, 5], &[], &[19]];
+        let mut w = m.new_worker();
+        let want: Vec<Vec<f32>> = instances
+            .iter()
+            .map(|ids| m.predict_instance(&mut w, ids).unwrap().to_vec())
+            .collect();
+
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("bow");
+        let parts = BowParts {
+            config: m.config(),
+            embedding: m.embedding(),
+            output: m.output(),
+            labels: m.labels(),
+            label_counts: m.label_counts(),
+        };
+        saved_model(&Exportable::Bow(parts), &target).unwrap();
+
+        let mut graph = Graph::new();
+        let bundle =
+            SavedModelBundle::load(&SessionOptions::new(), ["serve"], &mut graph, &target).unwrap();
+        let signature = bundle
+            .meta_graph_def()
+            .get_signature(SERVING_SIGNATURE)
+            .unwrap();
+        let op = |name: &str| {
+            let name = name.split(':').next().unwrap();
+            graph.operation_by_name_required(name).unwrap()
+        };
+        let words: Vec<i64> = instances
+            .iter()
+            .flat_map(|i| i.iter().map(|&x| x as i64))
+            .collect();
+        let mut splits = vec![0i64];
+        for i in instances {
+            splits.push(splits.last().unwrap() + i.len() as i64);
+        }
+        let words_t = Tensor::new(&[words.len() as u64])
+            .with_values(&words)
+            .unwrap();
+        let splits_t = Tensor::new(&[splits.len() as u64])
+            .with_values(&splits)
+            .unwrap();
+        let mut args = SessionRunArgs::new();
+        args.add_feed(
+            &op(signature.get_input("words").unwrap().name().name.as_str()),
+            0,
+            &words_t,
+        );
+        let splits_name = &signature.get_input("words/row_splits").unwrap().name().name;
+        args.add_feed(&op(splits_name), 0, &splits_t);
+        let out = signature.get_output("probabilities").unwrap().name();
+        let token = args.request_fetch(&op(&out.name), out.index);
+        bundle.session.run(&mut args).unwrap();
+        let got: Tensor<f32> = args.fetch(token).unwrap();
+        assert_eq!(got.dims(), [3, 3]);
+        for (i, want) in want.iter().enumerate() {
+            for (c, &p) in want.iter().enumerate() {
+                let g = got[i * 3 + c];
+                assert!((g - p).abs() <= 1e-6, "instance {i}, class {c}: {g} vs {p}");
+            }
+        }
+    }
+}
