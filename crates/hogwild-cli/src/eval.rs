@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args as ClapArgs;
 use hogwild::executor::{Run, RunReport};
-use hogwild::feed::DataFeedDesc;
 
 use crate::bad_lines::BadLineArgs;
 use crate::feed_args::{self, LinePrefixArgs};

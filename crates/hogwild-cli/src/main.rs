@@ -8,6 +8,8 @@ mod demo;
 mod eval;
 mod export;
 mod feed_args;
+#[cfg(feature = "tf")]
+mod import;
 mod interrupt;
 mod labels;
 mod models;
@@ -49,7 +51,8 @@ enum Command {
     Check(check::Args),
     /// Convert fastText, libsvm, libffm, VW or CSV text to MultiSlot, with its data.prototxt.
     Convert(convert::Args),
-    /// Write a saved word2vec model's vectors in word2vec's text format.
+    /// Export a saved model: a TensorFlow SavedModel (any model), or a word2vec model's vectors
+    /// in word2vec's text format.
     Export(export::Args),
     /// Train a model on data files (or resume a saved one).
     Train(train::Args),
@@ -72,6 +75,10 @@ enum Command {
     /// Train a TensorFlow graph from files with several threads sharing one session (Hogwild).
     #[cfg(feature = "tf")]
     TfTrain(Box<hogwild_tf::TfTrainArgs>),
+    /// Make a native model of the TensorFlow checkpoint of its exported training graph
+    /// (`export --format tf-train`, trained by `tf-train`).
+    #[cfg(feature = "tf")]
+    Import(import::Args),
 }
 
 /// Output piped into a program that stops reading (`| head`) ends the process quietly, as in other
@@ -93,7 +100,12 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Check(args) => check::run(args),
         Command::Convert(args) => convert::run(args),
-        Command::Export(args) => export::run(args),
+        Command::Export(args) => {
+            // The SavedModel and training-graph exports run TensorFlow.
+            #[cfg(all(target_os = "linux", feature = "tf"))]
+            tf_log::quiet_tensorflow_runtime();
+            export::run(args)
+        }
         Command::Train(args) => train::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Predict(args) => predict::run(args),
@@ -106,6 +118,12 @@ fn main() -> ExitCode {
             #[cfg(target_os = "linux")]
             tf_log::quiet_tensorflow_runtime();
             hogwild_tf::tf_train(&args).map(|_| ()).map_err(Into::into)
+        }
+        #[cfg(feature = "tf")]
+        Command::Import(args) => {
+            #[cfg(target_os = "linux")]
+            tf_log::quiet_tensorflow_runtime();
+            import::run(args)
         }
     };
     if let Err(error) = &result {

@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args as ClapArgs;
 use hogwild::executor::Run;
-use hogwild::feed::DataFeedDesc;
 use hogwild::models::PredictionFormat;
 
 use crate::bad_lines::BadLineArgs;

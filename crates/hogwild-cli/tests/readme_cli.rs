@@ -105,7 +105,13 @@ fn readme_blocks() -> Vec<Block> {
 }
 
 /// The walk-throughs that have a test of their own in this file.
-const TESTED_APART: [&str; 3] = ["text-classification", "word2vec", "ctr"];
+const TESTED_APART: [&str; 5] = [
+    "text-classification",
+    "word2vec",
+    "ctr",
+    "export",
+    "export-cluster",
+];
 
 /// The script of walk-through `name`: its blocks in README order.
 fn script(name: &str) -> String {
@@ -196,7 +202,9 @@ fn run_walkthrough(name: &str) -> (tempfile::TempDir, String) {
         out.status
     );
     for file in outputs(&script) {
-        let meta = std::fs::metadata(dir.path().join(&file));
+        // A TensorFlow checkpoint prefix (`tf-train --save`) is written as PREFIX.index.
+        let index = dir.path().join(format!("{file}.index"));
+        let meta = std::fs::metadata(dir.path().join(&file)).or_else(|_| std::fs::metadata(index));
         assert!(
             meta.is_ok_and(|m| m.len() > 0),
             "walk-through {name:?} did not write {file}:\n{printed}"
@@ -356,6 +364,47 @@ fn readme_shows_the_files_as_they_are() {
             b.text, file,
             "{}:{}: the block differs from {path}",
             b.file, b.line
+        );
+    }
+}
+
+/// docs/export.md: the exported SavedModel predicts the walk-through's labels in Python.
+#[cfg(feature = "tf")]
+#[test]
+fn export_walkthrough_runs() {
+    let (_dir, printed) = run_walkthrough("export");
+    assert!(
+        printed
+            .contains("wrote the bag-of-words model as a SavedModel to build/export/saved_model"),
+        "{printed}"
+    );
+    assert!(printed.contains("['__label__"), "{printed}");
+}
+
+/// docs/export.md: the exported training graph trains on two ps tasks and two workers, and the
+/// imported model evaluates as the chief's graph did.
+#[cfg(feature = "tf")]
+#[test]
+fn export_cluster_walkthrough_runs() {
+    let (_dir, printed) = run_walkthrough("export-cluster");
+    let chief = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("eval: "))
+        .unwrap_or_else(|| panic!("no eval line of the chief:\n{printed}"));
+    let value = |text: &str, key: &str| -> f64 {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == key).unwrap();
+        words[at + 1].parse().unwrap()
+    };
+    let native = printed
+        .lines()
+        .find(|l| l.starts_with("test: 150 instances"))
+        .unwrap_or_else(|| panic!("no eval of the imported model:\n{printed}"));
+    for key in ["loss", "accuracy"] {
+        let (tf, hw) = (value(chief, key), value(native, key));
+        assert!(
+            (tf - hw).abs() < 1e-4,
+            "{key}: chief {tf}, imported {hw}\n{printed}"
         );
     }
 }

@@ -1090,7 +1090,7 @@ fn rank(info: &TensorInfo) -> Option<usize> {
         .map(|s| s.dim.len())
 }
 
-fn load_library(path: &Path) -> Result<Library> {
+pub(crate) fn load_library(path: &Path) -> Result<Library> {
     let fail = |message: String| Error::OpLibrary {
         path: path.into(),
         message,

@@ -37,8 +37,10 @@
 mod cli;
 mod cluster;
 mod error;
+pub mod export;
 mod files;
 mod graph;
+mod import;
 mod inputs;
 mod model;
 mod proto;
@@ -49,6 +51,7 @@ pub use cluster::ClusterArgs;
 pub use error::{Error, Result};
 pub use files::used_slots;
 pub use graph::{SessionConfig, TrainGraph};
+pub use import::import_checkpoint;
 pub use inputs::{SlotKind, SlotRef, SlotValuesRef};
 pub use model::{TfModel, TfWorker};
 
