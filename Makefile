@@ -28,9 +28,11 @@ py-test: setup plugin
 
 test: setup lint rust-test rust-docs rust-user package-test miri py-test
 
-# The library's documentation, every public item documented and every link resolved.
-rust-docs:
-	RUSTDOCFLAGS="-D warnings -W missing_docs" cargo doc --no-deps -p hogwild-train
+# The libraries' documentation, every public item documented and every link resolved (the
+# runner crate links TensorFlow, hence setup).
+rust-docs: setup
+	RUSTDOCFLAGS="-D warnings -W missing_docs" cargo doc --no-deps -p hogwild-train -p hogwild-tf \
+		-p hogwild-tf-plugin
 
 # A crate of a user's own outside the workspace (examples/rust-user, depending on crates/hogwild
 # by path): a text classifier trained, saved, loaded and asked, and a model of its own, with the

@@ -2,11 +2,12 @@
 //! arithmetic (`hogwild::optim`), built with cxx.
 //!
 //! The C++ kernel validates shapes, takes TensorFlow's variable locks, computes the coefficients
-//! once ([`ffi::adam_coeffs`], [`ffi::rmsprop_coeffs`]), runs the element rule on each shard of
-//! the tensors ([`ffi::apply_dense`], [`ffi::apply_sparse_rows`]) and advances the beta powers
-//! once ([`ffi::advance_powers`]). There is one bridged function per step; every tensor crosses as
-//! a [`ffi::Buffer`] (address and size in bytes), which [`cells`] and [`exclusive`] check (whole
-//! elements, non-null, aligned) before anything is read.
+//! once (`adam_coeffs`, `rmsprop_coeffs`), runs the element rule on each shard of the tensors
+//! (`apply_dense`, `apply_sparse_rows`) and advances the beta powers once (`advance_powers`):
+//! the functions of the `extern "Rust"` block of [`ffi`], which the C++ kernels call. There is
+//! one bridged function per step; every tensor crosses as a [`ffi::Buffer`] (address and size
+//! in bytes), which the private `cells` and `exclusive` check (whole elements, non-null,
+//! aligned) before anything is read.
 //!
 //! # Exclusive and shared access
 //!
@@ -49,9 +50,9 @@
 //! Half types: `Eigen::half` and `half::f16` are both IEEE binary16 and TensorFlow's `bfloat16`
 //! and `half::bf16` are both the top 16 bits of an f32, so the reinterpretation keeps every bit.
 //! The ops with DeepRec's signatures compute in the variable's type `T`; the V2 ops
-//! (`...AdamAsyncV2`, `U = float`) pass float m, v, scalars and powers ([`ffi::adam_coeffs`] and
-//! [`ffi::advance_powers`] with `DType::F32`) with f16 / bf16 var and grad, which the core
-//! crate's mixed-precision kernels update in f32 ([`hogwild::optim::Widen`]).
+//! (`...AdamAsyncV2`, `U = float`) pass float m, v, scalars and powers (`adam_coeffs` and
+//! `advance_powers` with [`DType::F32`](ffi::DType::F32)) with f16 / bf16 var and grad, which
+//! the core crate's mixed-precision kernels update in f32 ([`hogwild::optim::Widen`]).
 //!
 //! Errors: every bridged function returns `Result`; cxx turns an `Err` into a C++ `rust::Error`
 //! exception, which the kernel turns into an `InvalidArgument` status. Each body also runs under
@@ -73,22 +74,31 @@ use hogwild::store::SharedReal;
 
 pub use error::{Error, Result};
 
+/// The cxx bridge: the types shared with the C++ kernels (namespace `adam_async` there) and the
+/// Rust functions they call. Public because cxx generates it so; it is the C++ side's interface,
+/// not a Rust API.
 #[cxx::bridge(namespace = "adam_async")]
 pub mod ffi {
     /// An element type: of var and grad (the op's `T`), of m, v, the scalars and powers (`T`,
     /// or the V2 ops' `U`).
     #[repr(u8)]
     enum DType {
+        /// IEEE binary16 (`Eigen::half`, `half::f16`).
         F16 = 0,
+        /// bfloat16, the top 16 bits of an f32 (`tensorflow::bfloat16`, `half::bf16`).
         BF16 = 1,
+        /// f32.
         F32 = 2,
+        /// f64.
         F64 = 3,
     }
 
     /// The element type of a sparse update's indices (the op's `Tindices`).
     #[repr(u8)]
     enum IndexType {
+        /// int32 indices.
         I32 = 0,
+        /// int64 indices.
         I64 = 1,
     }
 
@@ -106,7 +116,10 @@ pub mod ffi {
 
     /// A tensor's buffer: its address and its size in bytes.
     struct Buffer {
+        /// The first byte of the elements the call covers (the tensor's, or one shard's, in
+        /// `tensor_data()`); not looked at when `bytes` is 0.
         data: *mut u8,
+        /// Their size in bytes; the bridge refuses one that is not a whole number of elements.
         bytes: usize,
     }
 

@@ -62,6 +62,8 @@ pub struct TfTrainArgs {
     /// (faster for small graphs; a failing op is then reported without its node name).
     #[arg(long)]
     pub inline_steps: bool,
+    /// Training as a worker of a parameter-server cluster (`--ps-hosts`, `--worker-hosts`,
+    /// `--task-index`); all empty for a local run.
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -69,7 +71,10 @@ pub struct TfTrainArgs {
 /// What `tf-train` did.
 #[derive(Debug, Clone)]
 pub struct TfTrainReport {
+    /// The training run over every epoch: batches, instances, time and the averaged fetched
+    /// values.
     pub train: RunReport,
+    /// The evaluation of `--eval`'s files after training (and saving); `None` without `--eval`.
     pub eval: Option<RunReport>,
 }
 
@@ -90,8 +95,15 @@ pub fn summary_line(what: &str, r: &RunReport) -> String {
 
 /// Runs `tf-train`: loads the graph, initialises or restores it, trains, saves, evaluates, and
 /// prints one summary line per pass to stdout.
-/// In a cluster, the worker reaches the ps tasks, waits for or does the chief's part (see
-/// [`crate::cluster`]), and the chief saves and evaluates once every worker has finished.
+/// In a cluster ([`ClusterArgs`]), the worker reaches the ps tasks and waits for the chief's
+/// initialisation, or, as the chief (task 0), initialises the variables and after training waits
+/// for every worker to finish before it saves and evaluates (docs/parameter-servers.md).
+///
+/// # Errors
+///
+/// Options that do not fit together or a graph that does not fit them ([`Error::BadOption`],
+/// [`Error::BadGraph`]) are reported before any training; then whatever loading, a batch, a step,
+/// saving or the cluster fails with (every variant of [`Error`]).
 pub fn tf_train(args: &TfTrainArgs) -> Result<TfTrainReport> {
     let cluster = Cluster::from_args(&args.cluster)?;
     if let Some(cluster) = &cluster {

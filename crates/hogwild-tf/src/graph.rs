@@ -693,8 +693,11 @@ impl TrainGraph {
         self.target.as_deref()
     }
 
-    /// Whether the graph was exported for a parameter-server cluster (it has the
-    /// `hogwild/finish_op` collection and the others of [`crate::cluster`]'s protocol).
+    /// Whether the graph was exported for a parameter-server cluster: it has the
+    /// `hogwild/finish_op` collection (loading then requires `ready_op`,
+    /// `hogwild/finished_workers` and `hogwild/finished_workers_init` too), by which the chief
+    /// and the other workers wait for each other ([`ClusterArgs`](crate::ClusterArgs),
+    /// docs/parameter-servers.md).
     pub fn is_cluster_graph(&self) -> bool {
         self.cluster.is_some()
     }

@@ -64,8 +64,17 @@ fn read(prefix: &Path, names: &[String]) -> Result<Vec<Tensor<f32>>> {
     Ok(out)
 }
 
-/// Overwrites `tables` (weights, slots, scalars) with the checkpoint's values at `prefix`.
-/// Every tensor must have its table's shape.
+/// Overwrites `tables` (weights, slots, scalars) with the checkpoint's values at `prefix`, read
+/// under the names [`export::state_names`](crate::export::state_names) gives for `optimizer`
+/// (the one the tables were made with). Every tensor is float32 and must have its table's
+/// shape, `[rows, dim]` (a scalar `[]` for the optimizer's scalars).
+///
+/// # Errors
+///
+/// [`Error::Run`] for a checkpoint TensorFlow cannot read or that lacks a tensor,
+/// [`Error::BadGraph`] naming a tensor of the wrong shape, [`Error::BadOption`]
+/// (`--tf-checkpoint`) for a prefix that is not UTF-8. A table may already be overwritten when
+/// a later one fails.
 pub fn import_checkpoint(
     tables: &[&Table],
     optimizer: &OptimizerConfig,

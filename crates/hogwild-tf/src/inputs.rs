@@ -24,16 +24,20 @@ pub enum SlotKind {
     F32,
 }
 
-/// One slot's values for a batch.
+/// One slot's values for a batch, every instance's concatenated, borrowed from the batch.
 #[derive(Debug, Clone, Copy)]
 pub enum SlotValuesRef<'a> {
+    /// A `uint64` slot's ids, fed as int64 (an id above `i64::MAX` is an [`Error::BadBatch`]).
     U64(&'a [u64]),
+    /// A `float` slot's values, fed as float32.
     F32(&'a [f32]),
 }
 
 /// One slot of a batch: instance `i` owns `values[offsets[i]..offsets[i + 1]]`.
 #[derive(Debug, Clone, Copy)]
 pub struct SlotRef<'a> {
+    /// The values of every instance, concatenated; their type must be the slot's
+    /// [`SlotKind`].
     pub values: SlotValuesRef<'a>,
     /// `instances + 1` entries, starting at 0.
     pub offsets: &'a [usize],

@@ -14,11 +14,18 @@ use super::graph::Builder;
 use super::hash;
 use crate::Result;
 
-/// What the export reads of a bag-of-words model, whatever its optimizer.
+/// What the export reads of a bag-of-words model (`hogwild::models::Bow`), whatever its
+/// optimizer.
 pub struct BowParts<'a> {
+    /// The settings the graph follows: words slot, vocabulary size, buckets, pooling, loss.
     pub config: &'a BowConfig,
+    /// The embedding table (`Bow::embedding`): words, bigram buckets, the end-of-text row,
+    /// n-gram buckets, `dim` floats each; the checkpoint's float32 `embedding`.
     pub embedding: &'a Table,
+    /// The output table (`Bow::output`): one row per class (per inner node of the tree with
+    /// `hs`), `dim` weights then the bias; the checkpoint's float32 `output`, `[rows, dim + 1]`.
     pub output: &'a Table,
+    /// The label names, which become the `labels` output when the model has them.
     pub labels: &'a Labels,
     /// The label counts `hs` built its tree of.
     pub label_counts: Option<&'a [u64]>,

@@ -25,11 +25,20 @@ const DEFAULT_FFM_DIM: usize = 4;
 /// What the export reads of a CTR model, whatever its optimizer, and the DataFeedDesc whose
 /// slots make its fields when the configuration does not list them.
 pub struct CtrParts<'a> {
+    /// Logistic regression, factorization machine or field-aware factorization machine.
     pub kind: CtrKind,
+    /// The settings the graph follows: fields, value and field-number slots, buckets, factor
+    /// sizes.
     pub config: &'a CtrConfig,
-    /// One table per factor size, ascending (`Ctr::feature_tables`).
+    /// One table per factor size, ascending (`Ctr::feature_tables`): `buckets` rows of a weight
+    /// then the factors (one block of them per field for FFM); each is a float32 variable and
+    /// checkpoint tensor of the table's name.
     pub tables: &'a [Table],
+    /// The bias table, one row of one float (the checkpoint's `bias`).
     pub bias: &'a Table,
+    /// The data feed description the model trains on: its used `uint64` slots other than the
+    /// label slot are the fields when the configuration lists none, and the slots become the
+    /// signature's inputs.
     pub desc: &'a DataFeedDesc,
 }
 

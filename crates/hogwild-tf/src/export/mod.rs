@@ -38,16 +38,30 @@ const SERVE_TAG: &str = "serve";
 /// TensorFlow Serving's method of a signature of named inputs and outputs.
 const PREDICT_METHOD: &str = "tensorflow/serving/predict";
 
-/// A model kind ready to export.
+/// A model kind ready to export: the parts of a native model the graph builders read, borrowed
+/// from it, whatever its optimizer (the optimizer matters only to [`tf_train_graph`]).
 pub enum Exportable<'a> {
+    /// A bag-of-words classifier: serves `probabilities` (float32 `[B, classes]`, and `labels`,
+    /// string `[B, classes]`, when the labels have names) from the words slot.
     Bow(BowParts<'a>),
+    /// A CTR model (LR, FM or FFM): serves `probability` (float32 `[B]`) from its field slots.
     Ctr(CtrParts<'a>),
+    /// A word2vec model's vectors: serves `vectors` (float32 `[B, dim]`, zero for an unknown
+    /// word) and `known` (bool `[B]`) from `words` (string `[B]`); it has no training graph.
     Word2Vec(Word2VecParts<'a>),
 }
 
-/// Writes `model` as a SavedModel directory `dir` (`saved_model.pb`, `variables/`). The
-/// directory is written beside `dir` under a temporary name and renamed into place once
-/// whole; `dir` must not exist or be an empty directory.
+/// Writes `model` as a SavedModel directory `dir` (`saved_model.pb`, `variables/`) tagged
+/// `serve`, with the [`SERVING_SIGNATURE`] signature. The directory is written beside `dir`
+/// under a temporary name and renamed into place once whole; `dir` must not exist or be an
+/// empty directory.
+///
+/// # Errors
+///
+/// [`Error::BadOption`] (`-o`) for a `dir` that is not empty or whose parent does not exist
+/// (checked before anything is built); [`Error::Hogwild`] for a model configuration the graph
+/// cannot express; [`Error::Io`] or [`Error::Run`] when writing fails, which leaves nothing
+/// behind.
 pub fn saved_model(model: &Exportable<'_>, dir: &Path) -> Result<()> {
     check_target(dir)?;
     let mut b = graph::Builder::new();
@@ -86,7 +100,13 @@ pub fn saved_model(model: &Exportable<'_>, dir: &Path) -> Result<()> {
     })
 }
 
-/// Refuses an output directory that holds anything, or a path that is not a directory.
+/// Refuses an output directory that holds anything, or a path that is not a directory, before
+/// any work (a missing `dir` in an existing directory is fine: the export creates it).
+///
+/// # Errors
+///
+/// [`Error::BadOption`] (`-o`) naming `dir` and what is wrong; [`Error::Io`] when `dir` cannot
+/// be read.
 pub fn check_target(dir: &Path) -> Result<()> {
     let refuse = |reason: String| Error::BadOption {
         option: "-o",

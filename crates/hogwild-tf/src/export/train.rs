@@ -27,12 +27,17 @@ use super::graph::Builder;
 use super::Exportable;
 use crate::{Error, Result};
 
-/// The training graph's file in the output directory, and its checkpoint's prefix.
+/// The training graph's file in the output directory of [`tf_train_graph`] (a binary
+/// MetaGraphDef, `tf-train --graph`).
 pub const GRAPH_FILE: &str = "graph.meta";
+/// The prefix, in the same directory, of the checkpoint holding the model's weights and
+/// optimizer state (`tf-train --restore`).
 pub const CHECKPOINT_PREFIX: &str = "ckpt";
 
-/// The checkpoint names of a table's optimizer state: its slots (as many as the optimizer has)
-/// and scalars.
+/// The checkpoint names of a table's optimizer state: its slots (as many as the optimizer has,
+/// each a float32 tensor of the table's shape) and scalars (float32, shape `[]`). SGD has none,
+/// Adagrad the slot `<table>/accumulator`, AdamAsync the slots `<table>/m` and `<table>/v` and
+/// the scalars `<table>/beta1_power` and `<table>/beta2_power`.
 pub fn state_names(table: &str, optimizer: &OptimizerConfig) -> (Vec<String>, Vec<String>) {
     match optimizer {
         OptimizerConfig::Sgd { .. } => (Vec::new(), Vec::new()),
@@ -64,7 +69,19 @@ pub struct TrainTarget {
 }
 
 /// Writes `model`'s training graph to `dir/graph.meta` and its weights and optimizer state to
-/// the checkpoint `dir/ckpt`; `dir` must not exist or be empty.
+/// the checkpoint `dir/ckpt`; `dir` must not exist or be empty. `tables` are the model's tables
+/// (`Model::tables`), whose optimizer state the checkpoint holds under [`state_names`];
+/// `optimizer` is the model's, which the graph's apply ops follow. The directory appears only
+/// once complete.
+///
+/// # Errors
+///
+/// [`Error::BadOption`]: `-o` for a `dir` that is not empty, `--format` for a model the
+/// training graph cannot express (a word2vec model, a bag-of-words model with `loss = "ns"`, a
+/// field-aware machine with AdamAsync), `--op-library` for an AdamAsync model without the op
+/// library. [`Error::SlotMismatch`] when the DataFeedDesc has no label slot,
+/// [`Error::OpLibrary`] for a library that does not load, [`Error::Io`] or [`Error::Run`] when
+/// writing fails.
 pub fn tf_train_graph(
     model: &Exportable<'_>,
     tables: &[&Table],

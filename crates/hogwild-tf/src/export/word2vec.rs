@@ -12,6 +12,8 @@ use crate::Result;
 
 /// What the export reads of a word2vec model.
 pub struct Word2VecParts<'a> {
+    /// The model: its vocabulary, the words `hogwild export --format word2vec` writes, and
+    /// their vectors (with subwords, the mean of the word's and its n-grams' rows).
     pub model: &'a Word2Vec,
 }
 
