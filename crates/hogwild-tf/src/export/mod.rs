@@ -14,7 +14,6 @@ mod checkpoint;
 mod ctr;
 mod graph;
 mod hash;
-
 mod train;
 mod word2vec;
 
