@@ -1116,6 +1116,7 @@ mod tests {
         MetaGraphDef {
             meta_info_def: Some(MetaInfoDef {
                 tags: tags.iter().map(|t| t.to_string()).collect(),
+                tensorflow_version: String::new(),
             }),
             graph_def: vec![graph],
             ..MetaGraphDef::default()

@@ -1,7 +1,8 @@
-//! The few TensorFlow protobuf messages the runner reads or writes, declared with `prost` (the
-//! `tensorflow` crate keeps its generated protos private). Only the fields used are declared;
-//! prost skips the others when decoding. Field numbers are those of tensorflow/core/protobuf/
-//! meta_graph.proto, saver.proto, config.proto, cluster.proto and tensorflow_server.proto.
+//! The few TensorFlow protobuf messages the runner and the exporter read or write, declared with
+//! `prost` (the `tensorflow` crate keeps its generated protos private). Only the fields used are
+//! declared; prost skips the others when decoding. Field numbers are those of
+//! tensorflow/core/protobuf/ saved_model.proto, meta_graph.proto, saver.proto, config.proto,
+//! cluster.proto, tensorflow_server.proto and tensorflow/core/framework/variable.proto.
 
 use std::collections::HashMap;
 
@@ -14,11 +15,14 @@ pub struct SavedModel {
     pub meta_graphs: Vec<MetaGraphDef>,
 }
 
-/// `MetaGraphDef.MetaInfoDef`, of which only the tags are read.
+/// `MetaGraphDef.MetaInfoDef`: the tags (which the runner reads) and the TensorFlow version (which
+/// the exporter writes).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct MetaInfoDef {
     #[prost(string, repeated, tag = "4")]
     pub tags: Vec<String>,
+    #[prost(string, tag = "5")]
+    pub tensorflow_version: String,
 }
 
 /// `MetaGraphDef`: the graph plus the names the runner needs.
@@ -40,7 +44,8 @@ pub struct MetaGraphDef {
     pub object_graph_def: Option<Vec<u8>>,
 }
 
-/// `SaverDef`: the tensors and op of a `tf.compat.v1.train.Saver`.
+/// `SaverDef`: the tensors and op of a `tf.compat.v1.train.Saver` (the runner reads the first three;
+/// the exporter writes a V2 saver's whole definition).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct SaverDef {
     #[prost(string, tag = "1")]
@@ -49,13 +54,25 @@ pub struct SaverDef {
     pub save_tensor_name: String,
     #[prost(string, tag = "3")]
     pub restore_op_name: String,
+    #[prost(int32, tag = "4")]
+    pub max_to_keep: i32,
+    #[prost(bool, tag = "5")]
+    pub sharded: bool,
+    #[prost(float, tag = "6")]
+    pub keep_checkpoint_every_n_hours: f32,
+    /// `CheckpointFormatVersion`: 2 is V2 (an index file and data shards).
+    #[prost(int32, tag = "7")]
+    pub version: i32,
 }
 
-/// `CollectionDef`, of which only the node list kind is read.
+/// `CollectionDef`: a list of node names (what the runner reads) or of serialized messages (the
+/// `variables` collection the exporter writes).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct CollectionDef {
     #[prost(message, optional, tag = "1")]
     pub node_list: Option<NodeList>,
+    #[prost(message, optional, tag = "2")]
+    pub bytes_list: Option<BytesList>,
 }
 
 /// `CollectionDef.NodeList`.
@@ -63,6 +80,31 @@ pub struct CollectionDef {
 pub struct NodeList {
     #[prost(string, repeated, tag = "1")]
     pub value: Vec<String>,
+}
+
+/// `CollectionDef.BytesList`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct BytesList {
+    #[prost(bytes = "vec", repeated, tag = "1")]
+    pub value: Vec<Vec<u8>>,
+}
+
+/// `VariableDef` of a resource variable, as `tf.compat.v1` writes it into the `variables`
+/// collection (what `import_meta_graph` and `tf.saved_model.load` rebuild variables from).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct VariableDef {
+    #[prost(string, tag = "1")]
+    pub variable_name: String,
+    #[prost(string, tag = "2")]
+    pub initializer_name: String,
+    #[prost(string, tag = "3")]
+    pub snapshot_name: String,
+    #[prost(bool, tag = "5")]
+    pub is_resource: bool,
+    #[prost(string, tag = "6")]
+    pub initial_value_name: String,
+    #[prost(bool, tag = "7")]
+    pub trainable: bool,
 }
 
 /// `SignatureDef`.
@@ -107,7 +149,7 @@ pub struct TypeSpecProto {
     pub type_spec_class_name: String,
 }
 
-/// `TensorShapeProto`.
+/// `TensorShapeProto`: -1 for a dimension of unknown size.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct TensorShapeProto {
     #[prost(message, repeated, tag = "2")]

@@ -10,11 +10,11 @@ use tensorflow::{
     DataType, Graph, Operation, OperationDescription, Output, Shape, Status, Tensor, TensorType,
 };
 
-use super::proto::{
+use crate::graph::run_error;
+use crate::proto::{
     BytesList, CollectionDef, Dim, MetaGraphDef, MetaInfoDef, NodeList, SaverDef, SignatureDef,
     TensorInfo, TensorShapeProto, VariableDef,
 };
-use crate::graph::run_error;
 use crate::Result;
 
 /// The `DataType` enum value of the types the exporter's signatures use.
@@ -86,7 +86,9 @@ fn info(tensor: &Output, dtype: DataType, dims: &[i64]) -> Result<TensorInfo> {
         dtype: dtype_number(dtype),
         tensor_shape: Some(TensorShapeProto {
             dim: dims.iter().map(|&size| Dim { size }).collect(),
+            unknown_rank: false,
         }),
+        composite_tensor: None,
     })
 }
 
@@ -732,6 +734,7 @@ impl Builder {
             saver_def: Some(saver_def),
             collection_def,
             signature_def,
+            object_graph_def: None,
         })
     }
 }

@@ -14,7 +14,6 @@ mod checkpoint;
 mod ctr;
 mod graph;
 mod hash;
-mod proto;
 mod train;
 mod word2vec;
 
@@ -81,7 +80,7 @@ pub fn saved_model(model: &Exportable<'_>, dir: &Path) -> Result<()> {
         PREDICT_METHOD,
         &collections,
     )?;
-    let saved = proto::SavedModel {
+    let saved = crate::proto::SavedModel {
         saved_model_schema_version: 1,
         meta_graphs: vec![meta],
     };
