@@ -15,7 +15,7 @@ use crate::{Error, Result};
 pub struct TfTrainArgs {
     /// The graph to train: a MetaGraphDef file (binary) or a SavedModel directory (TF1
     /// SavedModelBuilder or TF2 tf.saved_model.save) with a "train" signature whose inputs are
-    /// named by slot; the contract is docs/runner-contract.md.
+    /// named by slot (guide: docs/runner.md; the rules: docs/runner-contract.md).
     #[arg(long)]
     pub graph: PathBuf,
     /// The tag set of the SavedModel's MetaGraph to train (repeatable; default: its only
