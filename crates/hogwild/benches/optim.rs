@@ -13,11 +13,15 @@
 //!   (ms per call, ns per row): the slice kernel, the shared-memory kernel (line copies, and cell
 //!   by cell when grad does not share the tables' 16-byte alignment), and a baseline that runs the
 //!   copy stream above (same 4 reads, 3 writes per element) on as many other random rows of var,
-//!   m and v, prefetched in batches as the kernels prefetch theirs, and without prefetching.
+//!   m and v, prefetched in batches as the kernels prefetch theirs, and without prefetching;
+//! - mixed precision (bf16 var and grad, f32 m and v: what the TF plugin runs for half variables):
+//!   the slice and shared kernels, dense on the 16 Mi elements and sparse on 1,024 fresh random
+//!   rows of a 1 Mi x 64 table, interleaved (ms per call).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use half::bf16;
 use hogwild::optim::{apply_dense, as_cells, AdamAsync, AdamAsyncState, AdamCoeffs, SlotState};
 use hogwild::rng::{unit_f32, SplitMix64};
 
@@ -382,7 +386,83 @@ fn sparse() {
     println!();
 }
 
+fn mixed() {
+    let mut rng = SplitMix64(3);
+    let coeffs = AdamCoeffs::new(1e-3f32, 0.9, 0.999, 1e-8, 0.9, 0.999).unwrap();
+    let half = |rng: &mut SplitMix64, scale: f32| bf16::from_f32(centred(rng) * scale);
+    let mut var: Vec<bf16> = (0..DENSE_LEN).map(|_| half(&mut rng, 1.0)).collect();
+    let mut grad: Vec<bf16> = (0..DENSE_LEN).map(|_| half(&mut rng, 0.01)).collect();
+    let (mut m, mut v) = (vec![0.0f32; DENSE_LEN], vec![0.0f32; DENSE_LEN]);
+    touch(&mut m);
+    touch(&mut v);
+    let len = ROWS * ROW_LEN;
+    let mut table: Vec<bf16> = (0..len).map(|_| half(&mut rng, 1.0)).collect();
+    let (mut tm, mut tv) = (vec![0.0f32; len], vec![0.0f32; len]);
+    touch(&mut tm);
+    touch(&mut tv);
+    const TOUCHED: usize = 1024;
+    let mut row_grad: Vec<bf16> = (0..TOUCHED * ROW_LEN)
+        .map(|_| half(&mut rng, 0.01))
+        .collect();
+    let names = [
+        "dense apply_dense_mixed",
+        "dense apply_dense_mixed_shared (cells)",
+        "sparse apply_sparse_rows_mixed, 1024 rows",
+        "sparse apply_sparse_rows_mixed_shared (cells), 1024 rows",
+    ];
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); names.len()];
+    let kernels = names.len();
+    let calls = [DENSE_REPS, DENSE_REPS, SPARSE_CALLS, SPARSE_CALLS];
+    // Interleaved, the order rotated every round; the sparse kernels, much shorter, run as many
+    // calls per round as their share of the reps.
+    for round in 0..DENSE_REPS {
+        for i in 0..kernels {
+            let k = (i + round) % kernels;
+            for _ in 0..calls[k] / DENSE_REPS {
+                let indices: Vec<i64> = (0..TOUCHED)
+                    .map(|_| (rng.next() % ROWS as u64) as i64)
+                    .collect();
+                let start = Instant::now();
+                match k {
+                    0 => coeffs.apply_dense_mixed(&mut var, &mut m, &mut v, &grad, false),
+                    1 => coeffs.apply_dense_mixed_shared::<bf16>(
+                        as_cells(&mut var),
+                        as_cells(&mut m),
+                        as_cells(&mut v),
+                        as_cells(&mut grad),
+                        false,
+                    ),
+                    2 => coeffs.apply_sparse_rows_mixed(
+                        &mut table, &mut tm, &mut tv, &row_grad, &indices, ROW_LEN, false,
+                    ),
+                    _ => coeffs.apply_sparse_rows_mixed_shared::<bf16, i64>(
+                        as_cells(&mut table),
+                        as_cells(&mut tm),
+                        as_cells(&mut tv),
+                        as_cells(&mut row_grad),
+                        &indices,
+                        ROW_LEN,
+                        false,
+                    ),
+                }
+                .unwrap();
+                times[k].push(start.elapsed());
+                black_box((&var, &table));
+            }
+        }
+    }
+    println!("## mixed precision, bf16 var and grad, f32 m and v, median ms per call");
+    println!();
+    println!("| kernel | ms/call |");
+    println!("|---|---:|");
+    for (name, t) in names.iter().zip(times) {
+        println!("| {name} | {:.3} |", median(t).as_secs_f64() * 1e3);
+    }
+    println!();
+}
+
 fn main() {
     dense();
     sparse();
+    mixed();
 }

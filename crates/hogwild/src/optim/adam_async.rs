@@ -38,14 +38,16 @@
 //!
 //! The loops are plain element loops over zipped slices (no bounds checks, no per-element
 //! branches), which the compiler vectorises. On x86-64 they are also compiled for AVX2 and AVX-512F
-//! and the widest the CPU supports is picked at run time. Rust never contracts a multiply and an add
-//! into an FMA, and every operation used (+, -, *, /, sqrt) is correctly rounded in every instruction
-//! set, so all paths give the same bits as [`adam_async_element`] / [`rmsprop_element`] applied one
-//! element at a time.
+//! and the widest the CPU supports is picked at run time: one loop and one dispatch for every
+//! storage (slices here, shared cells, mixed precision; `optim/kernel.rs`). Rust never contracts a
+//! multiply and an add into an FMA, and every operation used (+, -, *, /, sqrt) is correctly
+//! rounded in every instruction set, so all paths give the same bits as [`adam_async_element`] /
+//! [`rmsprop_element`] applied one element at a time.
 //!
 //! [`sum_duplicate_indices`]: super::sum_duplicate_indices
 
-use super::{check_same_len, check_sparse, for_each_row, Real, RowTable, SparseIndex};
+use super::kernel::{self, Dense, Slices, Sparse};
+use super::{Real, SparseIndex};
 use crate::{Error, Result};
 
 /// AdamAsync's hyper-parameters.
@@ -240,12 +242,8 @@ impl<T: Real> AdamCoeffs<T> {
         grad: &[T],
         use_nesterov: bool,
     ) -> Result<()> {
-        check_same_len(
-            &["var", "m", "v", "grad"],
-            &[var.len(), m.len(), v.len(), grad.len()],
-        )?;
-        let rule = AdamRule::dense(use_nesterov);
-        dispatch_dense(self, rule, var, m, v, grad);
+        let work = Dense::new(Slices { var, m, v }, grad)?;
+        kernel::run(self, AdamRule::dense(use_nesterov), work);
         Ok(())
     }
 
@@ -264,174 +262,10 @@ impl<T: Real> AdamCoeffs<T> {
         row_len: usize,
         rmsprop: bool,
     ) -> Result<()> {
-        check_same_len(&["var", "m", "v"], &[var.len(), m.len(), v.len()])?;
-        let rows = check_sparse(var.len(), row_len, grad, indices)?;
-        let rule = AdamRule::sparse(rmsprop);
-        let rows = SparseRows {
-            var,
-            m,
-            v,
-            grad,
-            indices,
-            row_len,
-            rows,
-        };
-        dispatch_sparse(self, rule, rows)
-    }
-
-    /// The compiled loop of `rule` over zipped slices (the shortest length wins; callers check).
-    /// The mixed-precision kernels run it on their widened local copies.
-    pub(super) fn run_rule(
-        &self,
-        rule: AdamRule,
-        var: &mut [T],
-        m: &mut [T],
-        v: &mut [T],
-        grad: &[T],
-    ) {
-        dispatch_dense(self, rule, var, m, v, grad);
+        let work = Sparse::new(Slices { var, m, v }, grad, indices, row_len)?;
+        kernel::run(self, AdamRule::sparse(rmsprop), work)
     }
 }
-
-/// The rule `RULE` (an [`AdamRule`] as `u8`) over zipped slices: the one loop every path compiles.
-#[inline(always)]
-pub(super) fn dense_body<T: Real, const RULE: u8>(
-    c: &AdamCoeffs<T>,
-    var: &mut [T],
-    m: &mut [T],
-    v: &mut [T],
-    grad: &[T],
-) {
-    let elements = var.iter_mut().zip(m).zip(v).zip(grad);
-    for (((w, m), v), &g) in elements {
-        // `RULE` is a constant: the branch is resolved at compile time.
-        if RULE == RULE_RMSPROP {
-            rmsprop_element(w, m, v, g, c);
-        } else if RULE == RULE_NESTEROV {
-            adam_async_element::<T, true>(w, m, v, g, c);
-        } else {
-            adam_async_element::<T, false>(w, m, v, g, c);
-        }
-    }
-}
-
-pub(super) const RULE_ADAM: u8 = 0;
-pub(super) const RULE_NESTEROV: u8 = 1;
-pub(super) const RULE_RMSPROP: u8 = 2;
-
-/// A validated sparse update (every index names one of `rows` rows).
-struct SparseRows<'a, T, I> {
-    var: &'a mut [T],
-    m: &'a mut [T],
-    v: &'a mut [T],
-    grad: &'a [T],
-    indices: &'a [I],
-    row_len: usize,
-    rows: usize,
-}
-
-#[inline(always)]
-fn sparse_body<T: Real, I: SparseIndex, const RULE: u8>(
-    c: &AdamCoeffs<T>,
-    s: SparseRows<'_, T, I>,
-) -> Result<()> {
-    let tables = [RowTable::of(s.var), RowTable::of(s.m), RowTable::of(s.v)];
-    for_each_row(s.indices, s.grad, s.rows, s.row_len, tables, |range, g| {
-        // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
-        let (w, m, v) = (
-            &mut s.var[range.clone()],
-            &mut s.m[range.clone()],
-            &mut s.v[range],
-        );
-        dense_body::<T, RULE>(c, w, m, v, g);
-    })
-}
-
-/// Instantiates `$body` for each rule and, on x86-64, for AVX2 and AVX-512F, and picks at run
-/// time. Every instantiation runs the same element code, so they give the same bits.
-macro_rules! dispatch {
-    ($name:ident, $body:ident, <$($g:ident: $b:path),*>, ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
-        fn $name<$($g: $b),*>(c: &AdamCoeffs<T>, rule: AdamRule, $($arg: $ty),*) -> $ret {
-            match rule {
-                AdamRule::Adam => $name::by_cpu::<$($g,)* RULE_ADAM>(c, $($arg),*),
-                AdamRule::Nesterov => $name::by_cpu::<$($g,)* RULE_NESTEROV>(c, $($arg),*),
-                AdamRule::RmsProp => $name::by_cpu::<$($g,)* RULE_RMSPROP>(c, $($arg),*),
-            }
-        }
-
-        mod $name {
-            use super::*;
-
-            #[inline(always)]
-            pub(super) fn by_cpu<$($g: $b,)* const RULE: u8>(
-                c: &AdamCoeffs<T>,
-                $($arg: $ty),*
-            ) -> $ret {
-                #[cfg(target_arch = "x86_64")]
-                {
-                    if std::arch::is_x86_feature_detected!("avx512f") {
-                        // SAFETY: `avx512` only requires the CPU to support AVX-512F, which
-                        // was detected just above.
-                        return unsafe { avx512::<$($g,)* RULE>(c, $($arg),*) };
-                    }
-                    if std::arch::is_x86_feature_detected!("avx2") {
-                        // SAFETY: `avx2` only requires the CPU to support AVX2, which was
-                        // detected just above.
-                        return unsafe { avx2::<$($g,)* RULE>(c, $($arg),*) };
-                    }
-                }
-                portable::<$($g,)* RULE>(c, $($arg),*)
-            }
-
-            /// The loop for the compile-time target (SSE2 on plain x86-64).
-            pub(crate) fn portable<$($g: $b,)* const RULE: u8>(
-                c: &AdamCoeffs<T>,
-                $($arg: $ty),*
-            ) -> $ret {
-                $body::<$($g,)* RULE>(c, $($arg),*)
-            }
-
-            /// The loop compiled for AVX2.
-            ///
-            /// # Safety
-            /// The CPU must support AVX2.
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2")]
-            pub(crate) unsafe fn avx2<$($g: $b,)* const RULE: u8>(
-                c: &AdamCoeffs<T>,
-                $($arg: $ty),*
-            ) -> $ret {
-                $body::<$($g,)* RULE>(c, $($arg),*)
-            }
-
-            /// The loop compiled for AVX-512F.
-            ///
-            /// # Safety
-            /// The CPU must support AVX-512F.
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx512f")]
-            pub(crate) unsafe fn avx512<$($g: $b,)* const RULE: u8>(
-                c: &AdamCoeffs<T>,
-                $($arg: $ty),*
-            ) -> $ret {
-                $body::<$($g,)* RULE>(c, $($arg),*)
-            }
-        }
-    };
-}
-
-dispatch!(
-    dispatch_dense,
-    dense_body,
-    <T: Real>,
-    (var: &mut [T], m: &mut [T], v: &mut [T], grad: &[T]) -> ()
-);
-dispatch!(
-    dispatch_sparse,
-    sparse_body,
-    <T: Real, I: SparseIndex>,
-    (rows: SparseRows<'_, T, I>) -> Result<()>
-);
 
 /// AdamAsync's rule for one element, in DeepRec's operation order:
 /// `m = m*b1 + g*(1-b1)`, `v = v*b2 + g*g*(1-b2)`, `var -= m*alpha / (sqrt(v) + eps)`, or with
@@ -581,7 +415,11 @@ mod tests {
     //! tails.
 
     use super::*;
+    use crate::optim::kernel::{
+        cpu, Dense, Slices, Sparse, RULE_ADAM, RULE_NESTEROV, RULE_RMSPROP,
+    };
     use crate::rng::test_values as values;
+    use crate::store::ByCell;
 
     type Loop<T> = fn(&AdamCoeffs<T>, &mut [T], &mut [T], &mut [T], &[T]);
 
@@ -603,23 +441,38 @@ mod tests {
         }
     }
 
+    /// The dense work on slices, checked.
+    fn dense<'a, T: Real>(
+        var: &'a mut [T],
+        m: &'a mut [T],
+        v: &'a mut [T],
+        g: &'a [T],
+    ) -> Dense<'a, Slices<'a, T>, T> {
+        Dense::new(Slices { var, m, v }, g).unwrap()
+    }
+
     fn paths<T: Real, const RULE: u8>() -> Vec<(&'static str, Loop<T>)> {
         let mut paths: Vec<(&'static str, Loop<T>)> = vec![
-            ("dispatched", dispatch_dense::by_cpu::<T, RULE>),
-            ("portable", dispatch_dense::portable::<T, RULE>),
+            ("dispatched", |c, w, m, v, g| {
+                cpu::by_cpu::<T, _, RULE>(c, dense(w, m, v, g))
+            }),
+            ("portable", |c, w, m, v, g| {
+                cpu::portable::<T, _, RULE, ByCell>(c, dense(w, m, v, g))
+            }),
         ];
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
         {
             if std::arch::is_x86_feature_detected!("avx2") {
                 paths.push(("avx2", |c, w, m, v, g| {
-                    // SAFETY: AVX2 support was detected before this path was listed.
-                    unsafe { dispatch_dense::avx2::<T, RULE>(c, w, m, v, g) }
+                    // SAFETY: AVX2 support (which implies AVX) was detected before this path was listed.
+                    unsafe { cpu::avx2::<T, _, RULE>(c, dense(w, m, v, g)) }
                 }));
             }
             if std::arch::is_x86_feature_detected!("avx512f") {
                 paths.push(("avx512", |c, w, m, v, g| {
-                    // SAFETY: AVX-512F support was detected before this path was listed.
-                    unsafe { dispatch_dense::avx512::<T, RULE>(c, w, m, v, g) }
+                    // SAFETY: AVX-512F support (which implies AVX) was detected before this path was
+                    // listed.
+                    unsafe { cpu::avx512::<T, _, RULE>(c, dense(w, m, v, g)) }
                 }));
             }
         }
@@ -680,18 +533,20 @@ mod tests {
         let run = |path: &str| {
             let (mut w, mut m, mut v) =
                 (var0.clone(), vec![0.0; var0.len()], vec![0.1; var0.len()]);
-            let s = SparseRows {
-                var: &mut w,
-                m: &mut m,
-                v: &mut v,
-                grad: &g,
-                indices: &indices,
+            let s = Sparse::new(
+                Slices {
+                    var: &mut w,
+                    m: &mut m,
+                    v: &mut v,
+                },
+                &g,
+                &indices,
                 row_len,
-                rows,
-            };
+            )
+            .unwrap();
             match path {
-                "portable" => dispatch_sparse::portable::<f32, u64, RULE_ADAM>(&c, s),
-                _ => dispatch_sparse::by_cpu::<f32, u64, RULE_ADAM>(&c, s),
+                "portable" => cpu::portable::<f32, _, RULE_ADAM, ByCell>(&c, s),
+                _ => cpu::by_cpu::<f32, _, RULE_ADAM>(&c, s),
             }
             .unwrap();
             (bits(&w), bits(&m), bits(&v))

@@ -18,9 +18,11 @@
 //!
 //! [`AdamCoeffs<C>`] (in practice `C = f32`, computed from f32 hyper-parameters and powers) updates
 //! a variable stored as `S` ([`Widen<C>`]) whose m and v are `C`: each chunk of var and grad is
-//! widened exactly to `C`, the compiled loop of `C` runs on it (the rules of
-//! [`adam_async_element`] and [`rmsprop_element`], so the result is that of an f32 variable
-//! holding the same values), and var is rounded back to `S` once (to nearest, ties to even). The
+//! widened exactly to `C`, the loop of `C` runs on it (the rules of [`adam_async_element`] and
+//! [`rmsprop_element`], so the result is that of an f32 variable holding the same values), and var
+//! is rounded back to `S` once (to nearest, ties to even). The whole kernel, conversions included,
+//! is compiled and picked per CPU by the one dispatch of every AdamAsync kernel
+//! (`optim/kernel.rs`). The
 //! caller advances the powers in `C` ([`advance_powers`], [`advance_powers_shared`]).
 //!
 //! What rounding remains is the variable's own: a bf16 weight `w` changes only when the step
@@ -40,11 +42,13 @@
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
+use std::ops::Range;
+
+use super::kernel::{self, rule_body, Dense, Sparse, Tables};
 use super::shared::{load, store};
 use super::SharedReal;
-use super::{
-    check_same_len, check_sparse, for_each_row, AdamCoeffs, AdamRule, Real, RowTable, SparseIndex,
-};
+use super::{AdamCoeffs, AdamRule, Real, RowTable, SparseIndex};
+use crate::store::LineCopy;
 use crate::Result;
 
 /// Elements widened into local arrays per step (five arrays of 256 f64 are 10 KiB, well inside
@@ -101,12 +105,9 @@ impl<C: Real> AdamCoeffs<C> {
         grad: &[S],
         use_nesterov: bool,
     ) -> Result<()> {
-        check_same_len(
-            &["var", "m", "v", "grad"],
-            &[var.len(), m.len(), v.len(), grad.len()],
-        )?;
-        let rule = AdamRule::dense(use_nesterov);
-        Wide::<S, C>::new(var.len()).run_slices(self, rule, var, m, v, grad);
+        let wide = Wide::new(var.len());
+        let work = Dense::new(MixedSlices { var, m, v, wide }, grad)?;
+        kernel::run(self, AdamRule::dense(use_nesterov), work);
         Ok(())
     }
 
@@ -125,20 +126,9 @@ impl<C: Real> AdamCoeffs<C> {
         row_len: usize,
         rmsprop: bool,
     ) -> Result<()> {
-        check_same_len(&["var", "m", "v"], &[var.len(), m.len(), v.len()])?;
-        let rows = check_sparse(var.len(), row_len, grad, indices)?;
-        let rule = AdamRule::sparse(rmsprop);
-        let mut wide = Wide::<S, C>::new(row_len);
-        let tables = [RowTable::of(var), RowTable::of(m), RowTable::of(v)];
-        for_each_row(indices, grad, rows, row_len, tables, |range, g| {
-            // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
-            let (w, m, v) = (
-                &mut var[range.clone()],
-                &mut m[range.clone()],
-                &mut v[range],
-            );
-            wide.run_slices(self, rule, w, m, v, g);
-        })
+        let wide = Wide::new(row_len);
+        let work = Sparse::new(MixedSlices { var, m, v, wide }, grad, indices, row_len)?;
+        kernel::run(self, AdamRule::sparse(rmsprop), work)
     }
 }
 
@@ -153,12 +143,9 @@ impl<C: SharedReal> AdamCoeffs<C> {
         grad: &[S::Cell],
         use_nesterov: bool,
     ) -> Result<()> {
-        check_same_len(
-            &["var", "m", "v", "grad"],
-            &[var.len(), m.len(), v.len(), grad.len()],
-        )?;
-        let rule = AdamRule::dense(use_nesterov);
-        Wide::<S, C>::new(var.len()).run_cells(self, rule, var, m, v, grad);
+        let wide = Wide::new(var.len());
+        let work = Dense::new(MixedCells::<S, C> { var, m, v, wide }, grad)?;
+        kernel::run(self, AdamRule::dense(use_nesterov), work);
         Ok(())
     }
 
@@ -175,16 +162,14 @@ impl<C: SharedReal> AdamCoeffs<C> {
         row_len: usize,
         rmsprop: bool,
     ) -> Result<()> {
-        check_same_len(&["var", "m", "v"], &[var.len(), m.len(), v.len()])?;
-        let rows = check_sparse(var.len(), row_len, grad, indices)?;
-        let rule = AdamRule::sparse(rmsprop);
-        let mut wide = Wide::<S, C>::new(row_len);
-        let tables = [RowTable::of(var), RowTable::of(m), RowTable::of(v)];
-        for_each_row(indices, grad, rows, row_len, tables, |range, g| {
-            // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
-            let (w, m, v) = (&var[range.clone()], &m[range.clone()], &v[range]);
-            wide.run_cells(self, rule, w, m, v, g);
-        })
+        let wide = Wide::new(row_len);
+        let work = Sparse::new(
+            MixedCells::<S, C> { var, m, v, wide },
+            grad,
+            indices,
+            row_len,
+        )?;
+        kernel::run(self, AdamRule::sparse(rmsprop), work)
     }
 }
 
@@ -211,65 +196,90 @@ impl<S: Widen<C>, C: Real> Wide<S, C> {
             narrow: vec![S::zero(); n],
         }
     }
+}
 
-    /// Runs `rule` over equal-length slices, one chunk at a time: widen var and grad, compute
-    /// (m and v in place), round var back.
-    fn run_slices(
-        &mut self,
-        c: &AdamCoeffs<C>,
-        rule: AdamRule,
-        var: &mut [S],
-        m: &mut [C],
-        v: &mut [C],
-        grad: &[S],
-    ) {
-        let n = self.var.len();
-        let chunks = var
+/// var stored as `S`, m and v as `C`, in slices: each chunk of var and grad is widened, the rule
+/// runs (m and v in place), var is rounded back.
+struct MixedSlices<'a, S, C> {
+    var: &'a mut [S],
+    m: &'a mut [C],
+    v: &'a mut [C],
+    wide: Wide<S, C>,
+}
+
+impl<S: Widen<C>, C: Real> Tables<C> for MixedSlices<'_, S, C> {
+    type Grad = S;
+
+    #[inline(always)]
+    fn row_tables(&self) -> [RowTable; 3] {
+        RowTable::three(self.var, self.m, self.v)
+    }
+
+    #[inline(always)]
+    fn run<const RULE: u8, L: LineCopy>(&mut self, c: &AdamCoeffs<C>, r: Range<usize>, g: &[S]) {
+        let wide = &mut self.wide;
+        let n = wide.var.len();
+        // In bounds: `r` ends at most at the common length of the slices (`Dense`, `Sparse`).
+        let chunks = self.var[r.clone()]
             .chunks_mut(n)
-            .zip(m.chunks_mut(n))
-            .zip(v.chunks_mut(n))
-            .zip(grad.chunks(n));
+            .zip(self.m[r.clone()].chunks_mut(n))
+            .zip(self.v[r].chunks_mut(n))
+            .zip(g.chunks(n));
         for (((var, m), v), grad) in chunks {
             let k = var.len();
-            let (w_buf, g_buf) = (&mut self.var[..k], &mut self.grad[..k]);
+            let (w_buf, g_buf) = (&mut wide.var[..k], &mut wide.grad[..k]);
             S::widen(var, w_buf);
             S::widen(grad, g_buf);
-            c.run_rule(rule, w_buf, m, v, g_buf);
+            rule_body::<C, RULE>(c, w_buf, m, v, g_buf);
             S::narrow(w_buf, var);
         }
     }
 }
 
-impl<S: Widen<C> + SharedReal, C: SharedReal> Wide<S, C> {
-    /// Runs `rule` over equal-length slices of cells, one chunk at a time: load (and widen var
-    /// and grad), compute, store (var rounded back).
-    fn run_cells(
+/// var stored as `S`, m and v as `C`, in cells: each chunk is loaded (var and grad widened), the
+/// rule runs, and var (rounded back), m and v are stored, one relaxed atomic access per cell.
+struct MixedCells<'a, S: SharedReal, C: SharedReal> {
+    var: &'a [S::Cell],
+    m: &'a [C::Cell],
+    v: &'a [C::Cell],
+    wide: Wide<S, C>,
+}
+
+impl<S: Widen<C> + SharedReal, C: SharedReal> Tables<C> for MixedCells<'_, S, C> {
+    type Grad = S::Cell;
+
+    #[inline(always)]
+    fn row_tables(&self) -> [RowTable; 3] {
+        RowTable::three(self.var, self.m, self.v)
+    }
+
+    #[inline(always)]
+    fn run<const RULE: u8, L: LineCopy>(
         &mut self,
         c: &AdamCoeffs<C>,
-        rule: AdamRule,
-        var: &[S::Cell],
-        m: &[C::Cell],
-        v: &[C::Cell],
-        grad: &[S::Cell],
+        r: Range<usize>,
+        g: &[S::Cell],
     ) {
-        let n = self.var.len();
-        let chunks = var
+        let wide = &mut self.wide;
+        let n = wide.var.len();
+        // In bounds: `r` ends at most at the common length of the slices (`Dense`, `Sparse`).
+        let chunks = self.var[r.clone()]
             .chunks(n)
-            .zip(m.chunks(n))
-            .zip(v.chunks(n))
-            .zip(grad.chunks(n));
+            .zip(self.m[r.clone()].chunks(n))
+            .zip(self.v[r].chunks(n))
+            .zip(g.chunks(n));
         for (((var, m), v), grad) in chunks {
             let k = var.len();
-            let narrow = &mut self.narrow[..k];
-            let (w_buf, g_buf) = (&mut self.var[..k], &mut self.grad[..k]);
-            let (m_buf, v_buf) = (&mut self.m[..k], &mut self.v[..k]);
+            let narrow = &mut wide.narrow[..k];
+            let (w_buf, g_buf) = (&mut wide.var[..k], &mut wide.grad[..k]);
+            let (m_buf, v_buf) = (&mut wide.m[..k], &mut wide.v[..k]);
             load::<S>(var, narrow);
             S::widen(narrow, w_buf);
             load::<S>(grad, narrow);
             S::widen(narrow, g_buf);
             load::<C>(m, m_buf);
             load::<C>(v, v_buf);
-            c.run_rule(rule, w_buf, m_buf, v_buf, g_buf);
+            rule_body::<C, RULE>(c, w_buf, m_buf, v_buf, g_buf);
             S::narrow(w_buf, narrow);
             store::<S>(var, narrow);
             store::<C>(m, m_buf);

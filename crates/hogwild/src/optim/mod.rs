@@ -23,8 +23,9 @@
 //!   ([`AdamAsync::apply_dense`], [`AdamAsync::apply_sparse`], [`AdamCoeffs::apply_dense_chunk`],
 //!   [`AdamCoeffs::apply_sparse_rows`]: what the TF plugin calls), the generic [`apply_dense`] /
 //!   [`apply_sparse`] and the Hogwild store's shared rows all run it in the same operation order,
-//!   so they give the same bits for the same inputs. The AdamAsync loops are compiled for AVX2 and
-//!   AVX-512F as well and picked at run time; Rust never fuses a multiply and an add, and +, -, *, /
+//!   so they give the same bits for the same inputs. Every AdamAsync kernel (slices, shared
+//!   cells, mixed precision) runs one loop through one dispatch, compiled for AVX2 and AVX-512F
+//!   as well and picked at run time; Rust never fuses a multiply and an add, and +, -, *, /
 //!   and sqrt are correctly rounded everywhere, so the result does not depend on the CPU either.
 //!   A sparse update that names every row once equals the dense update bit for bit, and a dense
 //!   update split into shards equals the whole.
@@ -55,6 +56,7 @@
 //!   [`Widen`]).
 
 mod adam_async;
+mod kernel;
 mod mixed;
 mod real;
 mod rule;
@@ -144,11 +146,13 @@ const BATCH_BYTES: usize = 8 << 10;
 /// Most rows per batch of [`prefetch_rows`].
 const BATCH_ROWS: usize = 32;
 
-/// One of the three tables (var, m, v) a sparse kernel updates, for prefetching: where it starts
-/// and how many bytes an element takes (var may be narrower than m and v).
+/// One of the three tables (var, m, v) a kernel updates, for checking and prefetching: where it
+/// starts, how many elements it holds and how many bytes an element takes (var may be narrower
+/// than m and v).
 #[derive(Clone, Copy)]
 pub(crate) struct RowTable {
     start: *const u8,
+    pub(crate) len: usize,
     element_bytes: usize,
 }
 
@@ -157,8 +161,15 @@ impl RowTable {
     pub(crate) fn of<E>(table: &[E]) -> Self {
         Self {
             start: table.as_ptr().cast(),
+            len: table.len(),
             element_bytes: std::mem::size_of::<E>(),
         }
+    }
+
+    /// var (of `V`), m and v (of `M`).
+    #[inline(always)]
+    pub(crate) fn three<V, M>(var: &[V], m: &[M], v: &[M]) -> [Self; 3] {
+        [Self::of(var), Self::of(m), Self::of(v)]
     }
 }
 

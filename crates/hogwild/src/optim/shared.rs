@@ -18,8 +18,8 @@
 //! `store/atomic.rs`, states the rules). The kernels go through the cells one cache line at a
 //! time: they copy a line (64 bytes) of var, m, v and grad into local values, run the slice
 //! kernels' element loop on them (the same rules [`adam_async_element`](super::adam_async_element) /
-//! [`rmsprop_element`](super::rmsprop_element), compiled for AVX-512, AVX2 or the build target and
-//! picked per CPU, as the slice kernels are) and copy var, m and v back. On x86-64 with AVX the
+//! [`rmsprop_element`](super::rmsprop_element), through the same dispatch: `optim/kernel.rs`,
+//! compiled for AVX-512, AVX2 or the build target and picked per CPU) and copy var, m and v back. On x86-64 with AVX the
 //! copies are aligned 16-byte `vmovaps` accesses, each one atomic access that reads or writes
 //! every cell it covers whole (`store/bulk.rs`): what a relaxed atomic access per cell does, in a
 //! quarter of the instructions or fewer. Elsewhere, under Miri, and for the part of a run before
@@ -58,11 +58,11 @@
 //! [`AtomicF16`]: crate::store::AtomicF16
 //! [`AtomicBF16`]: crate::store::AtomicBF16
 
-use super::adam_async::{dense_body, RULE_ADAM, RULE_NESTEROV, RULE_RMSPROP};
-use super::{
-    check_same_len, check_sparse, for_each_row, AdamCoeffs, AdamRule, RowTable, SparseIndex,
-};
-use crate::store::{line_copy, ByCell, LineCopy, Lines, SharedReal};
+use std::ops::Range;
+
+use super::kernel::{self, rule_body, Dense, Sparse, Tables};
+use super::{AdamCoeffs, AdamRule, RowTable, SparseIndex};
+use crate::store::{LineCopy, SharedReal};
 use crate::Result;
 
 /// `beta1_power *= beta1; beta2_power *= beta2`, each with a compare-and-swap loop: exactly one
@@ -89,12 +89,8 @@ impl<T: SharedReal> AdamCoeffs<T> {
         grad: &[T::Cell],
         use_nesterov: bool,
     ) -> Result<()> {
-        check_same_len(
-            &["var", "m", "v", "grad"],
-            &[var.len(), m.len(), v.len(), grad.len()],
-        )?;
-        let rule = AdamRule::dense(use_nesterov);
-        dispatch_shared_dense(self, rule, var, m, v, grad);
+        let work = Dense::new(Cells::<T> { var, m, v }, grad)?;
+        kernel::run(self, AdamRule::dense(use_nesterov), work);
         Ok(())
     }
 
@@ -114,31 +110,37 @@ impl<T: SharedReal> AdamCoeffs<T> {
         row_len: usize,
         rmsprop: bool,
     ) -> Result<()> {
-        check_same_len(&["var", "m", "v"], &[var.len(), m.len(), v.len()])?;
-        let rows = check_sparse(var.len(), row_len, grad, indices)?;
-        let rule = AdamRule::sparse(rmsprop);
-        let rows = SharedRows {
-            var,
-            m,
-            v,
-            grad,
-            indices,
-            row_len,
-            rows,
-        };
-        dispatch_shared_sparse(self, rule, rows)
+        let work = Sparse::new(Cells::<T> { var, m, v }, grad, indices, row_len)?;
+        kernel::run(self, AdamRule::sparse(rmsprop), work)
     }
 }
 
-/// A validated sparse update on cells (every index names one of `rows` rows).
-struct SharedRows<'a, T: SharedReal, I> {
+/// Slices of cells of the compute type, copied a line at a time (see the module docs).
+struct Cells<'a, T: SharedReal> {
     var: &'a [T::Cell],
     m: &'a [T::Cell],
     v: &'a [T::Cell],
-    grad: &'a [T::Cell],
-    indices: &'a [I],
-    row_len: usize,
-    rows: usize,
+}
+
+impl<T: SharedReal> Tables<T> for Cells<'_, T> {
+    type Grad = T::Cell;
+
+    #[inline(always)]
+    fn row_tables(&self) -> [RowTable; 3] {
+        RowTable::three(self.var, self.m, self.v)
+    }
+
+    #[inline(always)]
+    fn run<const RULE: u8, L: LineCopy>(
+        &mut self,
+        c: &AdamCoeffs<T>,
+        r: Range<usize>,
+        g: &[T::Cell],
+    ) {
+        // In bounds: `r` ends at most at the common length of the slices (`Dense`, `Sparse`).
+        let (w, m, v) = (&self.var[r.clone()], &self.m[r.clone()], &self.v[r]);
+        shared_body::<T, RULE, L>(c, w, m, v, g);
+    }
 }
 
 /// The rule `RULE` over equal-length slices of cells, a line at a time with `L`'s copies where
@@ -187,7 +189,7 @@ fn shared_body<T: SharedReal, const RULE: u8, L: LineCopy>(
                     L::load::<T>(var),
                 )
             };
-            dense_body::<T, RULE>(c, w.as_mut(), m_line.as_mut(), v_line.as_mut(), g.as_ref());
+            rule_body::<T, RULE>(c, w.as_mut(), m_line.as_mut(), v_line.as_mut(), g.as_ref());
             // SAFETY: as for the loads.
             unsafe {
                 L::store::<T>(var, &w);
@@ -222,100 +224,11 @@ fn by_cells<T: SharedReal, const RULE: u8>(
     load(m, m_buf);
     load(v, v_buf);
     load(grad, g_buf);
-    dense_body::<T, RULE>(c, w_buf, m_buf, v_buf, g_buf);
+    rule_body::<T, RULE>(c, w_buf, m_buf, v_buf, g_buf);
     store(var, w_buf);
     store(m, m_buf);
     store(v, v_buf);
 }
-
-#[inline(always)]
-fn shared_sparse_body<T: SharedReal, I: SparseIndex, const RULE: u8, L: LineCopy>(
-    c: &AdamCoeffs<T>,
-    s: SharedRows<'_, T, I>,
-) -> Result<()> {
-    let tables = [RowTable::of(s.var), RowTable::of(s.m), RowTable::of(s.v)];
-    for_each_row(s.indices, s.grad, s.rows, s.row_len, tables, |range, g| {
-        // In bounds: `range` ends at most at `rows * row_len`, the common length of the slices.
-        let (w, m, v) = (&s.var[range.clone()], &s.m[range.clone()], &s.v[range]);
-        shared_body::<T, RULE, L>(c, w, m, v, g);
-    })
-}
-
-/// Instantiates `$body` for each rule and each line copy the processor may allow, compiled for
-/// AVX-512F, AVX2 or the build target to match, and picks at run time ([`line_copy`]). Every
-/// instantiation runs the same element code, so they give the same bits.
-macro_rules! dispatch_shared {
-    ($name:ident, $body:ident, <$($g:ident: $b:path),*>, ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
-        fn $name<$($g: $b),*>(c: &AdamCoeffs<T>, rule: AdamRule, $($arg: $ty),*) -> $ret {
-            match rule {
-                AdamRule::Adam => $name::by_cpu::<$($g,)* RULE_ADAM>(c, $($arg),*),
-                AdamRule::Nesterov => $name::by_cpu::<$($g,)* RULE_NESTEROV>(c, $($arg),*),
-                AdamRule::RmsProp => $name::by_cpu::<$($g,)* RULE_RMSPROP>(c, $($arg),*),
-            }
-        }
-
-        mod $name {
-            use super::*;
-
-            #[inline(always)]
-            pub(super) fn by_cpu<$($g: $b,)* const RULE: u8>(
-                c: &AdamCoeffs<T>,
-                $($arg: $ty),*
-            ) -> $ret {
-                match line_copy() {
-                    #[cfg(all(target_arch = "x86_64", not(miri)))]
-                    // SAFETY: `line_copy` found AVX-512F and AVX, all `avx512` needs.
-                    Lines::Avx512 => unsafe { avx512::<$($g,)* RULE>(c, $($arg),*) },
-                    #[cfg(all(target_arch = "x86_64", not(miri)))]
-                    // SAFETY: `line_copy` found AVX2 and AVX, all `avx2` needs.
-                    Lines::Avx2 => unsafe { avx2::<$($g,)* RULE>(c, $($arg),*) },
-                    #[cfg(all(target_arch = "x86_64", not(miri)))]
-                    Lines::Sse => $body::<$($g,)* RULE, crate::store::Sse>(c, $($arg),*),
-                    Lines::ByCell => $body::<$($g,)* RULE, ByCell>(c, $($arg),*),
-                }
-            }
-
-            /// The loop compiled for AVX-512F.
-            ///
-            /// # Safety
-            /// The CPU must support AVX-512F and AVX.
-            #[cfg(all(target_arch = "x86_64", not(miri)))]
-            #[target_feature(enable = "avx512f")]
-            unsafe fn avx512<$($g: $b,)* const RULE: u8>(
-                c: &AdamCoeffs<T>,
-                $($arg: $ty),*
-            ) -> $ret {
-                $body::<$($g,)* RULE, crate::store::Avx512>(c, $($arg),*)
-            }
-
-            /// The loop compiled for AVX2.
-            ///
-            /// # Safety
-            /// The CPU must support AVX2.
-            #[cfg(all(target_arch = "x86_64", not(miri)))]
-            #[target_feature(enable = "avx2")]
-            unsafe fn avx2<$($g: $b,)* const RULE: u8>(
-                c: &AdamCoeffs<T>,
-                $($arg: $ty),*
-            ) -> $ret {
-                $body::<$($g,)* RULE, crate::store::Avx>(c, $($arg),*)
-            }
-        }
-    };
-}
-
-dispatch_shared!(
-    dispatch_shared_dense,
-    shared_body,
-    <T: SharedReal>,
-    (var: &[T::Cell], m: &[T::Cell], v: &[T::Cell], grad: &[T::Cell]) -> ()
-);
-dispatch_shared!(
-    dispatch_shared_sparse,
-    shared_sparse_body,
-    <T: SharedReal, I: SparseIndex>,
-    (rows: SharedRows<'_, T, I>) -> Result<()>
-);
 
 /// Copies `cells` into `out`, one relaxed atomic load each (also the mixed kernels' copy).
 #[inline(always)]
