@@ -262,26 +262,55 @@ pub(crate) fn build(b: &mut Builder, m: &BowParts<'_>) -> Result<Vec<Named>> {
     ])
 }
 
+/// Every label's path in the Huffman tree as `[classes, depth]` matrices, padded to the deepest
+/// path: the nodes (`points`), whether each step goes to the second child (`second`), and 1 on the
+/// path, 0 in the padding (`mask`). The serving and the training graphs both read them.
+pub(crate) struct HuffmanPaths {
+    pub(crate) points: Vec<i64>,
+    pub(crate) second: Vec<bool>,
+    pub(crate) mask: Vec<f32>,
+    /// `[classes, depth]`.
+    pub(crate) dims: [u64; 2],
+}
+
+impl HuffmanPaths {
+    pub(crate) fn new(tree: &Huffman) -> Self {
+        let classes = tree.leaves();
+        let depth = (0..classes)
+            .map(|c| tree.points(c).len())
+            .max()
+            .unwrap_or(0);
+        let mut points = vec![0i64; classes * depth];
+        let mut second = vec![false; classes * depth];
+        let mut mask = vec![0f32; classes * depth];
+        for c in 0..classes {
+            for (k, (&p, &s)) in tree.points(c).iter().zip(tree.codes(c)).enumerate() {
+                points[c * depth + k] = i64::from(p);
+                second[c * depth + k] = s;
+                mask[c * depth + k] = 1.0;
+            }
+        }
+        let dims = [classes as u64, depth as u64];
+        HuffmanPaths {
+            points,
+            second,
+            mask,
+            dims,
+        }
+    }
+}
+
 /// `hs`: each label's probability, the product along its path of the branches' sigmoids
 /// (`sigmoid(z)` to the second child, `sigmoid(-z)` to the first), as a sum of log-sigmoids over
 /// the path's nodes padded to the deepest path.
 pub(crate) fn hs_probabilities(b: &mut Builder, scores: &Output, tree: &Huffman) -> Result<Output> {
-    let classes = tree.leaves();
-    let depth = (0..classes)
-        .map(|c| tree.points(c).len())
-        .max()
-        .unwrap_or(0);
-    let mut points = vec![0i64; classes * depth];
-    let mut signs = vec![0f32; classes * depth];
-    let mut mask = vec![0f32; classes * depth];
-    for c in 0..classes {
-        for (k, (&p, &second)) in tree.points(c).iter().zip(tree.codes(c)).enumerate() {
-            points[c * depth + k] = i64::from(p);
-            signs[c * depth + k] = if second { 1.0 } else { -1.0 };
-            mask[c * depth + k] = 1.0;
-        }
-    }
-    let dims = [classes as u64, depth as u64];
+    let paths = HuffmanPaths::new(tree);
+    let signs: Vec<f32> = paths
+        .second
+        .iter()
+        .map(|&second| if second { 1.0 } else { -1.0 })
+        .collect();
+    let (points, mask, dims) = (paths.points, paths.mask, paths.dims);
     let points = b.matrix("hs/points", &dims, &points)?;
     let signs = b.matrix("hs/signs", &dims, &signs)?;
     let mask = b.matrix("hs/mask", &dims, &mask)?;

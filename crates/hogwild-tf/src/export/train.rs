@@ -866,22 +866,13 @@ fn hs_train(
         .map(<[u64]>::to_vec)
         .unwrap_or_else(|| vec![1; cfg.classes]);
     let tree = Huffman::new(&counts);
-    let classes = tree.leaves();
-    let depth = (0..classes)
-        .map(|c| tree.points(c).len())
-        .max()
-        .unwrap_or(0);
-    let mut points = vec![0i64; classes * depth];
-    let mut codes = vec![0f32; classes * depth];
-    let mut mask = vec![0f32; classes * depth];
-    for c in 0..classes {
-        for (k, (&p, &second)) in tree.points(c).iter().zip(tree.codes(c)).enumerate() {
-            points[c * depth + k] = i64::from(p);
-            codes[c * depth + k] = f32::from(u8::from(second));
-            mask[c * depth + k] = 1.0;
-        }
-    }
-    let dims = [classes as u64, depth as u64];
+    let paths = bow::HuffmanPaths::new(&tree);
+    let codes: Vec<f32> = paths
+        .second
+        .iter()
+        .map(|&second| f32::from(u8::from(second)))
+        .collect();
+    let (points, mask, dims) = (paths.points, paths.mask, paths.dims);
     let points = b.matrix("train/hs/points", &dims, &points)?;
     let codes = b.matrix("train/hs/codes", &dims, &codes)?;
     let mask = b.matrix("train/hs/mask", &dims, &mask)?;
@@ -945,7 +936,7 @@ fn hs_train(
         &[&start, &f.instances, &step],
     )?;
     let every = b.op("ExpandDims", "train/hs/instance_column", &[&every, &axis1])?;
-    let tile = b.vector("train/hs/tile", &[1i64, depth as i64])?;
+    let tile = b.vector("train/hs/tile", &[1i64, dims[1] as i64])?;
     let owner = b.op("Tile", "train/hs/owner_grid", &[&every, &tile])?;
     let owner = b.op("Reshape", "train/hs/owner_flat", &[&owner, &flat])?;
     let owner = b.gather("train/hs/owner", &owner, &at)?;
