@@ -384,17 +384,7 @@ impl<'a, M: Model> Run<'a, M> {
 
     /// Evaluates the model on `files` without changing it: the metrics over every instance.
     pub fn eval<P: AsRef<Path>>(self, files: &[P]) -> Result<RunReport> {
-        let default = RunOptions::default();
-        let options = self.options.unwrap_or(&default);
-        eval_from_files(
-            self.model,
-            self.desc,
-            &paths(files),
-            self.threads,
-            self.fetch,
-            options,
-            None,
-        )
+        self.evaluate(files, None)
     }
 
     /// Writes the model's prediction for every instance of `files` to `out`, one line each, in
@@ -402,6 +392,11 @@ impl<'a, M: Model> Run<'a, M> {
     /// batches shared by the threads); commit `out` ([`Output::commit`]) once this succeeded: a
     /// file output dropped uncommitted leaves its target as it was.
     pub fn predict<P: AsRef<Path>>(self, files: &[P], out: &mut Output) -> Result<RunReport> {
+        self.evaluate(files, Some(out))
+    }
+
+    /// `eval` and `predict`: one pass without training, the predictions to `out` when given.
+    fn evaluate<P: AsRef<Path>>(self, files: &[P], out: Option<&mut Output>) -> Result<RunReport> {
         let default = RunOptions::default();
         let options = self.options.unwrap_or(&default);
         eval_from_files(
@@ -411,7 +406,7 @@ impl<'a, M: Model> Run<'a, M> {
             self.threads,
             self.fetch,
             options,
-            Some(out),
+            out,
         )
     }
 }
